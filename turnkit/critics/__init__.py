@@ -1,0 +1,1 @@
+"""Critics: per-step rewards for trajectories (rules, judges, learned step critics, progress)."""

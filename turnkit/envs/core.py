@@ -1,0 +1,426 @@
+"""`TextEnv`: the Gymnasium text-environment contract every turnkit env follows.
+
+Observations and actions are plain ``str``. An observation is the *new* message from the env (the task
+prompt on ``reset``, feedback or a simulated human's reply on ``step``); the rollout layer keeps the
+conversation (observation -> ``user`` message, action -> ``assistant`` message).
+
+The contract, enforced by :func:`turnkit.check_env`:
+
+* All randomness goes through ``self.np_random``, seeded by ``reset(seed=...)``: the same seed gives the
+  same episode in any process, also concurrently.
+* Invalid actions (empty, too long, NUL bytes, invalid UTF-8, not text) are observations, not exceptions:
+  the env explains the problem in the next observation and ``info["invalid_action"]``, and ends the
+  episode once ``max_invalid_actions`` is exceeded.
+* Privileged task data (reference answers, hidden tests) never appears in observations or ``info``; critics
+  and oracle agents read it through :meth:`TextEnv.privileged`.
+* Truncation comes only from the ``TimeLimit`` wrapper that ``gymnasium.make`` adds.
+* :meth:`TextEnv.snapshot` / :meth:`TextEnv.restore` branch from any point; restoring and replaying the same
+  actions gives an identical continuation. Families override :meth:`TextEnv.get_state` /
+  :meth:`TextEnv.set_state` for O(state) snapshots; the default replays the action history.
+
+A new env subclasses :class:`TextEnv` once and implements three hooks::
+
+    generate_task(rng) -> Task        # a procedural task, from the episode RNG only
+    begin(task) -> str                # set up episode state, return the first observation
+    respond(action) -> Transition     # react to one valid action
+
+Example:
+    >>> import numpy as np
+    >>> from turnkit.envs.core import TextEnv, Transition
+    >>> from turnkit.types import Task
+    >>> class Echo(TextEnv):
+    ...     '''Say the hidden word back.'''
+    ...     def generate_task(self, rng):
+    ...         word = str(rng.choice(["cat", "dog"]))
+    ...         return Task(task_id=f"echo-{word}", prompt="Guess the word.", privileged={"word": word})
+    ...     def begin(self, task):
+    ...         return task.prompt
+    ...     def respond(self, action):
+    ...         ok = action.strip() == self.privileged()["word"]
+    ...         return Transition("Correct." if ok else "No.", reward=float(ok), terminated=ok,
+    ...                           info={"success": ok})
+    >>> env = Echo()
+    >>> obs, info = env.reset(seed=3)
+    >>> obs
+    'Guess the word.'
+    >>> env.step("")[4]["invalid_action"]
+    'empty'
+    >>> env.step(env.privileged()["word"])[1:3]
+    (1.0, True)
+"""
+
+from __future__ import annotations
+
+import copy
+import enum
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, ClassVar
+
+import gymnasium
+import numpy as np
+from gymnasium import logger
+from gymnasium.wrappers import OrderEnforcing, TimeLimit
+
+from turnkit.envs.spaces import TextSpace
+from turnkit.errors import EnvError
+from turnkit.types import Task
+
+
+class InvalidAction(str, enum.Enum):
+    """Why an action was not accepted; the value goes into ``info["invalid_action"]``."""
+
+    NOT_TEXT = "not_text"
+    EMPTY = "empty"
+    TOO_LONG = "too_long"
+    NUL_BYTES = "nul_bytes"
+    INVALID_UTF8 = "invalid_utf8"
+    EPISODE_OVER = "episode_over"
+
+
+_EXPLANATIONS = {
+    InvalidAction.NOT_TEXT: "it was not text",
+    InvalidAction.EMPTY: "it was empty",
+    InvalidAction.TOO_LONG: "it was longer than {limit} characters",
+    InvalidAction.NUL_BYTES: "it contained NUL bytes",
+    InvalidAction.INVALID_UTF8: "it was not valid UTF-8 text",
+}
+
+
+def validate_action(action: Any, max_chars: int) -> tuple[str, InvalidAction | None]:
+    """Check that an action is acceptable text.
+
+    Args:
+        action: What the agent sent: normally ``str``; ``bytes`` are decoded as strict UTF-8.
+        max_chars: Largest accepted length in characters.
+
+    Returns:
+        ``(text, None)`` for a valid action, ``("", reason)`` otherwise.
+
+    Example:
+        >>> validate_action("x = 1", 100)
+        ('x = 1', None)
+        >>> validate_action("a\\x00b", 100)[1].value, validate_action("\\ud800", 100)[1].value
+        ('nul_bytes', 'invalid_utf8')
+    """
+    if isinstance(action, (bytes, bytearray)):
+        try:
+            action = bytes(action).decode("utf-8")
+        except UnicodeDecodeError:
+            return "", InvalidAction.INVALID_UTF8
+    if not isinstance(action, str):
+        return "", InvalidAction.NOT_TEXT
+    if len(action) > max_chars:
+        return "", InvalidAction.TOO_LONG
+    try:
+        action.encode("utf-8")
+    except UnicodeEncodeError:
+        return "", InvalidAction.INVALID_UTF8
+    if "\x00" in action:
+        return "", InvalidAction.NUL_BYTES
+    if not action.strip():
+        return "", InvalidAction.EMPTY
+    return action, None
+
+
+@dataclass(frozen=True)
+class Transition:
+    """What :meth:`TextEnv.respond` returns for one valid action.
+
+    Attributes:
+        observation: The env's next message to the agent.
+        reward: The step reward.
+        terminated: The episode reached a terminal state.
+        info: Policy-visible extra info (must not contain privileged data). Terminal steps should set
+            ``"success"``.
+    """
+
+    observation: str
+    reward: float = 0.0
+    terminated: bool = False
+    info: Mapping[str, Any] = field(default_factory=dict)
+
+
+_REPLAY = object()  # get_state() default: snapshots fall back to replaying the action history
+
+
+@dataclass(frozen=True)
+class EnvSnapshot:
+    """An opaque, restorable copy of a :class:`TextEnv` at one point of an episode.
+
+    Attributes:
+        task: The episode's task.
+        turn: Number of steps taken.
+        invalid_actions: Number of invalid actions so far.
+        done: Whether the episode has ended.
+        last_observation: The last observation returned.
+        rng_state: The bit-generator state of ``np_random``.
+        state: The family state from :meth:`TextEnv.get_state`, or the replay record.
+    """
+
+    task: Task
+    turn: int
+    invalid_actions: int
+    done: bool
+    last_observation: str
+    rng_state: Mapping[str, Any]
+    state: Any
+
+
+class TextEnv(gymnasium.Env[str, str]):
+    """Base class of turnkit text envs (see the module docstring for the contract).
+
+    Args:
+        split: Which task distribution :meth:`generate_task` draws from; one of ``self.splits``.
+        tasks: A fixed task list (e.g. loaded from a JSONL file) to draw from instead of the generator.
+        max_invalid_actions: Invalid actions allowed before the episode ends.
+        max_action_chars: Longest accepted action, in characters.
+        render_mode: ``"ansi"`` (``render()`` returns the last exchange) or ``"human"`` (prints it).
+    """
+
+    metadata: ClassVar[dict[str, Any]] = {"render_modes": ["ansi", "human"]}
+    splits: ClassVar[tuple[str, ...]] = ("id", "ood", "combo")
+    """Split names accepted by this family's generator."""
+
+    def __init__(
+        self,
+        *,
+        split: str = "id",
+        tasks: Sequence[Task] | None = None,
+        max_invalid_actions: int = 3,
+        max_action_chars: int = 16_384,
+        render_mode: str | None = None,
+    ) -> None:
+        if tasks is None and split not in self.splits:
+            raise EnvError(f"{type(self).__name__}: unknown split {split!r}; choose one of {list(self.splits)}")
+        if tasks is not None and len(tasks) == 0:
+            raise EnvError(f"{type(self).__name__}: the task list is empty")
+        if max_invalid_actions < 0:
+            raise EnvError(f"max_invalid_actions must be >= 0, got {max_invalid_actions}")
+        if max_action_chars < 1:
+            raise EnvError(f"max_action_chars must be >= 1, got {max_action_chars}")
+        if render_mode is not None and render_mode not in self.metadata["render_modes"]:
+            raise EnvError(f"unknown render_mode {render_mode!r}; choose one of {self.metadata['render_modes']}")
+        self.split = split
+        self.max_invalid_actions = max_invalid_actions
+        self.max_action_chars = max_action_chars
+        self.render_mode = render_mode
+        self.observation_space = TextSpace()
+        self.action_space = TextSpace(max_length=max_action_chars)
+        self._fixed_tasks = tuple(tasks) if tasks is not None else None
+        self._task: Task | None = None
+        self._turn = 0
+        self._invalid = 0
+        self._done = False
+        self._last_obs = ""
+        self._last_action = ""
+        self._history: list[Any] = []
+        self._reset_rng_state: Mapping[str, Any] | None = None
+
+    # ------------------------------------------------------------------ hooks for subclasses
+    def generate_task(self, rng: np.random.Generator) -> Task:
+        """Draw a task of ``self.split`` using only ``rng``. Override in procedural families."""
+        raise NotImplementedError(f"{type(self).__name__} has no task generator; pass tasks=[...]")
+
+    def begin(self, task: Task) -> str:
+        """Set up the episode state for ``task`` and return the first observation."""
+        raise NotImplementedError
+
+    def respond(self, action: str) -> Transition:
+        """React to one valid action (already checked by :func:`validate_action`)."""
+        raise NotImplementedError
+
+    def get_state(self) -> Any:
+        """Return the family's episode state for :meth:`snapshot` (deep-copied by the caller).
+
+        The default returns a marker that makes snapshots replay the action history (O(history)).
+        """
+        return _REPLAY
+
+    def set_state(self, state: Any) -> None:
+        """Install a state returned by :meth:`get_state` (already a private copy)."""
+        raise NotImplementedError  # only called when get_state is overridden
+
+    # ------------------------------------------------------------------ public API
+    @property
+    def task(self) -> Task:
+        """The current task, privileged part included. Not for policies; for critics and tools."""
+        if self._task is None:
+            raise EnvError(f"{type(self).__name__}: call reset() before reading the task")
+        return self._task
+
+    def privileged(self) -> Mapping[str, Any]:
+        """The privileged (training-time) information of the current task."""
+        return self.task.privileged
+
+    def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[str, dict]:
+        """Start an episode.
+
+        Args:
+            seed: Seeds ``np_random``; the same seed gives the same episode.
+            options: ``{"task": Task}`` plays that task; ``{"task_index": i}`` picks from a fixed task list.
+
+        Returns:
+            The first observation and the info dict.
+        """
+        super().reset(seed=seed)
+        options = options or {}
+        task = options.get("task")
+        if task is not None and not isinstance(task, Task):
+            raise EnvError(f"options['task'] must be a turnkit.Task, got {type(task).__name__}")
+        if task is None:
+            task = self._draw_task(options.get("task_index"))
+        self._task = task
+        self._turn = 0
+        self._invalid = 0
+        self._done = False
+        self._last_action = ""
+        self._history = []
+        self._reset_rng_state = copy.deepcopy(self.np_random.bit_generator.state)
+        self._last_obs = self.begin(task)
+        return self._last_obs, self._info({})
+
+    def step(self, action: str) -> tuple[str, float, bool, bool, dict]:
+        """Apply one agent message. Never raises on bad action text (see the module docstring)."""
+        if self._task is None:
+            raise EnvError(f"{type(self).__name__}: call reset() before step()")
+        if self._done:
+            logger.warn("step() called after the episode ended; call reset() first.")
+            info = self._info({"invalid_action": InvalidAction.EPISODE_OVER.value})
+            return "The episode has ended.", 0.0, True, False, info
+        self._history.append(action)
+        return self._apply(action)
+
+    def snapshot(self) -> EnvSnapshot:
+        """A restorable copy of the current episode state."""
+        state = self.get_state()
+        if state is _REPLAY:
+            state = ("replay", copy.deepcopy(self._reset_rng_state), list(self._history))
+        else:
+            state = ("state", copy.deepcopy(state))
+        return EnvSnapshot(
+            task=self.task,
+            turn=self._turn,
+            invalid_actions=self._invalid,
+            done=self._done,
+            last_observation=self._last_obs,
+            rng_state=copy.deepcopy(self.np_random.bit_generator.state),
+            state=state,
+        )
+
+    def restore(self, snap: EnvSnapshot) -> None:
+        """Return to the point where ``snap`` was taken. A snapshot can be restored any number of times."""
+        kind, *payload = snap.state
+        self._task = snap.task
+        if kind == "replay":
+            reset_rng, actions = payload
+            self._set_rng(reset_rng)
+            self._turn = self._invalid = 0
+            self._done = False
+            self._reset_rng_state = copy.deepcopy(reset_rng)
+            self._last_obs = self.begin(snap.task)
+            self._history = []
+            for a in actions:
+                self._history.append(a)
+                self._apply(a)
+        else:
+            self.set_state(copy.deepcopy(payload[0]))
+            self._history = []
+        self._turn = snap.turn
+        self._invalid = snap.invalid_actions
+        self._done = snap.done
+        self._last_obs = snap.last_observation
+        self._set_rng(snap.rng_state)
+
+    def render(self) -> str | None:
+        """Render the last exchange as text (``"ansi"``) or print it (``"human"``)."""
+        text = f"[agent] {self._last_action}\n[env] {self._last_obs}" if self._last_action else self._last_obs
+        if self.render_mode == "human":
+            print(text)
+            return None
+        return text
+
+    # ------------------------------------------------------------------ internals
+    def _draw_task(self, task_index: int | None) -> Task:
+        if self._fixed_tasks is None:
+            return self.generate_task(self.np_random)
+        n = len(self._fixed_tasks)
+        if task_index is None:
+            task_index = int(self.np_random.integers(n))
+        if not 0 <= task_index < n:
+            raise EnvError(f"task_index {task_index} out of range for {n} tasks")
+        return self._fixed_tasks[task_index]
+
+    def _apply(self, action: Any) -> tuple[str, float, bool, bool, dict]:
+        self._turn += 1
+        text, problem = validate_action(action, self.max_action_chars)
+        if problem is not None:
+            self._invalid += 1
+            self._last_action = f"<invalid: {problem.value}>"
+            left = self.max_invalid_actions - self._invalid
+            ended = left < 0
+            why = _EXPLANATIONS[problem].format(limit=self.max_action_chars)
+            tail = "The episode is over." if ended else f"{left} more invalid message(s) end the episode."
+            self._last_obs = f"Your last message was not accepted: {why}. {tail}"
+            self._done = ended
+            extra: dict[str, Any] = {"invalid_action": problem.value}
+            if ended:
+                extra["success"] = False
+            return self._last_obs, 0.0, ended, False, self._info(extra)
+        self._last_action = text
+        tr = self.respond(text)
+        self._last_obs = tr.observation
+        self._done = bool(tr.terminated)
+        return tr.observation, float(tr.reward), bool(tr.terminated), False, self._info(tr.info)
+
+    def _info(self, extra: Mapping[str, Any]) -> dict[str, Any]:
+        task = self.task
+        info: dict[str, Any] = {
+            "task_id": task.task_id,
+            "family": task.family,
+            "split": task.split,
+            "difficulty": task.difficulty,
+            "turn": self._turn,
+            "invalid_actions": self._invalid,
+        }
+        info.update(extra)
+        return info
+
+    def _set_rng(self, state: Mapping[str, Any]) -> None:
+        bit_gen = getattr(np.random, state["bit_generator"])()
+        bit_gen.state = copy.deepcopy(dict(state))
+        self._np_random = np.random.Generator(bit_gen)
+
+
+def snapshot_env(env: gymnasium.Env) -> EnvSnapshot:
+    """Snapshot a (possibly wrapped) :class:`TextEnv`.
+
+    Example:
+        >>> import gymnasium, turnkit
+        >>> env = gymnasium.make("turnkit/MathEpisodes-v0")
+        >>> _ = env.reset(seed=0)
+        >>> snap = snapshot_env(env)
+        >>> a = env.step("ANSWER: 0")
+        >>> restore_env(env, snap)
+        >>> env.step("ANSWER: 0")[0] == a[0]
+        True
+    """
+    base = env.unwrapped
+    if not isinstance(base, TextEnv):
+        raise EnvError(f"snapshot needs a turnkit.TextEnv, got {type(base).__name__}")
+    return base.snapshot()
+
+
+def restore_env(env: gymnasium.Env, snap: EnvSnapshot) -> None:
+    """Restore a (possibly wrapped) :class:`TextEnv`, including the ``TimeLimit`` step counter."""
+    base = env.unwrapped
+    if not isinstance(base, TextEnv):
+        raise EnvError(f"restore needs a turnkit.TextEnv, got {type(base).__name__}")
+    base.restore(snap)
+    layer: Any = env
+    while isinstance(layer, gymnasium.Wrapper):
+        if isinstance(layer, TimeLimit):
+            layer._elapsed_steps = snap.turn
+        elif isinstance(layer, OrderEnforcing):
+            layer._has_reset = True
+        layer = layer.env

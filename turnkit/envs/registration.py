@@ -1,0 +1,21 @@
+"""Registers the built-in envs with Gymnasium. Only ``gymnasium.register`` calls belong here.
+
+Example:
+    >>> import gymnasium, turnkit
+    >>> env = gymnasium.make("turnkit/MathEpisodes-v0", split="ood")
+    >>> env.spec.max_episode_steps
+    10
+"""
+
+from gymnasium.envs.registration import register
+
+register(
+    id="turnkit/MathEpisodes-v0",
+    entry_point="turnkit.envs.math.env:MathEpisodesEnv",
+    max_episode_steps=10,
+)
+register(
+    id="turnkit/PhysicsPrediction-v0",
+    entry_point="turnkit.envs.physics.env:PhysicsPredictionEnv",
+    max_episode_steps=6,
+)

@@ -1,0 +1,1 @@
+"""Learners: pure loss/advantage kernels and one readable loop per algorithm."""

@@ -1,0 +1,1 @@
+"""Rollout: running agents in envs and turning episodes into training batches."""

@@ -1,0 +1,198 @@
+"""Run agents in envs and record :class:`~turnkit.types.Trajectory` objects.
+
+:func:`collect_batch` steps many episodes in lockstep and calls the agent once per round with every live
+episode's context, so a model-backed policy sees full batches. :func:`collect` and :func:`collect_group`
+are the one-episode and same-seed-group front ends.
+
+Infrastructure failures are data: an exception from the agent or the env ends the affected episodes
+with ``Trajectory.error`` set (typed :class:`~turnkit.types.ErrorCause`), and the other episodes go on.
+
+Example:
+    >>> import gymnasium, turnkit
+    >>> from turnkit.agents.oracle import OracleAgent
+    >>> env = gymnasium.make("turnkit/MathEpisodes-v0")
+    >>> group = turnkit.collect_group(env, OracleAgent(), seed=7, group_size=3)
+    >>> len({t.initial_observation for t in group}), [t.success for t in group]
+    (1, [True, True, True])
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import gymnasium
+
+from turnkit.agents.base import Agent, Context, uses_privileged
+from turnkit.errors import AgentError
+from turnkit.types import AgentTurn, ErrorCause, Message, Step, Task, Trajectory, TrajectoryError
+
+
+@dataclass
+class _Episode:
+    """Mutable bookkeeping of one live episode (frozen into a Trajectory at the end)."""
+
+    env: gymnasium.Env
+    seed: int | None
+    group: int | None
+    observation: str = ""
+    reset_info: dict[str, Any] = field(default_factory=dict)
+    messages: list[Message] = field(default_factory=list)
+    steps: list[Step] = field(default_factory=list)
+    task: Task | None = None
+    error: TrajectoryError | None = None
+    done: bool = False
+
+
+def _env_id(env: gymnasium.Env) -> str:
+    return env.spec.id if env.spec is not None else type(env.unwrapped).__name__
+
+
+def _task_of(env: gymnasium.Env) -> Task | None:
+    task = getattr(env.unwrapped, "task", None)
+    return task if isinstance(task, Task) else None
+
+
+def collect_batch(
+    envs: Sequence[gymnasium.Env],
+    agent: Agent,
+    seeds: Sequence[int | None],
+    *,
+    groups: Sequence[int | None] | None = None,
+    max_turns: int | None = None,
+    reset_options: Sequence[dict[str, Any] | None] | None = None,
+) -> list[Trajectory]:
+    """Play one episode in each env, batching agent calls across live episodes.
+
+    Args:
+        envs: One env per episode (distinct instances).
+        agent: The policy; called once per round with all live contexts.
+        seeds: The reset seed of each episode.
+        groups: Optional group index per episode (recorded on the trajectory).
+        max_turns: Stop episodes after this many turns (marked truncated) when the env has no time limit.
+        reset_options: Optional ``reset(options=...)`` per episode.
+
+    Returns:
+        One trajectory per env, in order.
+    """
+    if len(envs) != len(seeds):
+        raise ValueError(f"got {len(envs)} envs but {len(seeds)} seeds")
+    if len({id(e) for e in envs}) != len(envs):
+        raise ValueError("collect_batch needs distinct env instances (one per episode)")
+    groups = groups if groups is not None else [None] * len(envs)
+    reset_options = reset_options if reset_options is not None else [None] * len(envs)
+    privileged = uses_privileged(agent)
+    episodes = [_Episode(env=e, seed=s, group=g) for e, s, g in zip(envs, seeds, groups)]
+    for ep, options in zip(episodes, reset_options):
+        try:
+            ep.observation, ep.reset_info = ep.env.reset(seed=ep.seed, options=options)
+            ep.task = _task_of(ep.env)
+            ep.messages.append(Message("user", ep.observation))
+        except Exception as exc:  # an env fault is recorded, not raised
+            ep.error = TrajectoryError(ErrorCause.ENV, f"reset: {type(exc).__name__}: {exc}")
+            ep.done = True
+
+    while live := [ep for ep in episodes if not ep.done]:
+        contexts = [
+            Context(
+                messages=tuple(ep.messages),
+                env_id=_env_id(ep.env),
+                turn=len(ep.steps),
+                episode_seed=ep.seed,
+                task=ep.task if privileged else None,
+            )
+            for ep in live
+        ]
+        try:
+            turns = agent.act(contexts)
+            if len(turns) != len(live):
+                raise AgentError(f"agent returned {len(turns)} turns for {len(live)} contexts")
+        except Exception as exc:  # a policy or server fault ends these episodes as data
+            for ep in live:
+                ep.error = TrajectoryError(ErrorCause.AGENT, f"{type(exc).__name__}: {exc}", len(ep.steps))
+                ep.done = True
+            continue
+        for ep, turn in zip(live, turns):
+            _advance(ep, turn, max_turns)
+    return [_freeze(ep) for ep in episodes]
+
+
+def _advance(ep: _Episode, turn: AgentTurn, max_turns: int | None) -> None:
+    try:
+        obs, reward, terminated, truncated, info = ep.env.step(turn.text)
+    except Exception as exc:
+        ep.error = TrajectoryError(ErrorCause.ENV, f"step: {type(exc).__name__}: {exc}", len(ep.steps))
+        ep.done = True
+        return
+    if max_turns is not None and len(ep.steps) + 1 >= max_turns and not terminated:
+        truncated = True
+    ep.steps.append(Step(ep.observation, turn, float(reward), bool(terminated), bool(truncated), dict(info)))
+    ep.messages.append(Message("assistant", turn.text))
+    ep.messages.append(Message("user", obs))
+    ep.observation = obs
+    ep.done = bool(terminated or truncated)
+
+
+def _freeze(ep: _Episode) -> Trajectory:
+    return Trajectory(
+        env_id=_env_id(ep.env),
+        seed=ep.seed,
+        steps=tuple(ep.steps),
+        initial_observation=ep.messages[0].content if ep.messages else "",
+        reset_info=ep.reset_info,
+        task=ep.task,
+        error=ep.error,
+        group=ep.group,
+    )
+
+
+def collect(env: gymnasium.Env, agent: Agent, *, seed: int | None = None, max_turns: int | None = None) -> Trajectory:
+    """Play one episode of ``env`` with ``agent``.
+
+    Example:
+        >>> import gymnasium, turnkit
+        >>> from turnkit.agents.scripted import ScriptedAgent
+        >>> env = gymnasium.make("turnkit/MathEpisodes-v0")
+        >>> traj = turnkit.collect(env, ScriptedAgent(["ANSWER: 0.123"]), seed=0)
+        >>> traj.success, len(traj.steps) > 1
+        (False, True)
+    """
+    return collect_batch([env], agent, [seed], max_turns=max_turns)[0]
+
+
+def clone_env(env: gymnasium.Env) -> gymnasium.Env:
+    """A fresh instance of the same env (same id and kwargs), for running episodes side by side."""
+    if env.spec is not None:
+        return gymnasium.make(env.spec)
+    return copy.deepcopy(env)
+
+
+def collect_group(
+    env: gymnasium.Env | Callable[[], gymnasium.Env],
+    agent: Agent,
+    *,
+    seed: int,
+    group_size: int,
+    group: int | None = None,
+    max_turns: int | None = None,
+) -> list[Trajectory]:
+    """Play ``group_size`` episodes of the *same* task (same seed), batched, e.g. for GRPO/RLOO groups.
+
+    Args:
+        env: An env (cloned ``group_size - 1`` times) or a zero-argument env factory.
+        agent: The policy.
+        seed: The shared reset seed.
+        group_size: Number of episodes.
+        group: Group index recorded on every trajectory (defaults to ``seed``).
+        max_turns: See :func:`collect_batch`.
+    """
+    if group_size < 1:
+        raise ValueError(f"group_size must be >= 1, got {group_size}")
+    if isinstance(env, gymnasium.Env):
+        envs = [env] + [clone_env(env) for _ in range(group_size - 1)]
+    else:
+        envs = [env() for _ in range(group_size)]
+    g = seed if group is None else group
+    return collect_batch(envs, agent, [seed] * group_size, groups=[g] * group_size, max_turns=max_turns)
