@@ -19,14 +19,11 @@ from __future__ import annotations
 import enum
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from types import MappingProxyType
 from typing import Any, Literal
 
 Role = Literal["system", "user", "assistant", "tool"]
 Split = str
-"""A task split name. Built-in families use ``"id"``, ``"ood"`` and ``"combo"`` (plus family-specific ones)."""
-
-_EMPTY: Mapping[str, Any] = MappingProxyType({})
+"""A task split name: ``"id"``, ``"ood"``, ``"combo"`` or a family-specific one."""
 
 
 @dataclass(frozen=True)

@@ -88,7 +88,7 @@ _EXPLANATIONS = {
 
 
 def validate_action(action: Any, max_chars: int) -> tuple[str, InvalidAction | None]:
-    """Check that an action is acceptable text.
+    r"""Check that an action is acceptable text.
 
     Args:
         action: What the agent sent: normally ``str``; ``bytes`` are decoded as strict UTF-8.
@@ -100,7 +100,7 @@ def validate_action(action: Any, max_chars: int) -> tuple[str, InvalidAction | N
     Example:
         >>> validate_action("x = 1", 100)
         ('x = 1', None)
-        >>> validate_action("a\\x00b", 100)[1].value, validate_action("\\ud800", 100)[1].value
+        >>> validate_action("a\x00b", 100)[1].value, validate_action("\ud800", 100)[1].value
         ('nul_bytes', 'invalid_utf8')
     """
     if isinstance(action, (bytes, bytearray)):
@@ -192,7 +192,8 @@ class TextEnv(gymnasium.Env[str, str]):
         render_mode: str | None = None,
     ) -> None:
         if tasks is None and split not in self.splits:
-            raise EnvError(f"{type(self).__name__}: unknown split {split!r}; choose one of {list(self.splits)}")
+            name = type(self).__name__
+            raise EnvError(f"{name}: unknown split {split!r}; choose one of {list(self.splits)}")
         if tasks is not None and len(tasks) == 0:
             raise EnvError(f"{type(self).__name__}: the task list is empty")
         if max_invalid_actions < 0:
@@ -200,7 +201,8 @@ class TextEnv(gymnasium.Env[str, str]):
         if max_action_chars < 1:
             raise EnvError(f"max_action_chars must be >= 1, got {max_action_chars}")
         if render_mode is not None and render_mode not in self.metadata["render_modes"]:
-            raise EnvError(f"unknown render_mode {render_mode!r}; choose one of {self.metadata['render_modes']}")
+            modes = self.metadata["render_modes"]
+            raise EnvError(f"unknown render_mode {render_mode!r}; choose one of {modes}")
         self.split = split
         self.max_invalid_actions = max_invalid_actions
         self.max_action_chars = max_action_chars

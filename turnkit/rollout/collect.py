@@ -84,8 +84,8 @@ def collect_batch(
     groups = groups if groups is not None else [None] * len(envs)
     reset_options = reset_options if reset_options is not None else [None] * len(envs)
     privileged = uses_privileged(agent)
-    episodes = [_Episode(env=e, seed=s, group=g) for e, s, g in zip(envs, seeds, groups)]
-    for ep, options in zip(episodes, reset_options):
+    episodes = [_Episode(env=e, seed=s, group=g) for e, s, g in zip(envs, seeds, groups, strict=True)]
+    for ep, options in zip(episodes, reset_options, strict=True):
         try:
             ep.observation, ep.reset_info = ep.env.reset(seed=ep.seed, options=options)
             ep.task = _task_of(ep.env)
@@ -114,7 +114,7 @@ def collect_batch(
                 ep.error = TrajectoryError(ErrorCause.AGENT, f"{type(exc).__name__}: {exc}", len(ep.steps))
                 ep.done = True
             continue
-        for ep, turn in zip(live, turns):
+        for ep, turn in zip(live, turns, strict=True):
             _advance(ep, turn, max_turns)
     return [_freeze(ep) for ep in episodes]
 
@@ -148,7 +148,9 @@ def _freeze(ep: _Episode) -> Trajectory:
     )
 
 
-def collect(env: gymnasium.Env, agent: Agent, *, seed: int | None = None, max_turns: int | None = None) -> Trajectory:
+def collect(
+    env: gymnasium.Env, agent: Agent, *, seed: int | None = None, max_turns: int | None = None
+) -> Trajectory:
     """Play one episode of ``env`` with ``agent``.
 
     Example:
