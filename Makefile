@@ -1,0 +1,23 @@
+# turnkit developer commands. `make quickstart` and `make test` do all set-up on a fresh machine first.
+PYTHON ?= python3
+PYTEST_ARGS ?=
+
+.PHONY: setup test lint quickstart bench
+
+setup:
+	@bash .ci/setup.sh
+
+# pytest exits 5 when it collects no tests; that is not a failure of the suite itself.
+test: setup
+	@$(PYTHON) -m pytest -q -p no:cacheprovider $(PYTEST_ARGS); rc=$$?; if [ $$rc -eq 5 ]; then echo "no tests collected"; rc=0; fi; exit $$rc
+
+lint:
+	ruff check turnkit tests benchmarks
+	ruff format --check turnkit tests benchmarks
+
+quickstart: setup
+	$(PYTHON) -m turnkit.cli eval turnkit/MathEpisodes-v0 --agent oracle --episodes 200 --seed 1000
+	$(PYTHON) -m turnkit.cli eval turnkit/MathEpisodes-v0 --agent random --episodes 200 --seed 1000
+
+bench: setup
+	$(PYTHON) benchmarks/bench_envs.py

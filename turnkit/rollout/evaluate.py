@@ -1,0 +1,132 @@
+"""Evaluate an agent on many seeded episodes: batched collection, progress bar, JSONL + summary.
+
+Example:
+    >>> from turnkit.agents.oracle import OracleAgent
+    >>> s = evaluate("turnkit/MathEpisodes-v0", OracleAgent(), episodes=4, seed=0, progress=False)
+    >>> s.success_rate, s.episodes, s.errors
+    (1.0, 4, {})
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections import Counter
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import gymnasium
+from tqdm.auto import tqdm
+
+import turnkit  # noqa: F401  (registers the built-in envs)
+from turnkit.agents.base import Agent
+from turnkit.rollout.collect import collect_batch
+from turnkit.rollout.records import write_jsonl
+from turnkit.stats import mean_ci, wilson_interval
+from turnkit.types import Trajectory
+
+
+@dataclass(frozen=True)
+class EvalSummary:
+    """Aggregate results of an evaluation run.
+
+    Attributes:
+        env_id: The env evaluated.
+        split: The task split.
+        episodes: Number of episodes.
+        seed: First seed (episodes use ``seed, seed + 1, ...``).
+        success_rate: Fraction of successful episodes (errored episodes count as failures).
+        success_ci95: Wilson 95% interval of the success rate.
+        mean_reward: Mean total reward per episode.
+        mean_reward_ci95: Normal-approximation 95% interval of the mean reward.
+        mean_turns: Mean number of agent turns.
+        errors: Infrastructure errors by cause.
+        wall_s: Wall-clock seconds.
+    """
+
+    env_id: str
+    split: str
+    episodes: int
+    seed: int
+    success_rate: float
+    success_ci95: tuple[float, float]
+    mean_reward: float
+    mean_reward_ci95: tuple[float, float]
+    mean_turns: float
+    errors: dict[str, int] = field(default_factory=dict)
+    wall_s: float = 0.0
+
+    def to_json(self) -> str:
+        """The summary as pretty JSON."""
+        return json.dumps(asdict(self), indent=2)
+
+
+def summarize(env_id: str, split: str, seed: int, trajs: list[Trajectory], wall_s: float) -> EvalSummary:
+    """Aggregate finished trajectories into an :class:`EvalSummary`."""
+    n = len(trajs)
+    wins = sum(t.success for t in trajs)
+    rewards = [t.total_reward for t in trajs] or [0.0]
+    mean, lo, hi = mean_ci(rewards)
+    errors = Counter(t.error.cause.value for t in trajs if t.error is not None)
+    return EvalSummary(
+        env_id=env_id,
+        split=split,
+        episodes=n,
+        seed=seed,
+        success_rate=wins / n if n else 0.0,
+        success_ci95=wilson_interval(wins, n),
+        mean_reward=mean,
+        mean_reward_ci95=(lo, hi),
+        mean_turns=sum(len(t.steps) for t in trajs) / n if n else 0.0,
+        errors=dict(errors),
+        wall_s=wall_s,
+    )
+
+
+def evaluate(
+    env_id: str,
+    agent: Agent,
+    *,
+    episodes: int,
+    seed: int = 0,
+    split: str = "id",
+    batch_size: int = 16,
+    env_kwargs: dict[str, Any] | None = None,
+    out_dir: str | Path | None = None,
+    progress: bool = True,
+) -> EvalSummary:
+    """Run ``episodes`` seeded episodes of ``env_id`` and summarise them.
+
+    Args:
+        env_id: A registered env id.
+        agent: The policy under evaluation.
+        episodes: Number of episodes (seeds ``seed .. seed + episodes - 1``).
+        seed: First seed.
+        split: Task split passed to the env.
+        batch_size: Episodes played side by side (one agent call per round).
+        env_kwargs: Extra keyword arguments for ``gymnasium.make``.
+        out_dir: If given, write ``trajectories.jsonl`` and ``summary.json`` there.
+        progress: Show a progress bar.
+    """
+    if episodes < 1:
+        raise ValueError(f"episodes must be >= 1, got {episodes}")
+    kwargs = dict(env_kwargs or {})
+    envs = [gymnasium.make(env_id, split=split, **kwargs) for _ in range(min(batch_size, episodes))]
+    trajs: list[Trajectory] = []
+    start = time.perf_counter()
+    with tqdm(total=episodes, desc=f"eval {env_id} [{split}]", disable=not progress, unit="ep") as bar:
+        for first in range(seed, seed + episodes, len(envs)):
+            seeds = list(range(first, min(first + len(envs), seed + episodes)))
+            trajs.extend(collect_batch(envs[: len(seeds)], agent, seeds))
+            bar.update(len(seeds))
+            bar.set_postfix(success=f"{sum(t.success for t in trajs) / len(trajs):.2f}")
+    for env in envs:
+        env.close()
+    summary = summarize(env_id, split, seed, trajs, time.perf_counter() - start)
+    if out_dir is not None:
+        out = Path(out_dir)
+        out.mkdir(parents=True, exist_ok=True)
+        write_jsonl(str(out / "trajectories.jsonl"), trajs)
+        (out / "summary.json").write_text(summary.to_json() + "\n", encoding="utf-8")
+    return summary
