@@ -1,0 +1,170 @@
+"""HFPolicy on a tiny random-weight model: padding, seeds, log-probs, stopping and loading.
+
+Run: python -m pytest tests/agents/test_hf.py -q
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+import torch
+
+from tests.agents.conftest import make_context
+from turnkit.agents.hf import HFPolicy, chat_prompt_ids, sample_tokens
+from turnkit.agents.tiny import save_tiny
+from turnkit.errors import ConfigError
+from turnkit.types import Message
+
+PROMPTS = ["1+1?", "What is 12*(3+4)?", "hi", "Solve x^2 = 49 for positive x, please.", "7-3"]
+
+
+def _contexts():
+    return [make_context(text, seed=10 + i) for i, text in enumerate(PROMPTS)]
+
+
+def test_batch_gives_the_same_tokens_as_one_by_one(policy):
+    batched = policy.act(_contexts())
+    single = [policy.act([ctx])[0] for ctx in _contexts()]
+    for b, s in zip(batched, single, strict=True):
+        assert b.token_ids == s.token_ids
+        assert b.prompt_token_ids == s.prompt_token_ids
+        assert b.text == s.text
+        assert torch.allclose(torch.tensor(b.logprobs), torch.tensor(s.logprobs), atol=1e-5)
+
+
+def test_splitting_into_small_batches_changes_nothing(policy):
+    small = policy.with_sampling()
+    small.max_batch_size = 2
+    assert [t.token_ids for t in small.act(_contexts())] == [t.token_ids for t in policy.act(_contexts())]
+
+
+@pytest.mark.parametrize(("temperature", "top_p"), [(1.0, 1.0), (0.7, 0.9), (0.0, 1.0)])
+def test_returned_logprobs_match_sequence_logprobs(policy, temperature, top_p):
+    p = policy.with_sampling(temperature=temperature, top_p=top_p)
+    turns = p.act(_contexts())
+    recomputed = p.sequence_logprobs([t.prompt_token_ids for t in turns], [t.token_ids for t in turns])
+    for row, t in enumerate(turns):
+        n = len(t.token_ids)
+        assert n > 0
+        assert torch.allclose(recomputed[row, :n], torch.tensor(t.logprobs), atol=1e-4)
+        assert bool((recomputed[row, n:] == 0).all())
+
+
+def test_same_seed_gives_same_text(policy):
+    ctx = make_context("2+2?", seed=5)
+    assert policy.act([ctx]) == policy.act([ctx])
+
+
+def test_other_episode_seed_or_policy_seed_gives_other_samples(policy):
+    base = policy.act([make_context("2+2?", seed=5)])[0].token_ids
+    assert policy.act([make_context("2+2?", seed=6)])[0].token_ids != base
+    assert policy.with_sampling(seed=1).act([make_context("2+2?", seed=5)])[0].token_ids != base
+
+
+def test_identical_contexts_in_one_batch_get_different_samples(policy):
+    group = policy.act([make_context("2+2?", seed=5)] * 4)
+    assert len({t.token_ids for t in group}) == 4
+    assert group[0].token_ids == policy.act([make_context("2+2?", seed=5)])[0].token_ids
+
+
+def test_unseeded_contexts_are_reproducible_per_policy_seed(policy):
+    ctx = make_context("2+2?", seed=None)
+    first = policy.with_sampling(seed=3).act([ctx, ctx])
+    again = policy.with_sampling(seed=3).act([ctx, ctx])
+    assert first == again and first[0].token_ids != first[1].token_ids
+
+
+def test_prompt_token_ids_are_the_chat_template(policy, tokenizer):
+    messages = (Message("user", "2+2?"), Message("assistant", "5"), Message("user", "No."))
+    turn = policy.act([dataclasses.replace(make_context(""), messages=messages)])[0]
+    expected = "<|bos|><|user|>2+2?<|end|><|assistant|>5<|end|><|user|>No.<|end|><|assistant|>"
+    assert tokenizer.decode(list(turn.prompt_token_ids)) == expected
+
+
+def test_a_stop_token_ends_the_turn_and_is_kept_in_token_ids(model, tokenizer):
+    greedy = HFPolicy(model, tokenizer, temperature=0.0, max_new_tokens=12).act([make_context("abc")])[0]
+    stop = greedy.token_ids[2]
+    cut = greedy.token_ids.index(stop) + 1
+    stopped = HFPolicy(model, tokenizer, temperature=0.0, max_new_tokens=12, stop_token_ids=[stop])
+    turn = stopped.act([make_context("abc")])[0]
+    assert turn.finish_reason == "stop"
+    assert turn.token_ids == greedy.token_ids[:cut]
+    assert turn.text == tokenizer.decode(list(greedy.token_ids[: cut - 1]), skip_special_tokens=True)
+
+
+def test_max_new_tokens_gives_length_finish(model, tokenizer):
+    turn = HFPolicy(model, tokenizer, temperature=0.0, max_new_tokens=3).act([make_context("abc")])[0]
+    assert (len(turn.token_ids), turn.finish_reason) == (3, "length")
+
+
+def test_tiny_top_p_is_greedy(policy):
+    greedy = policy.with_sampling(temperature=0.0).act(_contexts())
+    nucleus = policy.with_sampling(temperature=1.0, top_p=1e-6).act(_contexts())
+    assert [t.token_ids for t in greedy] == [t.token_ids for t in nucleus]
+
+
+def test_a_prompt_longer_than_the_context_window_gives_an_empty_turn(policy, model, monkeypatch):
+    monkeypatch.setattr(model.config, "max_position_embeddings", 10)
+    long_turn, short_turn = policy.act([make_context("x" * 20), make_context("ab")])
+    assert (long_turn.text, long_turn.token_ids, long_turn.finish_reason) == ("", (), "prompt_too_long")
+    assert len(short_turn.prompt_token_ids) + len(short_turn.token_ids) <= 10
+
+
+def test_sequence_logprobs_carries_gradients_only_when_asked(policy):
+    args = ([[1, 4, 60]], [[61, 62]])
+    assert not policy.sequence_logprobs(*args).requires_grad
+    lp = policy.sequence_logprobs(*args, grad=True)
+    lp.sum().backward()
+    grad = policy.model.model.embed_tokens.weight.grad
+    assert grad is not None and grad.abs().sum() > 0
+    policy.model.zero_grad(set_to_none=True)
+
+
+def test_act_restores_training_mode(policy):
+    policy.model.train()
+    try:
+        policy.act([make_context("hi")])
+        assert policy.model.training
+    finally:
+        policy.model.eval()
+
+
+def test_from_pretrained_acts_like_the_saved_model(policy, model, tokenizer, tmp_path):
+    loaded = HFPolicy.from_pretrained(save_tiny(model, tokenizer, tmp_path), max_new_tokens=24)
+    assert loaded.act(_contexts()) == policy.act(_contexts())
+
+
+def test_from_pretrained_on_a_missing_folder_names_it(tmp_path):
+    with pytest.raises(ConfigError, match="no HF model at"):
+        HFPolicy.from_pretrained(tmp_path / "nothing")
+
+
+def test_tokenizer_without_chat_template_is_a_config_error(tokenizer):
+    bare = tokenizer.__class__(tokenizer_object=tokenizer.backend_tokenizer)
+    with pytest.raises(ConfigError, match="no chat_template"):
+        chat_prompt_ids(bare, [Message("user", "hi")])
+
+
+def test_sampler_frequencies_follow_the_softmax():
+    logits = torch.log(torch.tensor([[0.5, 0.3, 0.2]]))
+    gen = [torch.Generator().manual_seed(0)]
+    draws = torch.stack([sample_tokens(logits, gen, temperature=1.0, top_p=1.0)[0] for _ in range(4000)])
+    freq = torch.bincount(draws.flatten(), minlength=3) / 4000
+    assert torch.allclose(freq, torch.tensor([0.5, 0.3, 0.2]), atol=0.03)
+
+
+@pytest.mark.parametrize(("top_p", "allowed"), [(0.45, {0}), (0.6, {0, 1}), (0.85, {0, 1, 2})])
+def test_top_p_keeps_the_smallest_prefix_reaching_the_mass(top_p, allowed):
+    logits = torch.log(torch.tensor([[0.2, 0.5, 0.3]]))[:, [1, 2, 0]]  # probs 0.5, 0.3, 0.2
+    gen = [torch.Generator().manual_seed(1)]
+    seen = {int(sample_tokens(logits, gen, temperature=1.0, top_p=top_p)[0]) for _ in range(300)}
+    assert seen == allowed
+
+
+def test_sampler_reports_temperature_scaled_logprobs():
+    logits = torch.tensor([[2.0, 0.0]])
+    tokens, lp = sample_tokens(logits, [torch.Generator().manual_seed(0)], temperature=0.5, top_p=1.0)
+    # softmax([4, 0]) by hand: log(e^4 / (e^4 + 1)) = -0.018149, log(1 / (e^4 + 1)) = -4.018149
+    expected = {0: -0.018149, 1: -4.018149}[int(tokens)]
+    assert float(lp) == pytest.approx(expected, abs=1e-5)

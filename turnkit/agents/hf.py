@@ -1,0 +1,514 @@
+"""`HFPolicy`: a batched, seeded ``transformers`` policy with exact token ids, log-probs and LoRA.
+
+Generation is a small KV-cached sampling loop rather than ``model.generate`` so that every number a
+learner needs comes from the very logits the token was drawn from:
+
+* ``AgentTurn.prompt_token_ids`` is the chat-template prompt (unpadded) and ``token_ids`` the sampled ids,
+  *including* the closing stop token (``<|end|>`` for the tiny tokenizer) when the turn ended on one, so a
+  learner trains the policy to stop. ``text`` is the decoded ids without the stop token.
+* ``AgentTurn.logprobs[i]`` is ``log_softmax(logits / T)[token_i]`` with ``T`` the sampling temperature,
+  before top-p truncation; with ``T = 1`` (the PPO/GRPO setting) these are the raw model log-probs. Greedy
+  decoding (``T = 0``) reports ``T = 1`` log-probs. :meth:`HFPolicy.sequence_logprobs` recomputes the same
+  quantity (with gradients if asked), so ``old_logprobs`` and ``new_logprobs`` are comparable.
+* Each context samples from its own ``torch.Generator`` seeded by :func:`~turnkit.agents.sampling.context_seeds`
+  (episode seed, turn, conversation, policy seed), so the same seed gives the same text, and a batch gives
+  the same tokens as running its contexts one at a time. Prompts are left-padded and position ids follow the
+  attention mask, so padding does not change the result.
+
+LoRA adapters use ``peft`` in its standard on-disk format; the reference policy for KL terms is the same
+model with the adapter disabled (:meth:`HFPolicy.reference`), never a second copy.
+
+Example:
+    >>> from turnkit.agents.base import Context
+    >>> from turnkit.agents.tiny import TinyModelConfig, build_tiny_model, build_tiny_tokenizer
+    >>> from turnkit.types import Message
+    >>> tok = build_tiny_tokenizer()
+    >>> model = build_tiny_model(tok, TinyModelConfig(hidden_size=32, num_layers=1, num_heads=2,
+    ...                                               intermediate_size=64), seed=0)
+    >>> policy = HFPolicy(model, tok, max_new_tokens=8)
+    >>> ctx = Context(messages=(Message("user", "2+2?"),), episode_seed=3)
+    >>> turn = policy.act([ctx])[0]
+    >>> len(turn.token_ids) == len(turn.logprobs) <= 8, turn.finish_reason in ("stop", "length")
+    (True, True)
+    >>> turn == policy.act([ctx])[0]  # same seed, same turn
+    True
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+from transformers import AutoModelForCausalLM, AutoTokenizer, PreTrainedModel, PreTrainedTokenizerBase
+
+from turnkit.agents.base import Context
+from turnkit.agents.sampling import SamplingConfig, context_seeds
+from turnkit.errors import ConfigError
+from turnkit.types import AgentTurn, Message
+
+
+def chat_prompt_ids(tokenizer: PreTrainedTokenizerBase, messages: Sequence[Message]) -> list[int]:
+    """Token ids of ``messages`` rendered by the tokenizer's chat template, ending with the assistant prompt.
+
+    The template string is tokenised without adding special tokens (the template writes its own).
+
+    Raises:
+        ConfigError: The tokenizer has no chat template.
+
+    Example:
+        >>> from turnkit.agents.tiny import build_tiny_tokenizer
+        >>> tok = build_tiny_tokenizer()
+        >>> ids = chat_prompt_ids(tok, [Message("user", "hi")])
+        >>> tok.convert_ids_to_tokens(ids)
+        ['<|bos|>', '<|user|>', 'h', 'i', '<|end|>', '<|assistant|>']
+    """
+    if not getattr(tokenizer, "chat_template", None):
+        raise ConfigError(f"tokenizer {type(tokenizer).__name__} has no chat_template; set tokenizer.chat_template")
+    text = tokenizer.apply_chat_template(
+        [{"role": m.role, "content": m.content} for m in messages], add_generation_prompt=True, tokenize=False
+    )
+    return list(tokenizer(text, add_special_tokens=False)["input_ids"])
+
+
+def sample_tokens(
+    logits: torch.Tensor, generators: Sequence[torch.Generator], *, temperature: float, top_p: float
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Draw one token per row, each row from its own generator, and return the tokens and their log-probs.
+
+    Sampling is exponential-race (``argmax p / E`` with ``E ~ Exp(1)``), equivalent to ``multinomial``;
+    top-p keeps the smallest prefix of tokens (by probability) whose mass reaches ``top_p``.
+
+    Args:
+        logits: ``[B, V]`` next-token logits.
+        generators: One generator per row (on the logits' device).
+        temperature: ``0`` for greedy.
+        top_p: Nucleus mass.
+
+    Returns:
+        ``(tokens [B], logprobs [B])`` with logprobs under ``log_softmax(logits / T)`` (``T = 1`` if greedy).
+
+    Example:
+        >>> logits = torch.tensor([[0.0, 5.0, 0.0], [3.0, 0.0, 0.0]])
+        >>> gens = [torch.Generator().manual_seed(i) for i in range(2)]
+        >>> tokens, lps = sample_tokens(logits, gens, temperature=0.0, top_p=1.0)
+        >>> tokens.tolist(), [round(x, 4) for x in lps.tolist()]
+        ([1, 0], [-0.0134, -0.0949])
+    """
+    logits = logits.float()
+    if temperature == 0:
+        logp = torch.log_softmax(logits, dim=-1)
+        tokens = logits.argmax(dim=-1)
+        return tokens, logp.gather(-1, tokens[:, None]).squeeze(-1)
+    logp = torch.log_softmax(logits / temperature, dim=-1)
+    probs = logp.exp()
+    if top_p < 1.0:
+        sorted_probs, order = probs.sort(dim=-1, descending=True)
+        mass_before = sorted_probs.cumsum(dim=-1) - sorted_probs  # the top token always stays
+        drop = torch.zeros_like(probs, dtype=torch.bool).scatter(-1, order, mass_before >= top_p)
+        probs = probs.masked_fill(drop, 0.0)
+    race = torch.stack([torch.empty_like(probs[0]).exponential_(generator=g) for g in generators])
+    tokens = (probs / race).argmax(dim=-1)
+    return tokens, logp.gather(-1, tokens[:, None]).squeeze(-1)
+
+
+class HFPolicy:
+    """A policy over any local HF causal LM (or an in-memory model and tokenizer).
+
+    Args:
+        model: A causal LM (``PreTrainedModel`` or a ``peft`` model around one).
+        tokenizer: Its tokenizer; must have a chat template and a pad (or EOS) token.
+        temperature: See :class:`~turnkit.agents.sampling.SamplingConfig`.
+        top_p: See :class:`~turnkit.agents.sampling.SamplingConfig`.
+        max_new_tokens: See :class:`~turnkit.agents.sampling.SamplingConfig`.
+        seed: Base sampling seed (set ``policy.sampling`` to a new config to change it between iterations).
+        max_batch_size: Contexts per forward pass; larger batches are split (similar lengths together).
+        stop_token_ids: Extra ids that end a turn, besides the tokenizer's and generation config's EOS.
+
+    Attributes:
+        model: The model (a ``peft.PeftModel`` after :meth:`attach_lora`); learners optimise its parameters.
+        tokenizer: The tokenizer.
+        sampling: The current :class:`~turnkit.agents.sampling.SamplingConfig`.
+        stop_token_ids: Ids that end a turn.
+    """
+
+    def __init__(
+        self,
+        model: PreTrainedModel,
+        tokenizer: PreTrainedTokenizerBase,
+        *,
+        temperature: float = 1.0,
+        top_p: float = 1.0,
+        max_new_tokens: int = 256,
+        seed: int = 0,
+        max_batch_size: int = 32,
+        stop_token_ids: Sequence[int] = (),
+    ) -> None:
+        if max_batch_size < 1:
+            raise ConfigError(f"HFPolicy.max_batch_size must be >= 1, got {max_batch_size}")
+        self.model = model.eval()
+        self.tokenizer = tokenizer
+        self.sampling = SamplingConfig(temperature, top_p, max_new_tokens, seed)
+        self.max_batch_size = max_batch_size
+        self.stop_token_ids = frozenset(_stop_ids(model, tokenizer) | set(stop_token_ids))
+        if not self.stop_token_ids:
+            raise ConfigError("HFPolicy needs a stop token: the tokenizer has no eos_token and none was given")
+        pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
+        if pad is None:
+            raise ConfigError("HFPolicy needs tokenizer.pad_token_id or tokenizer.eos_token_id for padding")
+        self.pad_token_id: int = int(pad)
+        self._rng = np.random.default_rng(seed)
+
+    @classmethod
+    def from_pretrained(cls, path: str | Path, *, adapter: str | Path | None = None, **kwargs: Any) -> HFPolicy:
+        """Load a local HF model folder (never the hub), optionally with a saved LoRA adapter.
+
+        Args:
+            path: A folder with ``config.json``, weights and tokenizer files.
+            adapter: A folder written by :meth:`save_adapter`.
+            **kwargs: Passed to :class:`HFPolicy`.
+
+        Example:
+            >>> import tempfile
+            >>> from turnkit.agents.tiny import TinyModelConfig, build_tiny_model, build_tiny_tokenizer, save_tiny
+            >>> tok = build_tiny_tokenizer()
+            >>> cfg = TinyModelConfig(hidden_size=32, num_layers=1, num_heads=2, intermediate_size=64)
+            >>> with tempfile.TemporaryDirectory() as d:
+            ...     policy = HFPolicy.from_pretrained(save_tiny(build_tiny_model(tok, cfg), tok, d), temperature=0)
+            >>> policy.sampling.temperature
+            0
+        """
+        path = Path(path)
+        if not (path / "config.json").is_file():
+            raise ConfigError(f"no HF model at {path}: expected {path / 'config.json'}")
+        model = AutoModelForCausalLM.from_pretrained(path, local_files_only=True)
+        tokenizer = AutoTokenizer.from_pretrained(path, local_files_only=True)
+        policy = cls(model, tokenizer, **kwargs)
+        if adapter is not None:
+            policy.load_adapter(adapter)
+        return policy
+
+    @property
+    def device(self) -> torch.device:
+        """The device of the model's parameters."""
+        return next(self.model.parameters()).device
+
+    def with_sampling(self, **changes: Any) -> HFPolicy:
+        """A view of this policy with other sampling settings, sharing the model (no copy).
+
+        The view keeps the model object current at the time of the call (make views after
+        :meth:`attach_lora`).
+
+        Example:
+            >>> from turnkit.agents.tiny import TinyModelConfig, build_tiny_model, build_tiny_tokenizer
+            >>> tok = build_tiny_tokenizer()
+            >>> p = HFPolicy(build_tiny_model(tok, TinyModelConfig(hidden_size=32, num_heads=2)), tok)
+            >>> greedy = p.with_sampling(temperature=0.0)
+            >>> greedy.model is p.model, greedy.sampling.temperature, p.sampling.temperature
+            (True, 0.0, 1.0)
+        """
+        view = object.__new__(HFPolicy)
+        view.__dict__.update(self.__dict__)
+        view.sampling = dataclasses.replace(self.sampling, **changes)
+        if "seed" in changes:
+            view._rng = np.random.default_rng(view.sampling.seed)
+        return view
+
+    # ------------------------------------------------------------------ generation
+
+    def act(self, contexts: Sequence[Context]) -> list[AgentTurn]:
+        """Sample one assistant turn per context (see the module docstring for what is returned).
+
+        A prompt that leaves no room in the model's context window gives an empty turn with
+        ``finish_reason="prompt_too_long"`` instead of an exception, so one long episode does not end the
+        others in its batch.
+        """
+        if not contexts:
+            return []
+        prompts = [chat_prompt_ids(self.tokenizer, ctx.messages) for ctx in contexts]
+        seeds = context_seeds(contexts, seed=self.sampling.seed, rng=self._rng)
+        order = sorted(range(len(prompts)), key=lambda i: len(prompts[i]))
+        turns: list[AgentTurn | None] = [None] * len(prompts)
+        with _eval_mode(self.model), torch.inference_mode():
+            for start in range(0, len(order), self.max_batch_size):
+                chunk = order[start : start + self.max_batch_size]
+                results = self._generate([prompts[i] for i in chunk], [seeds[i] for i in chunk])
+                for i, turn in zip(chunk, results, strict=True):
+                    turns[i] = turn
+        return [t for t in turns if t is not None]
+
+    def _budget(self, prompt_len: int) -> int:
+        limit = getattr(self.model.config, "max_position_embeddings", None)
+        room = self.sampling.max_new_tokens if limit is None else int(limit) - prompt_len
+        return max(0, min(self.sampling.max_new_tokens, room))
+
+    def _generate(self, prompts: list[list[int]], seeds: list[int]) -> list[AgentTurn]:
+        device, n = self.device, len(prompts)
+        budgets = [self._budget(len(p)) for p in prompts]
+        width = max(len(p) for p in prompts)
+        input_ids = torch.full((n, width), self.pad_token_id, dtype=torch.long)
+        attention = torch.zeros((n, width), dtype=torch.long)
+        for i, p in enumerate(prompts):
+            input_ids[i, width - len(p) :] = torch.tensor(p)
+            attention[i, width - len(p) :] = 1
+        input_ids, attention = input_ids.to(device), attention.to(device)
+        positions = (attention.cumsum(-1) - 1).clamp(min=0)
+        generators = [torch.Generator(device=device).manual_seed(s) for s in seeds]
+        tokens: list[list[int]] = [[] for _ in range(n)]
+        logprobs: list[list[float]] = [[] for _ in range(n)]
+        finish: list[str | None] = ["prompt_too_long" if b == 0 else None for b in budgets]
+
+        out = self.model(input_ids=input_ids, attention_mask=attention, position_ids=positions, use_cache=True)
+        past, logits = out.past_key_values, out.logits[:, -1, :]
+        next_pos = positions[:, -1:] + 1
+        while any(f is None for f in finish):
+            new, lps = sample_tokens(
+                logits, generators, temperature=self.sampling.temperature, top_p=self.sampling.top_p
+            )
+            for i, (tok, lp) in enumerate(zip(new.tolist(), lps.tolist(), strict=True)):
+                if finish[i] is not None:
+                    continue
+                tokens[i].append(tok)
+                logprobs[i].append(lp)
+                if tok in self.stop_token_ids:
+                    finish[i] = "stop"
+                elif len(tokens[i]) >= budgets[i]:
+                    finish[i] = "length"
+            if all(f is not None for f in finish):
+                break
+            attention = torch.cat([attention, attention.new_ones((n, 1))], dim=-1)
+            out = self.model(
+                input_ids=new[:, None],
+                attention_mask=attention,
+                position_ids=next_pos,
+                past_key_values=past,
+                use_cache=True,
+            )
+            past, logits = out.past_key_values, out.logits[:, -1, :]
+            next_pos = next_pos + 1
+        return [
+            AgentTurn(
+                text=self._decode(tokens[i]),
+                token_ids=tuple(tokens[i]),
+                logprobs=tuple(logprobs[i]),
+                prompt_token_ids=tuple(prompts[i]),
+                finish_reason=finish[i],
+            )
+            for i in range(n)
+        ]
+
+    def _decode(self, ids: list[int]) -> str:
+        if ids and ids[-1] in self.stop_token_ids:
+            ids = ids[:-1]
+        return str(self.tokenizer.decode(ids, skip_special_tokens=True))
+
+    # ------------------------------------------------------------------ scoring
+
+    def sequence_logprobs(
+        self,
+        prompt_ids: Sequence[Sequence[int]],
+        completion_ids: Sequence[Sequence[int]],
+        *,
+        temperature: float | None = None,
+        grad: bool = False,
+    ) -> torch.Tensor:
+        """Per-token log-probs of given completions after given prompts, batched in one forward pass.
+
+        Uses the model in whatever mode it is in (call ``model.eval()`` for dropout-free values).
+
+        Args:
+            prompt_ids: One prompt per row (non-empty), e.g. ``AgentTurn.prompt_token_ids``.
+            completion_ids: One completion per row, e.g. ``AgentTurn.token_ids``.
+            temperature: Divide logits by this first; defaults to the sampling temperature (``1`` if greedy),
+                matching ``AgentTurn.logprobs``.
+            grad: Keep the autograd graph (for losses); otherwise run under ``no_grad``.
+
+        Returns:
+            ``[B, max_completion_len]`` float32 log-probs; positions past a row's completion are ``0``.
+
+        Example:
+            >>> from turnkit.agents.tiny import TinyModelConfig, build_tiny_model, build_tiny_tokenizer
+            >>> tok = build_tiny_tokenizer()
+            >>> policy = HFPolicy(build_tiny_model(tok, TinyModelConfig(hidden_size=32, num_heads=2)), tok)
+            >>> lp = policy.sequence_logprobs([[1, 4, 50], [1, 4]], [[60, 61], [62]])
+            >>> lp.shape, bool(lp[1, 1] == 0), bool((lp[0] < 0).all())
+            (torch.Size([2, 2]), True, True)
+        """
+        if len(prompt_ids) != len(completion_ids):
+            raise ValueError(f"got {len(prompt_ids)} prompts but {len(completion_ids)} completions")
+        if any(len(p) == 0 for p in prompt_ids):
+            raise ValueError("every prompt needs at least one token")
+        if temperature is None:
+            temperature = self.sampling.temperature or 1.0
+        n, device = len(prompt_ids), self.device
+        p_width = max(len(p) for p in prompt_ids)
+        c_width = max((len(c) for c in completion_ids), default=0)
+        if c_width == 0:
+            return torch.zeros((n, 0), device=device)
+        # Layout per row: [left pad | prompt | completion[:-1] | right pad]; the logits at columns
+        # p_width - 1 ... p_width + c_width - 2 then predict completion tokens 0 ... c_width - 1 for every row.
+        width = p_width + c_width - 1
+        input_ids = torch.full((n, width), self.pad_token_id, dtype=torch.long)
+        attention = torch.zeros((n, width), dtype=torch.long)
+        targets = torch.zeros((n, c_width), dtype=torch.long)
+        mask = torch.zeros((n, c_width), dtype=torch.bool)
+        for i, (p, c) in enumerate(zip(prompt_ids, completion_ids, strict=True)):
+            row = [*p, *c[:-1]]
+            input_ids[i, p_width - len(p) : p_width - len(p) + len(row)] = torch.tensor(row)
+            attention[i, p_width - len(p) : p_width - len(p) + len(row)] = 1
+            targets[i, : len(c)] = torch.tensor(c, dtype=torch.long)
+            mask[i, : len(c)] = True
+        input_ids, attention = input_ids.to(device), attention.to(device)
+        targets, mask = targets.to(device), mask.to(device)
+        positions = (attention.cumsum(-1) - 1).clamp(min=0)
+        with contextlib.nullcontext() if grad else torch.no_grad():
+            out = self.model(
+                input_ids=input_ids, attention_mask=attention, position_ids=positions, logits_to_keep=c_width
+            )
+            logp = torch.log_softmax(out.logits.float() / temperature, dim=-1)
+            picked = logp.gather(-1, targets[..., None]).squeeze(-1)
+        return picked.masked_fill(~mask, 0.0)
+
+    # ------------------------------------------------------------------ LoRA
+
+    @property
+    def has_adapter(self) -> bool:
+        """Whether a LoRA adapter is attached."""
+        return hasattr(self.model, "peft_config")
+
+    def attach_lora(
+        self,
+        r: int = 8,
+        alpha: int = 16,
+        target_modules: Sequence[str] = ("q_proj", "k_proj", "v_proj", "o_proj"),
+        dropout: float = 0.0,
+        *,
+        seed: int = 0,
+    ) -> None:
+        """Wrap the model in a fresh trainable LoRA adapter (``peft``); base weights are frozen.
+
+        The adapter starts as the identity (``B = 0``), so outputs are unchanged until training. The
+        ``A`` matrices are drawn from a forked torch RNG seeded with ``seed``.
+
+        Example:
+            >>> from turnkit.agents.tiny import TinyModelConfig, build_tiny_model, build_tiny_tokenizer
+            >>> tok = build_tiny_tokenizer()
+            >>> policy = HFPolicy(build_tiny_model(tok, TinyModelConfig(hidden_size=32, num_heads=2)), tok)
+            >>> policy.attach_lora(r=4)
+            >>> policy.has_adapter, all("lora_" in n for n, p in policy.model.named_parameters() if p.requires_grad)
+            (True, True)
+        """
+        from peft import LoraConfig, get_peft_model
+
+        if self.has_adapter:
+            raise ConfigError("a LoRA adapter is already attached; use load_adapter to replace its weights")
+        config = LoraConfig(
+            r=r, lora_alpha=alpha, target_modules=list(target_modules), lora_dropout=dropout, task_type="CAUSAL_LM"
+        )
+        with torch.random.fork_rng(devices=[]):
+            torch.manual_seed(seed)
+            self.model = get_peft_model(self.model, config).eval()
+
+    def save_adapter(self, path: str | Path) -> Path:
+        """Write the adapter in the standard ``peft`` format (``adapter_config.json`` + safetensors).
+
+        Example:
+            >>> import tempfile
+            >>> from turnkit.agents.tiny import TinyModelConfig, build_tiny_model, build_tiny_tokenizer
+            >>> tok = build_tiny_tokenizer()
+            >>> policy = HFPolicy(build_tiny_model(tok, TinyModelConfig(hidden_size=32, num_heads=2)), tok)
+            >>> policy.attach_lora(r=4)
+            >>> with tempfile.TemporaryDirectory() as d:
+            ...     sorted(p.name for p in policy.save_adapter(d).iterdir())
+            ['README.md', 'adapter_config.json', 'adapter_model.safetensors']
+        """
+        if not self.has_adapter:
+            raise ConfigError("no LoRA adapter to save: call attach_lora or load_adapter first")
+        path = Path(path)
+        self.model.save_pretrained(path)
+        return path
+
+    def load_adapter(self, path: str | Path) -> None:
+        """Load adapter weights written by :meth:`save_adapter` (or any ``peft`` LoRA of this base model).
+
+        With an adapter already attached, the weights are copied *in place* (same parameter objects, so an
+        optimizer holding them keeps working); its config (rank, targets) must match. Otherwise the saved
+        adapter is attached, trainable.
+
+        Example:
+            >>> import tempfile
+            >>> from turnkit.agents.tiny import TinyModelConfig, build_tiny_model, build_tiny_tokenizer
+            >>> tok = build_tiny_tokenizer()
+            >>> cfg = TinyModelConfig(hidden_size=32, num_heads=2)
+            >>> a, b = HFPolicy(build_tiny_model(tok, cfg), tok), HFPolicy(build_tiny_model(tok, cfg), tok)
+            >>> a.attach_lora(r=4)
+            >>> with tempfile.TemporaryDirectory() as d:
+            ...     b.load_adapter(a.save_adapter(d))
+            >>> b.has_adapter
+            True
+        """
+        from peft import PeftConfig, PeftModel, load_peft_weights, set_peft_model_state_dict
+
+        path = Path(path)
+        if not (path / "adapter_config.json").is_file():
+            raise ConfigError(f"no peft adapter at {path}: expected {path / 'adapter_config.json'}")
+        if not self.has_adapter:
+            self.model = PeftModel.from_pretrained(self.model, path, is_trainable=True).eval()
+            return
+        saved, current = PeftConfig.from_pretrained(path), self.model.peft_config["default"]
+        for field in ("r", "lora_alpha", "target_modules"):
+            if getattr(saved, field, None) != getattr(current, field, None):
+                raise ConfigError(
+                    f"adapter at {path} has {field}={getattr(saved, field, None)!r}, the attached adapter has "
+                    f"{getattr(current, field, None)!r}"
+                )
+        result = set_peft_model_state_dict(self.model, load_peft_weights(str(path), device=str(self.device)))
+        missing = [k for k in result.missing_keys if "lora_" in k]
+        if missing:
+            raise ConfigError(f"adapter at {path} lacks weights for {missing[:3]}")
+
+    @contextlib.contextmanager
+    def reference(self) -> Iterator[HFPolicy]:
+        """Inside the block the policy acts and scores as the base model (adapter disabled, no copy).
+
+        Example:
+            >>> from turnkit.agents.tiny import TinyModelConfig, build_tiny_model, build_tiny_tokenizer
+            >>> tok = build_tiny_tokenizer()
+            >>> policy = HFPolicy(build_tiny_model(tok, TinyModelConfig(hidden_size=32, num_heads=2)), tok)
+            >>> policy.attach_lora(r=4)
+            >>> with policy.reference() as ref:
+            ...     ref_lp = ref.sequence_logprobs([[1, 4]], [[60, 61]])
+            >>> ref_lp.shape
+            torch.Size([1, 2])
+        """
+        if not self.has_adapter:
+            raise ConfigError("reference() needs a LoRA adapter: without one the policy *is* the reference")
+        with self.model.disable_adapter():
+            yield self
+
+
+def _stop_ids(model: Any, tokenizer: PreTrainedTokenizerBase) -> set[int]:
+    ids: set[int] = set()
+    if tokenizer.eos_token_id is not None:
+        ids.add(int(tokenizer.eos_token_id))
+    gen = getattr(model, "generation_config", None)
+    eos = getattr(gen, "eos_token_id", None)
+    if isinstance(eos, int):
+        ids.add(eos)
+    elif isinstance(eos, (list, tuple)):
+        ids.update(int(e) for e in eos)
+    return ids
+
+
+@contextlib.contextmanager
+def _eval_mode(model: torch.nn.Module) -> Iterator[None]:
+    was_training = model.training
+    model.eval()
+    try:
+        yield
+    finally:
+        model.train(was_training)
