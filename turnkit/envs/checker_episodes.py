@@ -46,7 +46,8 @@ class Episode:
     Attributes:
         seed: The reset seed.
         actions: The actions sent, in order.
-        records: Canonical records: the reset first, then one per step.
+        records: Canonical records: the reset first (with the ``task`` id and privileged data, for TextEnvs),
+            then one per step.
         raw: ``(observation, info, terminated)`` as returned, the reset first.
         privileged: The task's privileged data (``env.unwrapped.privileged()``), for TextEnvs.
         prompt: The task's public prompt, for TextEnvs.
@@ -139,6 +140,8 @@ def record_episode(env: gymnasium.Env, seed: int, next_action: NextAction) -> Ep
     if isinstance(base, TextEnv):
         ep.privileged, ep.prompt, ep.task_id = base.privileged(), base.task.prompt, base.task.task_id
     ep.records.append({"observation": canonical(obs), "info": canonical(info)})
+    if isinstance(base, TextEnv):  # the hidden part of the task must be reproducible too
+        ep.records[0]["task"] = canonical({"task_id": ep.task_id, "privileged": ep.privileged})
     ep.raw.append((obs, info, False))
     messages = [Message("user", str(obs))]
     while (action := next_action(len(ep.actions), messages)) is not None:
@@ -179,7 +182,7 @@ def short_repr(x: Any, limit: int = 60) -> str:
 
     Example:
         >>> short_repr("9" * 10_000)
-        "'9999999999999999999…9999999999' (10000 chars)"
+        "'9999999999999999999…999999999' (10000 chars)"
     """
     text = repr(x)
     if len(text) <= limit:
@@ -204,22 +207,49 @@ def first_difference(
         >>> y = [{"observation": "hi", "info": {}}, {"observation": "Higher.", "info": {"turn": 1}}]
         >>> first_difference(x, y)
         "step 1: observation differs: 'Lower.' vs 'Higher.' (from character 0)"
+        >>> first_difference([{"info": {"d": {"t": [1, 2]}}}], [{"info": {"d": {"t": [1, 3]}}}])
+        "reset: info['d']['t'][1] differs: 2 vs 3"
     """
     for i, (x, y) in enumerate(zip(a, b, strict=False)):
         where = "reset" if i + first_step == 0 else f"step {i + first_step}"
         for key in sorted(x.keys() | y.keys()):
-            u, v = x.get(key, "<missing>"), y.get(key, "<missing>")
+            u, v = x.get(key, _MISSING), y.get(key, _MISSING)
             if key == "info" and isinstance(u, Mapping) and isinstance(v, Mapping):
-                for k in sorted(u.keys() | v.keys()):
-                    p, q = u.get(k, "<missing>"), v.get(k, "<missing>")
-                    if k not in ignore and p != q:
-                        return f"{where}: info[{k!r}] differs: {_contrast(p, q)}"
-            elif u != v:
-                return f"{where}: {key} differs: {_contrast(u, v)}"
+                u = {k: w for k, w in u.items() if k not in ignore}
+                v = {k: w for k, w in v.items() if k not in ignore}
+            found = _locate(u, v, key)
+            if found is not None:
+                path, p, q = found
+                return f"{where}: {path} differs: {_contrast(p, q)}"
     if len(a) != len(b):
         n, m = len(a) + first_step - 1, len(b) + first_step - 1
         return f"the episodes have different lengths ({n} vs {m} steps)"
     return None
+
+
+class _Missing:
+    def __repr__(self) -> str:
+        return "<missing>"
+
+
+_MISSING = _Missing()
+
+
+def _locate(u: Any, v: Any, path: str) -> tuple[str, Any, Any] | None:
+    """The first place where two canonical values differ: ``(path, u_part, v_part)``."""
+    if isinstance(u, Mapping) and isinstance(v, Mapping):
+        for k in sorted(u.keys() | v.keys(), key=str):
+            found = _locate(u.get(k, _MISSING), v.get(k, _MISSING), f"{path}[{k!r}]")
+            if found is not None:
+                return found
+        return None
+    if isinstance(u, list) and isinstance(v, list):
+        for i, (p, q) in enumerate(zip(u, v, strict=False)):
+            found = _locate(p, q, f"{path}[{i}]")
+            if found is not None:
+                return found
+        return None if len(u) == len(v) else (f"the length of {path}", len(u), len(v))
+    return None if u == v else (path, u, v)
 
 
 def _contrast(u: Any, v: Any) -> str:

@@ -100,7 +100,7 @@ def privileged_needles(privileged: Any, *, min_chars: int = 4, ignore: Collectio
         ignore: Renderings never used as needles.
 
     Example:
-        >>> [n.text for n in privileged_needles({"x": [12.0, 0.4375, True, "  secret  "]})]
+        >>> [n.text for n in privileged_needles({"x": [7.0, 0.4375, True, "  secret  "]})]
         ['0.4375', 'secret']
         >>> [n.text for n in privileged_needles({"x": 12.0}, min_chars=2)]
         ['12', '12.0']
@@ -142,7 +142,7 @@ def info_leaves(info: Any) -> list[str]:
 
     Example:
         >>> info_leaves({"turn": 2, "debug": {"target": 0.5, "ok": True}})
-        ['turn', '2', 'debug', 'target', '0.5']
+        ['turn', '2', 'debug', 'target', '0.5', 'ok']
     """
     if isinstance(info, Mapping):
         return [s for k, v in info.items() for s in (*info_leaves(k), *info_leaves(v))]

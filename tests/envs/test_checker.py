@@ -1,0 +1,262 @@
+"""check_env on a correct toy env and on deliberately broken variants, one per failure kind."""
+
+from __future__ import annotations
+
+import os
+import random
+from typing import Any
+
+import gymnasium
+import pytest
+from gymnasium.spaces import Text
+
+import turnkit
+from turnkit.agents.base import Context
+from turnkit.envs.checker import CHECKS, GARBAGE_ACTIONS, CheckReport, Status
+from turnkit.envs.core import TextEnv, Transition
+from turnkit.errors import ConfigError, ContractError
+from turnkit.types import Task
+
+ENV_ID = "tk-test/Guess-v0"
+FAST = {"cross_process": False}
+
+
+class GuessEnv(TextEnv):
+    """Guess a hidden 4-digit number from higher/lower hints. ``bugs`` switches on one defect each."""
+
+    def __init__(self, *, bugs: tuple[str, ...] = (), **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.bugs = frozenset(bugs)
+        self.messages = 0
+        self.steps_taken = 0
+
+    def generate_task(self, rng):
+        if "global_random" in self.bugs:
+            n = random.randint(1000, 9999)  # the classic bug: the global RNG ignores reset(seed=...)
+        elif "constant_task" in self.bugs:
+            n = 4821
+        else:
+            n = int(rng.integers(1000, 10_000))
+        prompt = "Guess my 4-digit number. Reply 'ANSWER: <number>'."
+        if "pid" in self.bugs:
+            prompt += f" Worker {os.getpid()}."  # same in one process, different in the next
+        return Task(task_id=f"guess-{int(rng.integers(1 << 30))}", prompt=prompt, privileged={"answer": n})
+
+    def begin(self, task):
+        self.messages = 0
+        self.steps_taken = 0
+        return task.prompt
+
+    def respond(self, action):
+        self.messages += 1
+        n = self.privileged()["answer"]
+        text = action.strip().removeprefix("ANSWER:").strip()
+        if "raises_on_garbage" in self.bugs and text.isdecimal():
+            guess = int(text)  # int() refuses more than 4300 digits: ValueError
+        elif text.isdecimal() and len(text) == 4:
+            guess = int(text)
+        else:
+            return Transition(f"Message {self.messages}: reply with 'ANSWER:' and four digits.")
+        if guess == n:
+            return Transition("Correct!", 1.0, True, {"success": True})
+        hint = "Higher." if guess < n else "Lower."
+        if "leak_obs" in self.bugs:
+            hint += f" (it was {n})"
+        info = {"messages": self.messages}
+        if "leak_info" in self.bugs:
+            info["debug"] = {"target": n}
+        return Transition(f"Message {self.messages}: {hint}", info=info)
+
+    def get_state(self):
+        return {"messages": self.messages, "steps_taken": self.steps_taken}
+
+    def set_state(self, state):
+        if "bad_snapshot" not in self.bugs:
+            self.messages = state["messages"]
+            self.steps_taken = state["steps_taken"]
+
+    def step(self, action):
+        obs, reward, terminated, truncated, info = super().step(action)
+        self.steps_taken += 1
+        if "truncates" in self.bugs and self.steps_taken >= 3:
+            truncated = True
+        if "leak_info" in self.bugs and "debug" not in info:
+            info["debug"] = {"target": self.privileged()["answer"]}
+        return obs, reward, terminated, truncated, info
+
+
+gymnasium.register(id=ENV_ID, entry_point=f"{__name__}:GuessEnv", max_episode_steps=12)
+
+
+def guess_oracle(ctx: Context) -> str:
+    return f"ANSWER: {ctx.task.privileged['answer']}"
+
+
+def make(*bugs: str, **kwargs: Any) -> gymnasium.Env:
+    return gymnasium.make(ENV_ID, bugs=bugs, **kwargs)
+
+
+class NotATextEnv(gymnasium.Env):
+    observation_space = Text(64)
+    action_space = Text(64)
+
+    def reset(self, *, seed=None, options=None):
+        super().reset(seed=seed)
+        return "hello", {}
+
+    def step(self, action):
+        return "ok", 0.0, False, False, {}
+
+
+# ------------------------------------------------------------------------------------------ a correct env
+@pytest.fixture(scope="module")
+def good_report() -> CheckReport:
+    return turnkit.check_env(make(), policy=guess_oracle)
+
+
+def test_correct_env_passes_every_check(good_report: CheckReport) -> None:
+    assert [r.name for r in good_report.results] == list(CHECKS)
+    assert {r.status for r in good_report.results} == {Status.PASSED}, str(good_report)
+
+
+def test_report_table_lists_each_check_with_its_time(good_report: CheckReport) -> None:
+    lines = str(good_report).splitlines()
+    assert lines[0].startswith(f"check_env({ENV_ID}): OK: 9 passed in ")
+    for name, line in zip(CHECKS, lines[1:], strict=True):
+        assert line.split()[:2] == ["passed", name]
+        assert " s  " in line
+
+
+def test_cross_process_runs_in_a_fresh_process(good_report: CheckReport) -> None:
+    assert "3 episodes identical in a fresh process" in good_report.result("cross_process").detail
+
+
+def test_policy_drives_episodes_to_success() -> None:
+    calls: list[Context] = []
+
+    def policy(ctx: Context) -> str:
+        calls.append(ctx)
+        return guess_oracle(ctx)
+
+    turnkit.check_env(make(), policy=policy, checks=["determinism"], seeds=(5,))
+    assert [c.turn for c in calls] == [3]  # turns 0-2 are random, empty and random text
+    assert calls[0].task is not None and calls[0].episode_seed == 5
+
+
+def test_check_env_accepts_a_registered_id() -> None:
+    report = turnkit.check_env(ENV_ID, checks=["text_env"])
+    assert report.env_id == ENV_ID and report.ok
+
+
+def test_unregistered_env_skips_cross_process_with_a_reason() -> None:
+    report = turnkit.check_env(GuessEnv(), checks=["determinism", "cross_process"])
+    result = report.result("cross_process")
+    assert result.status == Status.SKIPPED
+    assert "no spec" in result.detail
+
+
+def test_same_task_for_every_seed_is_a_warning_not_a_failure() -> None:
+    report = turnkit.check_env(make("constant_task"), checks=["determinism"])
+    assert report.ok
+    assert report.result("determinism").status == Status.WARNING
+    assert "same task" in report.result("determinism").detail
+
+
+@pytest.mark.parametrize("allowance", [0, 5])
+def test_invalid_allowance_follows_max_invalid_actions(allowance: int) -> None:
+    report = turnkit.check_env(make(max_invalid_actions=allowance), checks=["invalid_allowance"])
+    assert f"ended after {allowance + 1} invalid actions" in report.result("invalid_allowance").detail
+
+
+def test_garbage_check_flags_exactly_the_invalid_actions() -> None:
+    report = turnkit.check_env(make(), checks=["garbage_actions"])
+    detail = report.result("garbage_actions").detail
+    assert detail == f"{len(GARBAGE_ACTIONS)} garbage actions answered (9 flagged invalid)"
+
+
+# ------------------------------------------------------------------------------------------ broken envs
+def test_global_random_fails_as_non_deterministic() -> None:
+    with pytest.raises(ContractError, match=r"fails check '(gymnasium|determinism)'.*non-deterministic"):
+        turnkit.check_env(make("global_random"), **FAST)
+
+
+def test_global_random_fails_the_determinism_check_naming_seed_and_difference() -> None:
+    pattern = r"fails check 'determinism' \(seed=\d\): non-deterministic: .* at reset: "
+    pattern += r"task\['privileged'\]\['answer'\] differs: \d{4} vs \d{4}$"
+    with pytest.raises(ContractError, match=pattern):
+        turnkit.check_env(make("global_random"), checks=["determinism"])
+
+
+def test_process_dependent_env_fails_only_across_processes() -> None:
+    report = turnkit.check_env(make("pid"), checks=["determinism", "cross_process"], raise_on_failure=False)
+    assert report.result("determinism").ok
+    failure = report.result("cross_process")
+    assert failure.status == Status.FAILED
+    assert "a fresh process replaying the same episode differs at reset: observation differs" in failure.detail
+
+
+def test_answer_in_an_observation_is_a_leak() -> None:
+    pattern = r"'privileged_leak' \(seed=\d\): the observation after step \d+ contains privileged value \['answer'\]"
+    with pytest.raises(ContractError, match=pattern):
+        turnkit.check_env(make("leak_obs"), policy=lambda ctx: "ANSWER: 1000", **FAST)
+
+
+def test_answer_in_info_is_a_leak() -> None:
+    with pytest.raises(ContractError, match=r"'privileged_leak' .*info at step 1 contains privileged value"):
+        turnkit.check_env(make("leak_info"), **FAST)
+
+
+def test_env_that_raises_on_garbage_fails_naming_the_action() -> None:
+    with pytest.raises(ContractError, match=r"'garbage_actions'.*10k-digit number .* raised ValueError"):
+        turnkit.check_env(make("raises_on_garbage"), **FAST)
+
+
+def test_snapshot_that_does_not_restore_fails() -> None:
+    pattern = r"'snapshot' \(seed=\d\): snapshot taken after step \d+, restored once: the continuation differs"
+    with pytest.raises(ContractError, match=pattern):
+        turnkit.check_env(make("bad_snapshot"), **FAST)
+
+
+def test_env_that_truncates_itself_fails() -> None:
+    with pytest.raises(ContractError, match=r"'truncation'.*unwrapped env returned truncated=True at step 3"):
+        turnkit.check_env(make("truncates"), **FAST)
+
+
+def test_plain_gymnasium_env_is_not_a_text_env() -> None:
+    with pytest.raises(ContractError, match=r"'text_env': env.unwrapped is a NotATextEnv, not a turnkit.TextEnv"):
+        turnkit.check_env(NotATextEnv(), **FAST)
+
+
+def test_message_names_env_id_check_and_seed() -> None:
+    with pytest.raises(ContractError, match=rf"^{ENV_ID} fails check 'privileged_leak' \(seed=0\): "):
+        turnkit.check_env(make("leak_info"), **FAST)
+
+
+def test_non_raising_mode_reports_every_failure() -> None:
+    report = turnkit.check_env(make("leak_info", "truncates"), raise_on_failure=False, **FAST)
+    assert not report.ok
+    assert [r.name for r in report.failures] == ["privileged_leak", "truncation"]
+    assert "FAILED" in str(report).splitlines()[0]
+
+
+def test_raised_error_carries_the_report() -> None:
+    with pytest.raises(ContractError) as caught:
+        turnkit.check_env(make("truncates"), **FAST)
+    report = caught.value.report
+    assert report.failures[-1].name == "truncation" and report.results[0].ok
+
+
+# ------------------------------------------------------------------------------------------ arguments
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        ({"checks": ["determinism", "telepathy"]}, "unknown check"),
+        ({"seeds": ()}, "seeds must be"),
+        ({"seeds": (0, None)}, "seeds must be"),
+        ({"steps": 0}, "steps must be"),
+        ({"leak_min_chars": 0}, "leak_min_chars"),
+    ],
+)
+def test_bad_arguments_raise_config_error(kwargs: dict, message: str) -> None:
+    with pytest.raises(ConfigError, match=message):
+        turnkit.check_env(GuessEnv(), **kwargs)
