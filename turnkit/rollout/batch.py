@@ -21,6 +21,18 @@ about token ``input_ids[b, t]``. A causal LM's logits at position ``t`` predict 
 log-prob of token ``t`` comes from ``logits[b, t − 1]``; position 0 is never a loss position. Rows are
 right-padded with ``pad_id`` (``attention_mask`` 0 there).
 
+**In a training loop** (per-turn rows; episode rows work the same way through the model's logits)::
+
+    adv = trajectory_advantages(trajs, estimator=cfg.estimator, per_turn=cfg.per_turn, gamma=cfg.gamma)
+    batch = build_turn_batch(trajs, pad_id=tokenizer.pad_token_id, advantages=adv)
+    for mb in batch.minibatches(8):
+        logits = model(input_ids=mb.input_ids, attention_mask=mb.attention_mask).logits
+        logp = gather_token_logprobs(logits, mb.input_ids, mb.loss_mask)
+        loss, metrics = policy_loss(logp, mb.old_logprobs, mb.advantages, mb.loss_mask, cfg)
+
+Scorers that work in completion coordinates (``HFPolicy.sequence_logprobs(prompts, completions)``, ``[B, C]``)
+pair with :meth:`TurnBatch.prompts_and_completions` and :func:`pack_loss_tokens`.
+
 Example:
     >>> from turnkit.types import AgentTurn, Step, Trajectory
     >>> turn = AgentTurn("hi", token_ids=(7, 8), logprobs=(-0.5, -0.25), prompt_token_ids=(1, 2, 3))
@@ -188,6 +200,39 @@ class TurnBatch:
         values = {f.name: getattr(self, f.name) for f in fields(self)}
         moved: dict[str, Any] = {k: v.to(device) for k, v in values.items() if isinstance(v, Tensor)}
         return replace(self, **moved)
+
+    def prompts_and_completions(self) -> tuple[list[list[int]], list[list[int]]]:
+        """Split per-turn rows back into ``(prompt_ids, completion_ids)`` lists.
+
+        For scorers in completion coordinates such as ``HFPolicy.sequence_logprobs(prompts, completions)``;
+        pair its ``[B, C]`` output with :func:`pack_loss_tokens` of this batch's per-token tensors.
+
+        Returns:
+            One prompt (the ids before the first loss token) and one completion (the loss tokens) per row.
+
+        Raises:
+            ValueError: If a row's loss tokens are not one span ending the row (episode rows interleave
+                env tokens: score those with the model's logits and :func:`gather_token_logprobs`).
+
+        Example:
+            >>> batch = collate([TokenRow.from_prompt_completion([1, 2], [3, 4])], pad_id=0)
+            >>> batch.prompts_and_completions()
+            ([[1, 2]], [[3, 4]])
+        """
+        prompts, completions = [], []
+        for b in range(len(self)):
+            length = int(self.attention_mask[b].sum())
+            positions = self.loss_mask[b].nonzero().flatten().tolist()
+            ids = self.input_ids[b].tolist()
+            start = positions[0] if positions else length
+            if positions != list(range(start, length)):
+                raise ValueError(
+                    f"row {b} (trajectory {int(self.traj_index[b])}, turn {int(self.turn_index[b])}) is not "
+                    "prompt + one completion span; use the model's logits and gather_token_logprobs for it"
+                )
+            prompts.append(ids[:start])
+            completions.append(ids[start:length])
+        return prompts, completions
 
     def minibatches(self, size: int) -> Iterator[TurnBatch]:
         """Consecutive slices of at most ``size`` rows, each trimmed to its longest row.
@@ -519,8 +564,9 @@ def gather_token_logprobs(logits: Tensor, input_ids: Tensor, loss_mask: Tensor) 
     """Log-prob of each loss token under ``logits``, in token coordinates.
 
     ``out[b, t] = log_softmax(logits[b, t − 1])[input_ids[b, t]]`` where ``loss_mask[b, t]``, else ``0``
-    (position 0 is always ``0``). Only the loss positions' logits are normalised (in float32), which
-    saves memory on long multi-turn prompts; gradients reach ``logits[b, t − 1]`` only for loss tokens ``t``.
+    (position 0 is always ``0``). Only the ``N`` logit rows that predict loss tokens are normalised, in
+    float32 (an ``[N, V]`` temporary rather than ``[B, T, V]``); gradients reach ``logits[b, t − 1]`` only
+    for loss tokens ``t``.
 
     Args:
         logits: ``[B, T, V]`` causal-LM logits for ``input_ids`` (``model(input_ids).logits``).
@@ -550,3 +596,36 @@ def gather_token_logprobs(logits: Tensor, input_ids: Tensor, loss_mask: Tensor) 
     logp = picked.gather(-1, token_ids[:, None]).squeeze(-1) - torch.logsumexp(picked, dim=-1)
     out = torch.zeros(input_ids.shape, dtype=torch.float32, device=logits.device)
     return out.masked_scatter(mask, logp)
+
+
+def pack_loss_tokens(values: Tensor, loss_mask: Tensor) -> tuple[Tensor, Tensor]:
+    """Move each row's loss-position values to the front: token coordinates ``[B, T]`` to ``[B, C]``.
+
+    ``C`` is the most loss tokens in any row. For per-turn rows, packed column ``j`` is completion token
+    ``j``, the layout of ``HFPolicy.sequence_logprobs``. Gradients flow through the packed values.
+
+    Args:
+        values: ``[B, T]`` per-token values (old log-probs, advantages, log-probs).
+        loss_mask: ``[B, T]`` bool mask.
+
+    Returns:
+        ``(packed [B, C], packed_mask [B, C])``; packed entries past a row's count are ``0``.
+
+    Example:
+        >>> import torch
+        >>> values = torch.tensor([[0.0, 0.0, -1.0, -2.0], [0.0, -3.0, 0.0, 0.0]])
+        >>> mask = torch.tensor([[False, False, True, True], [False, True, False, False]])
+        >>> packed, packed_mask = pack_loss_tokens(values, mask)
+        >>> packed.tolist(), packed_mask.tolist()
+        ([[-1.0, -2.0], [-3.0, 0.0]], [[True, True], [True, False]])
+    """
+    if values.shape != loss_mask.shape or values.dim() != 2:
+        raise ValueError(
+            f"values and loss_mask must both be [B, T]; got {tuple(values.shape)}, {tuple(loss_mask.shape)}"
+        )
+    mask = loss_mask.bool()
+    counts = mask.sum(dim=1)
+    width = int(counts.max()) if counts.numel() else 0
+    packed_mask = torch.arange(width, device=mask.device)[None, :] < counts[:, None]
+    packed = torch.zeros(packed_mask.shape, dtype=values.dtype, device=values.device)
+    return packed.masked_scatter(packed_mask, values[mask]), packed_mask
