@@ -24,6 +24,8 @@ FAST = {"cross_process": False}
 class GuessEnv(TextEnv):
     """Guess a hidden 4-digit number from higher/lower hints. ``bugs`` switches on one defect each."""
 
+    shared_messages = 0  # only used by the "class_state" bug: state kept on the class, not the instance
+
     def __init__(self, *, bugs: tuple[str, ...] = (), **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self.bugs = frozenset(bugs)
@@ -49,6 +51,9 @@ class GuessEnv(TextEnv):
 
     def respond(self, action):
         self.messages += 1
+        if "class_state" in self.bugs:
+            GuessEnv.shared_messages = 0 if self.messages == 1 else GuessEnv.shared_messages + 1
+            self.messages = GuessEnv.shared_messages + 1
         n = self.privileged()["answer"]
         text = action.strip().removeprefix("ANSWER:").strip()
         if "raises_on_garbage" in self.bugs and text.isdecimal():
@@ -193,6 +198,12 @@ def test_process_dependent_env_fails_only_across_processes() -> None:
     failure = report.result("cross_process")
     assert failure.status == Status.FAILED
     assert "a fresh process replaying the same episode differs at reset: observation differs" in failure.detail
+
+
+def test_state_shared_between_instances_fails_in_lockstep() -> None:
+    pattern = r"'determinism' \(seed=\d\): non-deterministic: replayed in lockstep with another instance"
+    with pytest.raises(ContractError, match=pattern):
+        turnkit.check_env(make("class_state"), checks=["determinism"])
 
 
 def test_answer_in_an_observation_is_a_leak() -> None:

@@ -65,6 +65,7 @@ from turnkit.envs.checker_episodes import (
     Episode,
     EpisodeFault,
     canonical,
+    canonical_reset,
     first_difference,
     play,
     record_episode,
@@ -365,12 +366,35 @@ def _check_determinism(run: _Run) -> str:
         diff = first_difference(reference[seed].records, again.records, run.opts.ignore_info_keys)
         if diff is not None:
             raise _Failed(f"non-deterministic: two runs with the same seed and actions differ at {diff}", seed)
+    concurrent = _check_lockstep(run, reference)
     tasks = {json.dumps([ep.records[0]["observation"], canonical(ep.privileged)]) for ep in reference.values()}
     fixed = getattr(run.base, "_fixed_tasks", None)
     if len(run.opts.seeds) > 1 and len(tasks) == 1 and not (fixed is not None and len(fixed) == 1):
         run.warn(f"all {len(run.opts.seeds)} seeds gave the same task; a procedural env should vary it")
     steps = sum(len(ep.actions) for ep in reference.values())
-    return f"{len(reference)} seeds, {steps} steps replayed identically; {len(tasks)} distinct tasks"
+    return f"{len(reference)} seeds, {steps} steps replayed identically{concurrent}; {len(tasks)} distinct tasks"
+
+
+def _check_lockstep(run: _Run, reference: dict[int, Episode]) -> str:
+    """Replay each episode in this env and a fresh instance, alternating steps (like a same-seed group)."""
+    other = run.fresh_env()
+    if other is None:
+        return ""
+    for seed, ep in reference.items():
+        pair = (run.env, other)
+        records: list[list[dict]] = [[], []]
+        for k, env in enumerate(pair):
+            obs, info = env.reset(seed=seed)
+            records[k].append(canonical_reset(env, obs, info))
+        for action in ep.actions:
+            for k, env in enumerate(pair):
+                records[k].extend(play(env, [action]))
+        for k, how in enumerate(("this env", "a second instance")):
+            diff = first_difference(ep.records, records[k], run.opts.ignore_info_keys)
+            if diff is not None:
+                msg = f"non-deterministic: replayed in lockstep with another instance, {how} differs at {diff}"
+                raise _Failed(msg, seed)
+    return " (also two instances in lockstep)"
 
 
 def _check_privileged_leak(run: _Run) -> str:

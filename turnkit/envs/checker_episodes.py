@@ -106,6 +106,24 @@ def _step_record(obs: Any, reward: Any, terminated: Any, truncated: Any, info: A
     }
 
 
+def canonical_reset(env: gymnasium.Env, obs: Any, info: Any) -> dict[str, Any]:
+    """The record of a reset; for a TextEnv it includes the task id and privileged data (hidden but seeded).
+
+    Example:
+        >>> import gymnasium, turnkit
+        >>> env = gymnasium.make("turnkit/MathEpisodes-v0")
+        >>> sorted(canonical_reset(env, *env.reset(seed=0)))
+        ['info', 'observation', 'task']
+    """
+    from turnkit.envs.core import TextEnv
+
+    record = {"observation": canonical(obs), "info": canonical(info)}
+    base = env.unwrapped
+    if isinstance(base, TextEnv):
+        record["task"] = canonical({"task_id": base.task.task_id, "privileged": base.privileged()})
+    return record
+
+
 def replay(actions: Sequence[Any]) -> NextAction:
     """A :data:`NextAction` that sends ``actions`` in order, then stops.
 
@@ -139,9 +157,7 @@ def record_episode(env: gymnasium.Env, seed: int, next_action: NextAction) -> Ep
     base = env.unwrapped
     if isinstance(base, TextEnv):
         ep.privileged, ep.prompt, ep.task_id = base.privileged(), base.task.prompt, base.task.task_id
-    ep.records.append({"observation": canonical(obs), "info": canonical(info)})
-    if isinstance(base, TextEnv):  # the hidden part of the task must be reproducible too
-        ep.records[0]["task"] = canonical({"task_id": ep.task_id, "privileged": ep.privileged})
+    ep.records.append(canonical_reset(env, obs, info))
     ep.raw.append((obs, info, False))
     messages = [Message("user", str(obs))]
     while (action := next_action(len(ep.actions), messages)) is not None:
@@ -253,6 +269,8 @@ def _locate(u: Any, v: Any, path: str) -> tuple[str, Any, Any] | None:
 
 
 def _contrast(u: Any, v: Any) -> str:
+    if isinstance(u, str) and isinstance(v, str) and u.startswith("float:") and v.startswith("float:"):
+        return f"{u[6:]} vs {v[6:]}"
     if isinstance(u, str) and isinstance(v, str):
         i = next((k for k, (p, q) in enumerate(zip(u, v, strict=False)) if p != q), min(len(u), len(v)))
         lo = max(0, i - 20)

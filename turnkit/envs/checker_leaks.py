@@ -7,8 +7,13 @@ The needles are the leaves of a task's privileged mapping (``env.unwrapped.privi
   for integral floats (``4.0`` is also found as ``4``). Booleans and ``None`` are never needles.
 
 A needle shorter than ``min_chars`` (default 4) is dropped: ``"42"`` or ``"yes"`` turn up in ordinary text
-by chance. Matching respects word boundaries (``"cats"`` is not found in ``"scatsy"``); a number also
-refuses a neighbouring digit or decimal point (``1234`` is not found in ``12345`` or ``0.1234``).
+by chance. Matching respects word boundaries (``"cats"`` is not found in ``"scatsy"``); a number (or a
+numeral string) also refuses a neighbouring decimal point (``1234`` is not found in ``12345``, ``0.1234`` or
+``1234.5``).
+
+Limits: short values (a one-digit math answer) are not searched at the default ``min_chars``; lowering it
+finds them but also finds them in unrelated counters (``"turn": 1``). Transformed leaks (the answer spelled
+out, reversed, or as a differently formatted number) are not found.
 
 Not leaks: needles that occur in the task's public prompt (the generator put them there on purpose), and
 needles the agent itself already sent in an action (envs may quote the agent). Observations are searched
@@ -35,6 +40,8 @@ from typing import Any
 import numpy as np
 
 _DEFAULT_REPR = re.compile(r"<.* at 0x[0-9a-fA-F]+>", re.DOTALL)
+_NUMERAL = re.compile(r"[-+]?\d+(\.\d+)?([eE][-+]?\d+)?")
+_NUMBER_BOUNDS = r"(?<![\w.]){}(?!\w|\.\d)"  # no neighbouring digit, letter or decimal point
 
 
 @dataclass(frozen=True)
@@ -124,14 +131,17 @@ def _walk(x: Any, path: str, min_chars: int, ignore: frozenset[str], out: list[N
     if x is None or isinstance(x, (bool, np.bool_)):
         return
     if isinstance(x, (int, float, np.integer, np.floating)):
-        patterns = {f: rf"(?<![\w.]){re.escape(f)}(?!\w|\.\d)" for f in sorted(_number_forms(x))}
+        patterns = {f: _NUMBER_BOUNDS.format(re.escape(f)) for f in sorted(_number_forms(x))}
     else:
         text = str(x).strip()
         if _DEFAULT_REPR.fullmatch(text):
             return
-        left = r"(?<!\w)" if re.match(r"\w", text) else ""
-        right = r"(?!\w)" if re.search(r"\w\Z", text) else ""
-        patterns = {text: left + re.escape(text) + right}
+        if _NUMERAL.fullmatch(text):  # "12" as a string is still a number: not found in "1.0" or "312"
+            patterns = {text: _NUMBER_BOUNDS.format(re.escape(text))}
+        else:
+            left = r"(?<!\w)" if re.match(r"\w", text) else ""
+            right = r"(?!\w)" if re.search(r"\w\Z", text) else ""
+            patterns = {text: left + re.escape(text) + right}
     for text, pattern in patterns.items():
         if len(text) >= min_chars and text not in ignore:
             out.append(Needle(path or "privileged", text, re.compile(pattern)))
