@@ -193,6 +193,13 @@ def test_gather_token_logprobs_hand_computed() -> None:
     assert out.tolist() == [pytest.approx([0.0, math.log(0.75), math.log(0.5)])]
 
 
+def test_gather_token_logprobs_temperature() -> None:
+    # logits [0, ln 9] / T=2 -> [0, ln 3]: p(token 1) = 3/4
+    logits = torch.tensor([[[0.0, math.log(9.0)], [0.0, 0.0]]])
+    out = gather_token_logprobs(logits, torch.tensor([[0, 1]]), torch.tensor([[False, True]]), temperature=2.0)
+    assert out.tolist() == [pytest.approx([0.0, math.log(0.75)])]
+
+
 def test_gather_rejects_loss_at_position_zero() -> None:
     with pytest.raises(ValueError, match="first token"):
         gather_token_logprobs(torch.zeros(1, 2, 3), torch.zeros(1, 2, dtype=torch.long), torch.ones(1, 2).bool())

@@ -560,7 +560,7 @@ def build_episode_batch(
     return collate(rows, pad_id=pad_id, num_masked_errors=len(errored), errored=errored, num_prefix_fallbacks=fallbacks)
 
 
-def gather_token_logprobs(logits: Tensor, input_ids: Tensor, loss_mask: Tensor) -> Tensor:
+def gather_token_logprobs(logits: Tensor, input_ids: Tensor, loss_mask: Tensor, *, temperature: float = 1.0) -> Tensor:
     """Log-prob of each loss token under ``logits``, in token coordinates.
 
     ``out[b, t] = log_softmax(logits[b, t − 1])[input_ids[b, t]]`` where ``loss_mask[b, t]``, else ``0``
@@ -572,6 +572,8 @@ def gather_token_logprobs(logits: Tensor, input_ids: Tensor, loss_mask: Tensor) 
         logits: ``[B, T, V]`` causal-LM logits for ``input_ids`` (``model(input_ids).logits``).
         input_ids: ``[B, T]`` token ids.
         loss_mask: ``[B, T]`` bool mask of the tokens to score.
+        temperature: Divide the logits by this first, to match log-probs recorded at a sampling temperature
+            (``HFPolicy`` records ``log_softmax(logits / T)``; PPO/GRPO usually samples at ``T = 1``).
 
     Returns:
         ``[B, T]`` float32 log-probs.
@@ -587,11 +589,13 @@ def gather_token_logprobs(logits: Tensor, input_ids: Tensor, loss_mask: Tensor) 
             f"need logits [B, T, V], input_ids [B, T] and loss_mask [B, T]; got {tuple(logits.shape)}, "
             f"{tuple(input_ids.shape)}, {tuple(loss_mask.shape)}"
         )
+    if not temperature > 0:
+        raise ValueError(f"temperature must be positive, got {temperature}")
     mask = loss_mask.bool()
     if bool(mask[:, 0].any()):
         raise ValueError("loss_mask[:, 0] must be False: no logit predicts the first token")
     targets = mask[:, 1:]
-    picked = logits[:, :-1][targets].float()  # [N, V], only the positions that predict loss tokens
+    picked = logits[:, :-1][targets].float() / temperature  # [N, V]: only rows that predict loss tokens
     token_ids = input_ids[:, 1:][targets]
     logp = picked.gather(-1, token_ids[:, None]).squeeze(-1) - torch.logsumexp(picked, dim=-1)
     out = torch.zeros(input_ids.shape, dtype=torch.float32, device=logits.device)
