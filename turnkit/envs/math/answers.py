@@ -13,8 +13,8 @@ characters, number literals over :data:`MAX_LITERAL_DIGITS` digits, nesting deep
 :data:`MAX_DEPTH`, and powers whose result would exceed :data:`MAX_RESULT_DIGITS` digits (``9**9**9``).
 
 Two answers are equal when both parse and their values agree (exactly for rationals, to 1e-12 relative
-error otherwise, at fixed sample points for expressions with variables); when either side does not
-parse (e.g. ``\text{Monday}``), their normalised texts are compared.
+error otherwise, at fixed sample points for expressions with variables); when the reference does not
+parse (e.g. ``\text{Monday}``), normalised texts are compared.
 
 Example:
     >>> answers_equal("\\boxed{1/2}", "0.5"), answers_equal("x = -3", "-3"), answers_equal("2.50", "5/2")
@@ -215,16 +215,18 @@ def values_equal(a: sympy.Basic, b: sympy.Basic) -> bool:
 def answers_equal(candidate: str, reference: str) -> bool:
     r"""Whether an agent's answer text matches a reference answer text.
 
-    Values are compared with :func:`values_equal` when both parse; otherwise normalised texts are
-    compared (so ``"\\text{(B)}"`` matches ``"(B)"``). Never raises on any ``str`` input.
+    When the reference parses as a value, the candidate must parse to an equal value (:func:`values_equal`);
+    otherwise normalised texts are compared (so ``"\text{ Monday }"`` matches ``"monday"``). Never raises
+    on any ``str`` input.
 
     Example:
         >>> answers_equal("\\frac{1}{2}", "1/2"), answers_equal("-3", "3"), answers_equal("", "0")
         (True, False, False)
     """
-    cand, ref = parse_answer(candidate), parse_answer(reference)
-    if cand is not None and ref is not None:
-        return values_equal(cand, ref)
+    ref = parse_answer(reference)
+    if ref is not None:  # a value: the candidate must be a value too
+        cand = parse_answer(candidate)
+        return cand is not None and values_equal(cand, ref)
     if len(candidate) > MAX_ANSWER_CHARS:
         return False
     norm = normalize_text(candidate)
