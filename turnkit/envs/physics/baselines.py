@@ -68,8 +68,9 @@ def random_positions_reply(context: Context) -> str:
     first, last = _request(context)
     names = sorted({n for m in context.messages if m.role == "user" for _, n in parse_positions(m.content)})
     rng = np.random.default_rng([context.episode_seed or 0, context.turn])
+    coords = rng.uniform(0.0, WORLD_SIZE, size=(last + 1 - first, len(names), 2))
     return "\n".join(
-        format_position(f, n, *(float(c) for c in rng.uniform(0.0, WORLD_SIZE, size=2)))
-        for f in range(first, last + 1)
-        for n in names
+        format_position(first + k, n, float(coords[k, i, 0]), float(coords[k, i, 1]))
+        for k in range(last + 1 - first)
+        for i, n in enumerate(names)
     )

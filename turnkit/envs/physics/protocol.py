@@ -39,6 +39,8 @@ _LINE = re.compile(
     re.IGNORECASE,
 )
 _REQUEST = re.compile(r"Predict frames (\d+) to (\d+)")
+_BODY = re.compile(r"^([A-Z]): (\w+) (ball|square), radius (\d+(?:\.\d+)?)$", re.MULTILINE)
+_GRAVITY = re.compile(r"Gravity is \(0, -(\d+(?:\.\d+)?)\)")
 
 
 def format_position(frame: int, name: str, x: float, y: float, decimals: int = SHOWN_DECIMALS) -> str:
@@ -162,3 +164,18 @@ def parse_request(text: str) -> tuple[int, int] | None:
     """
     match = _REQUEST.search(text)
     return (int(match[1]), int(match[2])) if match else None
+
+
+def parse_world(text: str) -> tuple[dict[str, float], float]:
+    """Read the body radii and the gravity back from a :func:`describe_world` text.
+
+    Returns:
+        ``({name: radius}, gravity)``; gravity is 0 when the text states none.
+
+    Example:
+        >>> parse_world(describe_world([{"name": "A", "color": "red", "shape": "ball", "radius": 0.7}], 2.5))
+        ({'A': 0.7}, 2.5)
+    """
+    radii = {m[1]: float(m[4]) for m in _BODY.finditer(text)}
+    gravity = _GRAVITY.search(text)
+    return radii, float(gravity[1]) if gravity else 0.0
