@@ -29,7 +29,7 @@ class MathEpisodesEnv(TextEnv):
 
     ## Observation
     A ``str``. On ``reset``: the problem and one format line, e.g. ``"What is 3 plus 4?\nReply with
-    ANSWER: <value>."`` (under 110 characters at difficulty 1). After each turn: short feedback
+    ANSWER: <value>."`` (under 120 characters at difficulty 1, ``id`` and ``combo``). After each turn: short feedback
     (``"Correct."``, ``"Incorrect. 2 attempts left."``, ``"No answer yet. ..."``, ...).
 
     ## Action
