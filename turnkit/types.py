@@ -12,6 +12,9 @@ Example:
     (1.0, True, 2)
     >>> [m.role for m in traj.messages()]
     ['user', 'assistant']
+    >>> cut = Step(observation="...", action=AgentTurn("?"), reward=0.5, truncated=True)
+    >>> Trajectory(env_id="x", seed=0, steps=(cut,)).success  # a time-limit cut is no success
+    False
 """
 
 from __future__ import annotations
@@ -179,12 +182,17 @@ class Trajectory:
 
     @property
     def success(self) -> bool:
-        """Whether the last step reported ``info["success"]`` (falls back to total reward > 0)."""
+        """Whether the last step reported ``info["success"]``.
+
+        Without that key: ``False`` for a truncated episode, otherwise ``total_reward > 0``.
+        """
         if self.error is not None or not self.steps:
             return False
-        last = self.steps[-1].info
-        if "success" in last:
-            return bool(last["success"])
+        last = self.steps[-1]
+        if "success" in last.info:
+            return bool(last.info["success"])
+        if last.truncated:
+            return False
         return self.total_reward > 0
 
     @property
