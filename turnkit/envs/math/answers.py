@@ -202,14 +202,18 @@ def values_equal(a: sympy.Basic, b: sympy.Basic) -> bool:
         symbols = sorted(diff.free_symbols, key=str)
         n = len(_SAMPLE_POINTS)
         points = [{s: _SAMPLE_POINTS[(j + k) % n] + j for j, s in enumerate(symbols)} for k in range(n)]
-        for point in points if symbols else [{}]:
-            d = complex(diff.subs(point).evalf(30)) if point else complex(diff.evalf(30))
-            scale = complex(b.subs(point).evalf(30)) if point else complex(b.evalf(30))
-            if not (math.isfinite(abs(d)) and abs(d) <= 1e-12 * max(1.0, abs(scale))):
-                return False
-        return True
+        return all(_close(a.subs(point), b.subs(point)) for point in (points if symbols else [{}]))
     except (TypeError, ValueError, ZeroDivisionError, OverflowError, AttributeError):
         return False  # not comparable as numbers (e.g. zoo after substitution): not equal
+
+
+def _close(a: sympy.Basic, b: sympy.Basic) -> bool:
+    """``|a - b| <= 1e-12 * max(1, |a|, |b|)`` at 30 digits, with sympy floats (no overflow at 1e400)."""
+    x, y = a.evalf(30), b.evalf(30)
+    if x.free_symbols or y.free_symbols or x.has(sympy.zoo, sympy.nan) or y.has(sympy.zoo, sympy.nan):
+        return False
+    scale = sympy.Max(1, abs(x), abs(y))
+    return bool(abs(x - y) <= sympy.Float("1e-12", 30) * scale)
 
 
 def answers_equal(candidate: str, reference: str) -> bool:

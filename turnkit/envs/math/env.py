@@ -29,8 +29,8 @@ class MathEpisodesEnv(TextEnv):
 
     ## Observation
     A ``str``. On ``reset``: the problem and one format line, e.g. ``"What is 3 plus 4?\nReply with
-    ANSWER: <value>."`` (under 120 characters at difficulty 1, ``id`` and ``combo``). After each turn: short feedback
-    (``"Correct."``, ``"Incorrect. 2 attempts left."``, ``"No answer yet. ..."``, ...).
+    ANSWER: <value>."`` (under 120 characters at difficulty 1, ``id`` and ``combo``). After each turn:
+    short feedback (``"Correct."``, ``"Incorrect. 2 attempts left."``, ``"No answer yet. ..."``, ...).
 
     ## Action
     A ``str``: free text. The last ``ANSWER: <value>`` line is the answer (without one, the last

@@ -15,7 +15,8 @@ Example:
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from fractions import Fraction
 
 import numpy as np
@@ -35,43 +36,53 @@ _UNKNOWN_WORD = {
 NAMES = ("Ana", "Ben", "Cleo", "Dev", "Eli", "Fay", "Gus", "Ivy", "Jon", "Kim")
 ITEMS = ("apples", "marbles", "stickers", "pencils", "cards", "shells", "books", "coins")
 
-# Word-problem sentences per theme: the one-step form ("single") and a later step ("then").
-_STORY = {
-    "objects": {
-        "start": "{name} has {a} {items}.",
-        "single": {
+
+@dataclass(frozen=True)
+class _Theme:
+    """Word-problem sentences of one theme: the one-step form, a later step, and the question."""
+
+    start: str
+    single: Mapping[str, str]
+    then: Mapping[str, str]
+    ask: str
+    ask_after: Mapping[str, str]  # a one-step problem with this op asks this instead
+
+
+_THEMES = {
+    "objects": _Theme(
+        start="{name} has {a} {items}.",
+        single={
             "add": "{name} has {a} {items} and gets {b} more.",
             "sub": "{name} has {a} {items} and gives away {b}.",
             "mul": "{name} has {a} bags with {b} {items} in each bag.",
             "div": "{name} shares {a} {items} equally among {b} friends.",
         },
-        "then": {
+        then={
             "add": "Then {name} gets {b} more.",
             "sub": "Then {name} gives away {b}.",
             "mul": "Then the number of {items} becomes {b} times as large.",
             "div": "Then {name} splits them into {b} equal piles and keeps one pile.",
         },
-        "ask": "How many {items} does {name} have now?",
-        "ask_div": "How many {items} does each friend get?",
-    },
-    "money": {
-        "start": "{name} has ${a}.",
-        "single": {
+        ask="How many {items} does {name} have now?",
+        ask_after={"div": "How many {items} does each friend get?"},
+    ),
+    "money": _Theme(
+        start="{name} has ${a}.",
+        single={
             "add": "{name} has ${a} and earns ${b}.",
             "sub": "{name} has ${a} and spends ${b}.",
             "mul": "{name} buys {a} {items} at ${b} each.",
             "div": "{name} splits ${a} equally among {b} friends.",
         },
-        "then": {
+        then={
             "add": "Then {name} earns ${b}.",
             "sub": "Then {name} spends ${b}.",
             "mul": "Then the money grows to {b} times as much.",
             "div": "Then {name} splits it into {b} equal parts and keeps one part.",
         },
-        "ask": "How many dollars does {name} have now?",
-        "ask_div": "How many dollars does each friend get?",
-        "ask_mul": "How many dollars does {name} spend?",
-    },
+        ask="How many dollars does {name} have now?",
+        ask_after={"div": "How many dollars does each friend get?", "mul": "How many dollars does {name} spend?"},
+    ),
 }
 
 
@@ -193,15 +204,14 @@ def story(theme: str, start: Fraction, steps: Steps, rng: np.random.Generator) -
         >>> story("objects", Fraction(5), [("add", Fraction(3))], rng)
         'Jon has 5 shells and gets 3 more. How many shells does Jon have now?'
     """
-    parts = _STORY[theme]
+    theme_ = _THEMES[theme]
     name = str(NAMES[int(rng.integers(len(NAMES)))])
     items = str(ITEMS[int(rng.integers(len(ITEMS)))])
     slots = {"name": name, "items": items, "a": fmt(start)}
     if len(steps) == 1:
         op, b = steps[0]
-        text = parts["single"][op].format(b=fmt(b), **slots)
-        ask = parts.get(f"ask_{op}", parts["ask"])
-        return f"{text} {ask.format(**slots)}"
-    sentences = [parts["start"].format(**slots)]
-    sentences += [parts["then"][op].format(b=fmt(b), **slots) for op, b in steps]
-    return " ".join([*sentences, parts["ask"].format(**slots)])
+        text = theme_.single[op].format(b=fmt(b), **slots)
+        return f"{text} {theme_.ask_after.get(op, theme_.ask).format(**slots)}"
+    sentences = [theme_.start.format(**slots)]
+    sentences += [theme_.then[op].format(b=fmt(b), **slots) for op, b in steps]
+    return " ".join([*sentences, theme_.ask.format(**slots)])
