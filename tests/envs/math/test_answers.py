@@ -52,6 +52,7 @@ EQUIVALENT = [
     ("\\frac{\\sqrt{2}}{2}", "1/\\sqrt{2}"),
     ("2\\pi", "\\pi + \\pi"),
     ("(1, 2)", "\\left(1, 2\\right)"),
+    ("(sqrt(2)+1)^999", "(sqrt(2)-1)^(-999)"),  # about 1e382: beyond float range
     ("2x + 2", "2(x+1)"),
     ("x^2 - 1", "(x - 1)(x + 1)"),
     ("\\text{Monday}", "\\text{ monday }"),
@@ -77,6 +78,7 @@ NOT_EQUIVALENT = [
     ("sqrt(2)", "1.41421356"),
     ("1/0", "0"),
     ("2x + 1", "2(x+1)"),
+    ("(sqrt(2)+1)^999", "(sqrt(2)+1)^999 + 1"),
 ]
 
 
