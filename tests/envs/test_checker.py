@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import random
+import time
 from typing import Any
 
 import gymnasium
@@ -45,6 +46,8 @@ class GuessEnv(TextEnv):
         return Task(task_id=f"guess-{int(rng.integers(1 << 30))}", prompt=prompt, privileged={"answer": n})
 
     def begin(self, task):
+        if "broken_reset" in self.bugs:
+            raise RuntimeError("the task file is missing")
         self.messages = 0
         self.steps_taken = 0
         return task.prompt
@@ -56,6 +59,8 @@ class GuessEnv(TextEnv):
             self.messages = GuessEnv.shared_messages + 1
         n = self.privileged()["answer"]
         text = action.strip().removeprefix("ANSWER:").strip()
+        if "slow" in self.bugs and len(text) > 1000:
+            time.sleep(0.05)
         if "raises_on_garbage" in self.bugs and text.isdecimal():
             guess = int(text)  # int() refuses more than 4300 digits: ValueError
         elif text.isdecimal() and len(text) == 4:
@@ -255,6 +260,24 @@ def test_raised_error_carries_the_report() -> None:
         turnkit.check_env(make("truncates"), **FAST)
     report = caught.value.report
     assert report.failures[-1].name == "truncation" and report.results[0].ok
+
+
+def test_slow_garbage_action_fails_naming_the_time() -> None:
+    pattern = r"'garbage_actions' \(seed=0\): garbage action very long line took 0\.\d s \(limit 0\.01 s\)"
+    with pytest.raises(ContractError, match=pattern):
+        turnkit.check_env(make("slow"), checks=["garbage_actions"], garbage_time_limit_s=0.01)
+
+
+def test_env_that_cannot_reset_fails_naming_the_error() -> None:
+    pattern = r"'determinism' \(seed=0\): reset raised RuntimeError: the task file is missing"
+    with pytest.raises(ContractError, match=pattern):
+        turnkit.check_env(make("broken_reset"), checks=["determinism"])
+
+
+def test_a_failing_policy_is_noted_and_replaced_by_random_text() -> None:
+    report = turnkit.check_env(make(), checks=["determinism"], policy=lambda ctx: str(1 / 0))
+    assert report.ok
+    assert "policy raised ZeroDivisionError: division by zero; using random text" in report.results[0].detail
 
 
 # ------------------------------------------------------------------------------------------ arguments

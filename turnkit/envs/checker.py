@@ -2,35 +2,31 @@
 
 Run it on any env before training on it. Each check is one property of the contract:
 
-==================  ===========================================================================================
-``gymnasium``       Gymnasium's own ``env_checker.check_env`` on ``env.unwrapped`` (render/close skipped).
-``text_env``        ``env.unwrapped`` is a :class:`~turnkit.TextEnv` with :class:`TextSpace` spaces; ``reset`` /
-                    ``step`` return ``str`` observations and ``dict`` infos.
-``determinism``     The same seed replays the same episode (observations, rewards, flags, info), also after
-                    other episodes ran; different seeds give different tasks (a warning otherwise).
-``privileged_leak`` No privileged value appears in an observation before termination or in any ``info``.
-``snapshot``        Snapshot at several points, continue, restore, continue: identical continuations, also
-                    when restoring twice, after another episode, and into a fresh env instance.
-``garbage_actions`` Empty, huge, binary, NUL, surrogate, ``None``, markup, RTL, 10k-digit and power-tower
-                    actions never raise; invalid ones are reported in ``info["invalid_action"]``.
-``invalid_allowance`` ``max_invalid_actions + 1`` invalid actions end the episode, not fewer; stepping
-                    after the end answers ``"episode_over"``.
-``truncation``      The unwrapped env never returns ``truncated=True`` (only ``TimeLimit`` truncates).
-``cross_process``   The same seeded episode replayed in a fresh ``python -c`` process (built from
-                    ``env.spec``, with another hash seed) gives a transcript identical to this process's.
-==================  ===========================================================================================
+=====================  ========================================================================================
+``gymnasium``          Gymnasium's own ``env_checker.check_env`` on ``env.unwrapped`` (render/close skipped).
+``text_env``           ``env.unwrapped`` is a :class:`~turnkit.TextEnv` with :class:`TextSpace` spaces;
+                       ``reset`` / ``step`` return ``str`` observations and ``dict`` infos.
+``determinism``        The same seed gives the same task (privileged part included) and the same episode,
+                       also after other episodes and with two instances stepping in lockstep; different seeds
+                       give different tasks (a warning otherwise).
+``privileged_leak``    No privileged value in an observation before termination or in any ``info``
+                       (heuristic in :mod:`turnkit.envs.checker_leaks`).
+``snapshot``           Snapshot at several points, continue, restore, continue: identical continuations, also
+                       when restoring twice, after another episode, and into a fresh env instance.
+``garbage_actions``    Empty, huge, binary, NUL, surrogate, ``None``, markup, RTL, 10k-digit and power-tower
+                       actions never raise; invalid ones are reported in ``info["invalid_action"]``.
+``invalid_allowance``  ``max_invalid_actions + 1`` invalid actions end the episode, not fewer; stepping after
+                       the end answers ``"episode_over"``.
+``truncation``         The unwrapped env never returns ``truncated=True`` (only ``TimeLimit`` truncates).
+``cross_process``      The same seeded episodes replayed in a fresh ``python -c`` process (built from
+                       ``env.spec``, with another hash seed) give identical transcripts.
+=====================  ========================================================================================
 
 Episodes are driven by a deterministic action plan: random text, one invalid (empty) action, random text,
 then the family's oracle (:func:`turnkit.agents.oracle.oracle_for`) or a ``policy`` you pass, falling back
-to random text. The recorded actions are replayed by the other checks.
-
-Privileged-leak heuristic: the needles are the leaves of ``env.unwrapped.privileged()``: strings (stripped)
-and numbers rendered canonically (``str(int)``, ``repr(float)``, and ``str(int(x))`` for integral floats),
-kept only when at least ``leak_min_chars`` long (default 4: ``"42"`` or ``"yes"`` would match by chance).
-A needle matches on word boundaries (numbers also refuse a neighbouring digit or decimal point). Needles that
-occur in the task's public prompt, or in an action the agent already sent (an env may echo it), are exempt.
-Observations are searched before termination only (a terminal message may reveal the answer); ``info`` at
-every step, key and value leaves alike.
+to random text. The recorded actions are replayed by the other checks. Transcripts are compared in the
+canonical form of :mod:`turnkit.envs.checker_episodes`; a difference is reported with its path, e.g.
+``step 2: info['debug']['target'] differs: 4821 vs 1234``.
 
 Example:
     >>> import gymnasium, turnkit
@@ -63,7 +59,6 @@ from turnkit.agents.base import Context
 from turnkit.agents.scripted import RandomAgent
 from turnkit.envs.checker_episodes import (
     Episode,
-    EpisodeFault,
     canonical,
     canonical_reset,
     first_difference,
@@ -71,6 +66,9 @@ from turnkit.envs.checker_episodes import (
     record_episode,
     replay,
     short_repr,
+)
+from turnkit.envs.checker_episodes import (
+    EpisodeFault as _Failed,
 )
 from turnkit.envs.checker_leaks import exempt_count, find_leak, privileged_needles
 from turnkit.envs.core import TextEnv, restore_env, snapshot_env, validate_action
@@ -220,11 +218,8 @@ def _failure_message(env_id: str, r: CheckResult) -> str:
     return f"{env_id} fails check '{r.name}'{seed}: {r.detail}"
 
 
-_Failed = EpisodeFault
-
-
 class _Skipped(Exception):
-    pass
+    """A check cannot run on this env; the message says why."""
 
 
 @dataclass(frozen=True)
@@ -350,7 +345,13 @@ def _check_text_env(run: _Run) -> str:
     if not isinstance(obs, str) or not isinstance(info, dict):
         raise _Failed(f"reset returned ({type(obs).__name__}, {type(info).__name__}), not (str, dict)", seed)
     out = run.env.step("hello")
-    types = (str, (int, float, np.floating, np.integer), (bool, np.bool_), (bool, np.bool_), dict)
+    types: tuple[type | tuple[type, ...], ...] = (
+        str,
+        (int, float, np.number),
+        (bool, np.bool_),
+        (bool, np.bool_),
+        dict,
+    )
     for what, value, kind in zip(("observation", "reward", "terminated", "truncated", "info"), out, types, strict=True):
         if not isinstance(value, kind) or (what == "reward" and isinstance(value, bool)):
             raise _Failed(f"step returned a {type(value).__name__} {what}", seed)
