@@ -232,6 +232,13 @@ class TextEnv(gymnasium.Env[str, str]):
         """React to one valid action (already checked by :func:`validate_action`)."""
         raise NotImplementedError
 
+    def extra_info(self) -> dict[str, Any]:
+        """Family-specific public keys merged into every ``info`` (reset, valid and invalid steps).
+
+        Must not contain privileged data. Keys a :class:`Transition` sets take precedence.
+        """
+        return {}
+
     def get_state(self) -> Any:
         """Return the family's episode state for :meth:`snapshot` (deep-copied by the caller).
 
@@ -385,6 +392,7 @@ class TextEnv(gymnasium.Env[str, str]):
             "turn": self._turn,
             "invalid_actions": self._invalid,
         }
+        info.update(self.extra_info())
         info.update(extra)
         return info
 

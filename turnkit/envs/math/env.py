@@ -174,18 +174,9 @@ class MathEpisodesEnv(TextEnv):
         self._boundaries = list(state["boundaries"])
 
     # ------------------------------------------------------------------ public API
-    def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[str, dict]:
-        """Start an episode (see :meth:`TextEnv.reset`); the info also holds kind, attempts and budget."""
-        obs, info = super().reset(seed=seed, options=options)
-        info.update(self._public())
-        return obs, info
-
-    def step(self, action: str) -> tuple[str, float, bool, bool, dict]:
-        """Apply one agent turn (see :meth:`TextEnv.step`); invalid actions also report attempts and budget."""
-        obs, reward, terminated, truncated, info = super().step(action)
-        for key, value in self._public().items():
-            info.setdefault(key, value)
-        return obs, reward, terminated, truncated, info
+    def extra_info(self) -> dict[str, Any]:
+        """Kind, attempts left and budget, on every info dict (reset and invalid steps included)."""
+        return self._public()
 
     def cost(self, action: str) -> int:
         """The budget one turn spends: its number of words (or characters, with ``budget_unit="chars"``).
