@@ -480,6 +480,8 @@ def _check_garbage_actions(run: _Run) -> str:
 def _check_invalid_allowance(run: _Run) -> str:
     base = run.text_env()
     seed, k = run.opts.seeds[0], base.max_invalid_actions
+    if k > 1000:
+        raise _Skipped(f"max_invalid_actions={k} is too large to exhaust")
     base.reset(seed=seed)
     for i in range(1, k + 2):
         obs, _, terminated, _, info = base.step("")
