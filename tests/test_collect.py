@@ -191,3 +191,14 @@ def test_privileged_agents_get_the_task() -> None:
     traj = collect_batch(envs(1), agent, [5])[0]
     assert agent.calls[0][0].task == traj.task
     assert agent.calls[0][0].task.privileged == {"word": traj.task.privileged["word"]}
+
+
+def test_final_observation_is_the_envs_reply_to_the_last_action():
+    import gymnasium
+
+    from turnkit.agents.oracle import OracleAgent
+    from turnkit.rollout.collect import collect
+
+    traj = collect(gymnasium.make("turnkit/MathEpisodes-v0"), OracleAgent(), seed=5)
+    assert traj.final_observation.startswith("Correct")
+    assert traj.steps[-1].observation != traj.final_observation

@@ -160,6 +160,7 @@ class Trajectory:
         seed: The reset seed.
         steps: The transitions in order.
         initial_observation: The observation returned by ``reset``.
+        final_observation: The env's reply to the last action (e.g. ``"Correct."``).
         reset_info: The info dict returned by ``reset``.
         task: The episode's task, including privileged data (for critics; never shown to a policy).
         error: An infrastructure failure, if the episode did not finish cleanly.
@@ -170,6 +171,7 @@ class Trajectory:
     seed: int | None
     steps: tuple[Step, ...] = ()
     initial_observation: str = ""
+    final_observation: str = ""
     reset_info: Mapping[str, Any] = field(default_factory=dict)
     task: Task | None = None
     error: TrajectoryError | None = None

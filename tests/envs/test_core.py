@@ -226,7 +226,6 @@ def test_without_generator_a_task_list_is_needed() -> None:
     assert NoGenerator(tasks=TASKS).reset(seed=0)[0].startswith("Task")
 
 
-@pytest.mark.xfail(strict=True, reason="spine: task_index is silently ignored without a fixed task list")
 def test_task_index_without_a_task_list_is_an_error() -> None:
     with pytest.raises(EnvError, match="task_index"):
         Dice().reset(seed=0, options={"task_index": 1})
@@ -337,7 +336,6 @@ def test_restore_env_needs_a_text_env() -> None:
         restore_env(gymnasium.make("CartPole-v1"), snap)
 
 
-@pytest.mark.xfail(strict=True, reason="spine: restore_env does not prime PassiveEnvChecker of a never-reset env")
 def test_restore_env_into_a_fresh_made_env() -> None:
     env = gymnasium.make("tk-test/Dice-v0")
     env.reset(seed=0)
@@ -368,7 +366,6 @@ def test_render_human_prints(capsys: pytest.CaptureFixture[str]) -> None:
     assert capsys.readouterr().out == "Roll until you hit the target.\n"
 
 
-@pytest.mark.xfail(strict=True, reason="spine: restore() with get_state does not restore the last action")
 def test_render_after_restore_matches_the_snapshot_point() -> None:
     env = started(Dice(state_snapshots=True, render_mode="ansi"))
     env.step("roll")

@@ -60,7 +60,7 @@ from typing import Any, ClassVar
 import gymnasium
 import numpy as np
 from gymnasium import logger
-from gymnasium.wrappers import OrderEnforcing, TimeLimit
+from gymnasium.wrappers import OrderEnforcing, PassiveEnvChecker, TimeLimit
 
 from turnkit.envs.spaces import TextSpace
 from turnkit.errors import EnvError
@@ -156,6 +156,7 @@ class EnvSnapshot:
         last_observation: The last observation returned.
         rng_state: The bit-generator state of ``np_random``.
         state: The family state from :meth:`TextEnv.get_state`, or the replay record.
+        last_action: The last action text (for :meth:`TextEnv.render`).
     """
 
     task: Task
@@ -165,6 +166,7 @@ class EnvSnapshot:
     last_observation: str
     rng_state: Mapping[str, Any]
     state: Any
+    last_action: str = ""
 
 
 class TextEnv(gymnasium.Env[str, str]):
@@ -315,6 +317,7 @@ class TextEnv(gymnasium.Env[str, str]):
             last_observation=self._last_obs,
             rng_state=copy.deepcopy(self.np_random.bit_generator.state),
             state=state,
+            last_action=self._last_action,
         )
 
     def restore(self, snap: EnvSnapshot) -> None:
@@ -339,6 +342,7 @@ class TextEnv(gymnasium.Env[str, str]):
         self._invalid = snap.invalid_actions
         self._done = snap.done
         self._last_obs = snap.last_observation
+        self._last_action = snap.last_action
         self._set_rng(snap.rng_state)
 
     def render(self) -> str | None:
@@ -352,6 +356,8 @@ class TextEnv(gymnasium.Env[str, str]):
     # ------------------------------------------------------------------ internals
     def _draw_task(self, task_index: int | None) -> Task:
         if self._fixed_tasks is None:
+            if task_index is not None:
+                raise EnvError(f"{type(self).__name__}: options['task_index'] needs a fixed task list (tasks=[...])")
             return self.generate_task(self.np_random)
         n = len(self._fixed_tasks)
         if task_index is None:
@@ -433,4 +439,6 @@ def restore_env(env: gymnasium.Env, snap: EnvSnapshot) -> None:
             layer._elapsed_steps = snap.turn
         elif isinstance(layer, OrderEnforcing):
             layer._has_reset = True
+        elif isinstance(layer, PassiveEnvChecker):  # its first-step checks assume a reset through it
+            layer.checked_reset = layer.checked_step = layer.checked_data_reuse = True
         layer = layer.env

@@ -141,6 +141,7 @@ def _freeze(ep: _Episode) -> Trajectory:
         seed=ep.seed,
         steps=tuple(ep.steps),
         initial_observation=ep.messages[0].content if ep.messages else "",
+        final_observation=ep.observation if ep.steps else "",
         reset_info=ep.reset_info,
         task=ep.task,
         error=ep.error,

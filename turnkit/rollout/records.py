@@ -54,6 +54,7 @@ def trajectory_to_record(traj: Trajectory, *, include_privileged: bool = False, 
         "split": traj.task.split if traj.task else None,
         "initial_observation": traj.initial_observation,
         "steps": steps,
+        "final_observation": traj.final_observation,
         "total_reward": traj.total_reward,
         "success": traj.success,
         "error": None
