@@ -459,7 +459,7 @@ class HFPolicy:
         if not self.has_adapter:
             self.model = PeftModel.from_pretrained(self.model, path, is_trainable=True).eval()
             return
-        saved, current = PeftConfig.from_pretrained(path), self.model.peft_config["default"]
+        saved, current = PeftConfig.from_pretrained(str(path)), self.model.peft_config["default"]
         for field in ("r", "lora_alpha", "target_modules"):
             if getattr(saved, field, None) != getattr(current, field, None):
                 raise ConfigError(
@@ -467,7 +467,7 @@ class HFPolicy:
                     f"{getattr(current, field, None)!r}"
                 )
         result = set_peft_model_state_dict(self.model, load_peft_weights(str(path), device=str(self.device)))
-        missing = [k for k in result.missing_keys if "lora_" in k]
+        missing = [k for k in getattr(result, "missing_keys", ()) if "lora_" in k]
         if missing:
             raise ConfigError(f"adapter at {path} lacks weights for {missing[:3]}")
 

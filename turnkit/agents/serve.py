@@ -106,6 +106,7 @@ class AgentServer:
     def base_url(self) -> str:
         """The API root, e.g. ``http://127.0.0.1:54321/v1``."""
         host, port = self._httpd.server_address[:2]
+        host = host.decode() if isinstance(host, bytes) else host
         return f"http://{host}:{port}/v1"
 
     def start(self) -> AgentServer:
