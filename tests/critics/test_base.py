@@ -1,0 +1,116 @@
+"""The Critic protocol, result checks and WeightedSum (python -m pytest tests/critics/test_base.py)."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from turnkit.critics.base import Critic, CriticResult, LearnedCritic, WeightedSum, checked, critic_name, score_all
+from turnkit.errors import ConfigError, CriticError
+from turnkit.types import AgentTurn, Step, Trajectory
+
+
+def _traj(n: int = 3) -> Trajectory:
+    steps = tuple(Step(f"obs{h}", AgentTurn(f"act{h}"), reward=float(h)) for h in range(n))
+    return Trajectory("demo", seed=0, steps=steps)
+
+
+class Const:
+    """Returns the same list of rewards for every trajectory."""
+
+    def __init__(self, rewards: tuple[float, ...], name: str = "const", metrics: dict | None = None) -> None:
+        self.rewards = rewards
+        self.name = name
+        self.metrics = metrics or {}
+
+    def score(self, trajectory: Trajectory) -> CriticResult:
+        return CriticResult(self.rewards, self.metrics)
+
+
+class Batched(Const):
+    """Counts batched calls, to show that score_all prefers score_batch."""
+
+    calls = 0
+
+    def score_batch(self, trajectories):
+        Batched.calls += 1
+        return [self.score(t) for t in trajectories]
+
+
+def test_a_class_with_score_is_a_critic() -> None:
+    assert isinstance(Const((0.0,)), Critic)
+    assert not isinstance(object(), Critic)
+
+
+def test_learned_critic_needs_fit() -> None:
+    class Fit(Const):
+        def fit(self, trajectories, **kwargs):
+            return {"loss": 0.0}
+
+    assert isinstance(Fit((0.0,)), LearnedCritic)
+    assert not isinstance(Const((0.0,)), LearnedCritic)
+
+
+def test_result_total_sums_rewards() -> None:
+    assert CriticResult((0.5, -0.25, 2.0)).total == pytest.approx(2.25)
+
+
+def test_checked_rejects_wrong_length() -> None:
+    with pytest.raises(CriticError, match="2 step rewards for a trajectory with 3 steps"):
+        checked(CriticResult((0.0, 0.0)), _traj(3), "x")
+
+
+def test_checked_rejects_nan() -> None:
+    with pytest.raises(CriticError, match="non-finite"):
+        checked(CriticResult((0.0, math.nan, 0.0)), _traj(3))
+
+
+def test_weighted_sum_adds_step_by_step() -> None:
+    critic = WeightedSum([(2.0, Const((1.0, 0.0, -1.0), "a")), (-0.5, Const((4.0, 2.0, 0.0), "b"))])
+    # step 0: 2*1 - 0.5*4 = 0; step 1: 0 - 1 = -1; step 2: -2 - 0 = -2
+    assert critic.score(_traj(3)).step_rewards == (0.0, -1.0, -2.0)
+
+
+def test_weighted_sum_keeps_metrics_by_name() -> None:
+    critic = WeightedSum([(3.0, Const((1.0, 1.0, 1.0), "a", {"m": 7.0})), (1.0, Const((0.0, 0.0, 0.0), "b"))])
+    metrics = critic.score(_traj(3)).metrics
+    assert metrics == {"a/m": 7.0, "a/total": 9.0, "b/total": 0.0}
+
+
+def test_weighted_sum_disambiguates_equal_names() -> None:
+    critic = WeightedSum([(1.0, Const((1.0,), "x")), (1.0, Const((2.0,), "x"))])
+    assert set(critic.score(_traj(1)).metrics) == {"x#0/total", "x#1/total"}
+
+
+def test_weighted_sum_names_the_part_with_bad_length() -> None:
+    critic = WeightedSum([(1.0, Const((1.0, 1.0, 1.0), "good")), (1.0, Const((1.0,), "short"))])
+    with pytest.raises(CriticError, match="short returned 1 step rewards"):
+        critic.score(_traj(3))
+
+
+def test_weighted_sum_rejects_empty_and_nan_weights() -> None:
+    with pytest.raises(ConfigError):
+        WeightedSum([])
+    with pytest.raises(ConfigError, match="finite"):
+        WeightedSum([(math.inf, Const((0.0,)))])
+
+
+def test_weighted_sum_nests() -> None:
+    inner = WeightedSum([(2.0, Const((1.0,), "a"))], name="inner")
+    outer = WeightedSum([(3.0, inner)])
+    result = outer.score(_traj(1))
+    assert result.step_rewards == (6.0,)
+    assert result.metrics["inner/a/total"] == 2.0
+
+
+def test_score_all_uses_score_batch_once() -> None:
+    Batched.calls = 0
+    results = score_all(WeightedSum([(1.0, Batched((1.0, 2.0)))]), [_traj(2), _traj(2), _traj(2)])
+    assert Batched.calls == 1
+    assert [r.step_rewards for r in results] == [(1.0, 2.0)] * 3
+
+
+def test_critic_name_prefers_attribute() -> None:
+    assert critic_name(Const((0.0,), "judge")) == "judge"
+    assert critic_name(3) == "int"

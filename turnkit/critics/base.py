@@ -1,0 +1,185 @@
+"""The :class:`Critic` protocol: per-step rewards (and metrics) for a finished trajectory.
+
+A critic turns a :class:`~turnkit.types.Trajectory` into one reward per step. Those rewards feed the
+learners as dense per-turn rewards, e.g.
+``trajectory_advantages(trajs, per_turn=True, turn_rewards=[r.step_rewards for r in results])``, which
+credits each turn with its return-to-go. Critics that need hidden training-time data (reference answers,
+hidden tests) read it from ``Trajectory.task`` only, never from observations or ``info``.
+
+* :class:`Critic`: ``score(trajectory) -> CriticResult``; a critic may also offer
+  ``score_batch(trajectories)`` for batched model calls (:func:`score_all` uses it when present).
+* :class:`LearnedCritic`: a critic that is trained with ``fit(trajectories, **kwargs) -> metrics``.
+* :class:`WeightedSum`: ``Σ_i w_i · critic_i`` step by step, with each part's metrics kept under its name.
+
+Example:
+    >>> from turnkit.types import AgentTurn, Step, Trajectory
+    >>> class StepCount:
+    ...     name = "count"
+    ...     def score(self, trajectory):
+    ...         n = len(trajectory.steps)
+    ...         return CriticResult(tuple(1.0 for _ in range(n)), {"steps": float(n)})
+    >>> traj = Trajectory("demo", seed=0, steps=(Step("q", AgentTurn("a"), reward=0.0),) * 2)
+    >>> isinstance(StepCount(), Critic)
+    True
+    >>> result = WeightedSum([(0.5, StepCount())]).score(traj)
+    >>> result.step_rewards, result.metrics["count/steps"]
+    ((0.5, 0.5), 2.0)
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Protocol, runtime_checkable
+
+from turnkit.errors import ConfigError, CriticError
+from turnkit.types import Trajectory
+
+
+@dataclass(frozen=True)
+class CriticResult:
+    """A critic's verdict on one trajectory.
+
+    Attributes:
+        step_rewards: One finite reward per step of the trajectory, in step order.
+        metrics: Named scalar diagnostics (e.g. ``{"J0": 0.2, "regret": 0.41}``) for logging.
+
+    Example:
+        >>> CriticResult((0.0, 1.0)).total
+        1.0
+    """
+
+    step_rewards: tuple[float, ...]
+    metrics: Mapping[str, float] = field(default_factory=dict)
+
+    @property
+    def total(self) -> float:
+        """Sum of the step rewards."""
+        return float(sum(self.step_rewards))
+
+
+@runtime_checkable
+class Critic(Protocol):
+    """Anything with ``score(trajectory) -> CriticResult`` (one reward per step)."""
+
+    def score(self, trajectory: Trajectory) -> CriticResult:
+        """Score one finished trajectory."""
+        ...
+
+
+@runtime_checkable
+class LearnedCritic(Critic, Protocol):
+    """A critic with parameters, trained on trajectories (labels come from the trajectories themselves)."""
+
+    def fit(self, trajectories: Sequence[Trajectory], **kwargs: Any) -> Mapping[str, float]:
+        """Train on ``trajectories`` and return training metrics (e.g. the final loss)."""
+        ...
+
+
+def critic_name(critic: object) -> str:
+    """A critic's name: its ``name`` attribute, else its class name.
+
+    Example:
+        >>> class Judge: pass
+        >>> critic_name(Judge())
+        'Judge'
+    """
+    return str(getattr(critic, "name", type(critic).__name__))
+
+
+def checked(result: CriticResult, trajectory: Trajectory, who: str = "critic") -> CriticResult:
+    """Return ``result`` after checking that it has one finite reward per step.
+
+    Raises:
+        CriticError: Naming the critic, the expected and actual lengths, or the non-finite reward.
+
+    Example:
+        >>> from turnkit.types import AgentTurn, Step, Trajectory
+        >>> traj = Trajectory("demo", seed=0, steps=(Step("q", AgentTurn("a"), reward=0.0),))
+        >>> checked(CriticResult((1.0, 2.0)), traj, "judge")
+        Traceback (most recent call last):
+        ...
+        turnkit.errors.CriticError: judge returned 2 step rewards for a trajectory with 1 steps
+    """
+    if len(result.step_rewards) != len(trajectory.steps):
+        raise CriticError(
+            f"{who} returned {len(result.step_rewards)} step rewards for a trajectory with "
+            f"{len(trajectory.steps)} steps"
+        )
+    bad = [r for r in result.step_rewards if not math.isfinite(r)]
+    if bad:
+        raise CriticError(f"{who} returned a non-finite step reward {bad[0]!r}")
+    return result
+
+
+def score_all(critic: Critic, trajectories: Sequence[Trajectory]) -> list[CriticResult]:
+    """Score many trajectories, through ``critic.score_batch`` when the critic has one; results are checked.
+
+    Example:
+        >>> from turnkit.critics.rules import OutcomeReward
+        >>> from turnkit.types import AgentTurn, Step, Trajectory
+        >>> win = Trajectory("demo", 0, (Step("q", AgentTurn("a"), 1.0, terminated=True, info={"success": True}),))
+        >>> [r.step_rewards for r in score_all(OutcomeReward(), [win, win])]
+        [(1.0,), (1.0,)]
+    """
+    batch = getattr(critic, "score_batch", None)
+    results = list(batch(trajectories)) if callable(batch) else [critic.score(t) for t in trajectories]
+    if len(results) != len(trajectories):
+        raise CriticError(f"{critic_name(critic)} returned {len(results)} results for {len(trajectories)} trajectories")
+    return [checked(r, t, critic_name(critic)) for r, t in zip(results, trajectories, strict=True)]
+
+
+class WeightedSum:
+    """A weighted sum of critics, step by step: ``r_h = Σ_i w_i · r_h^{(i)}``.
+
+    Each part's metrics are kept as ``"<name>/<metric>"``; each part's weighted total as ``"<name>/total"``.
+    Parts with the same name get a ``#<index>`` suffix.
+
+    Args:
+        parts: ``(weight, critic)`` pairs.
+        name: This critic's name (for nesting).
+
+    Raises:
+        ConfigError: If there are no parts or a weight is not finite.
+
+    Example:
+        >>> from turnkit.critics.rules import LengthPenalty, OutcomeReward
+        >>> from turnkit.types import AgentTurn, Step, Trajectory
+        >>> steps = (Step("q", AgentTurn("let me think"), 0.0),
+        ...          Step("q", AgentTurn("ANSWER: 4"), 1.0, terminated=True, info={"success": True}))
+        >>> critic = WeightedSum([(1.0, OutcomeReward()), (0.1, LengthPenalty(per_unit=1.0, unit="words"))])
+        >>> critic.score(Trajectory("demo", 0, steps)).step_rewards  # 1.0 - 0.1 * 2 on the answer turn
+        (-0.30000000000000004, 0.8)
+    """
+
+    def __init__(self, parts: Sequence[tuple[float, Critic]], *, name: str = "weighted_sum") -> None:
+        if not parts:
+            raise ConfigError("WeightedSum needs at least one (weight, critic) part")
+        for w, _ in parts:
+            if not math.isfinite(float(w)):
+                raise ConfigError(f"WeightedSum weight must be finite, got {w!r}")
+        self.parts = [(float(w), c) for w, c in parts]
+        self.name = name
+        names = [critic_name(c) for _, c in self.parts]
+        self._names = [n if names.count(n) == 1 else f"{n}#{i}" for i, n in enumerate(names)]
+
+    def score(self, trajectory: Trajectory) -> CriticResult:
+        """The weighted sum of the parts' step rewards, with every part's metrics."""
+        return self._combine(trajectory, [c.score(trajectory) for _, c in self.parts])
+
+    def score_batch(self, trajectories: Sequence[Trajectory]) -> list[CriticResult]:
+        """Score a batch, letting each part batch its own calls."""
+        per_part = [score_all(c, trajectories) for _, c in self.parts]
+        return [self._combine(t, [p[i] for p in per_part]) for i, t in enumerate(trajectories)]
+
+    def _combine(self, trajectory: Trajectory, results: Sequence[CriticResult]) -> CriticResult:
+        rewards = [0.0] * len(trajectory.steps)
+        metrics: dict[str, float] = {}
+        for (w, critic), name, result in zip(self.parts, self._names, results, strict=True):
+            checked(result, trajectory, critic_name(critic))
+            for h, r in enumerate(result.step_rewards):
+                rewards[h] += w * r
+            metrics.update({f"{name}/{k}": float(v) for k, v in result.metrics.items()})
+            metrics[f"{name}/total"] = w * result.total
+        return CriticResult(tuple(rewards), metrics)
