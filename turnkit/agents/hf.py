@@ -231,24 +231,29 @@ class HFPolicy:
             return []
         prompts = [chat_prompt_ids(self.tokenizer, ctx.messages) for ctx in contexts]
         seeds = context_seeds(contexts, seed=self.sampling.seed, rng=self._rng)
-        order = sorted(range(len(prompts)), key=lambda i: len(prompts[i]))
-        turns: list[AgentTurn | None] = [None] * len(prompts)
+        budgets = [self._budget(len(p)) for p in prompts]
+        turns: list[AgentTurn] = [
+            AgentTurn(text="", prompt_token_ids=tuple(p), finish_reason="prompt_too_long") for p in prompts
+        ]
+        order = sorted((i for i, b in enumerate(budgets) if b > 0), key=lambda i: len(prompts[i]))
         with _eval_mode(self.model), torch.inference_mode():
             for start in range(0, len(order), self.max_batch_size):
                 chunk = order[start : start + self.max_batch_size]
-                results = self._generate([prompts[i] for i in chunk], [seeds[i] for i in chunk])
+                results = self._generate(
+                    [prompts[i] for i in chunk], [seeds[i] for i in chunk], [budgets[i] for i in chunk]
+                )
                 for i, turn in zip(chunk, results, strict=True):
                     turns[i] = turn
-        return [t for t in turns if t is not None]
+        return turns
 
     def _budget(self, prompt_len: int) -> int:
         limit = getattr(self.model.config, "max_position_embeddings", None)
         room = self.sampling.max_new_tokens if limit is None else int(limit) - prompt_len
         return max(0, min(self.sampling.max_new_tokens, room))
 
-    def _generate(self, prompts: list[list[int]], seeds: list[int]) -> list[AgentTurn]:
+    def _generate(self, prompts: list[list[int]], seeds: list[int], budgets: list[int]) -> list[AgentTurn]:
+        """Sample for one left-padded batch; every budget is >= 1."""
         device, n = self.device, len(prompts)
-        budgets = [self._budget(len(p)) for p in prompts]
         width = max(len(p) for p in prompts)
         input_ids = torch.full((n, width), self.pad_token_id, dtype=torch.long)
         attention = torch.zeros((n, width), dtype=torch.long)
@@ -260,9 +265,11 @@ class HFPolicy:
         generators = [torch.Generator(device=device).manual_seed(s) for s in seeds]
         tokens: list[list[int]] = [[] for _ in range(n)]
         logprobs: list[list[float]] = [[] for _ in range(n)]
-        finish: list[str | None] = ["prompt_too_long" if b == 0 else None for b in budgets]
+        finish: list[str | None] = [None] * n
 
-        out = self.model(input_ids=input_ids, attention_mask=attention, position_ids=positions, use_cache=True)
+        out = self.model(
+            input_ids=input_ids, attention_mask=attention, position_ids=positions, use_cache=True, logits_to_keep=1
+        )
         past, logits = out.past_key_values, out.logits[:, -1, :]
         next_pos = positions[:, -1:] + 1
         while any(f is None for f in finish):
