@@ -1,0 +1,35 @@
+"""Headless Chromium for envs that render HTML: lifecycle, rendering to pixels, DOM summaries, caching.
+
+:class:`Browser` starts one Chromium lazily, renders HTML strings to a :class:`Render` (pixels plus a
+:class:`~turnkit.browser.dom.DomSummary`), caches renders by HTML hash, recovers from crashes and hangs,
+and never leaves a process behind. Failures are typed: :class:`BrowserError` (the browser; the rollout
+layer records it as ``ErrorCause.BROWSER``) and :class:`PageError` (the page's fault; envs turn it into
+feedback).
+
+Example:
+    >>> from turnkit.browser import Browser, BrowserError, PageError, RenderCache
+    >>> issubclass(PageError, BrowserError)
+    True
+"""
+
+from turnkit.browser.browser import PAGE_URL, Browser, Render, decode_png
+from turnkit.browser.cache import RenderCache, shared_cache
+from turnkit.browser.dom import DomItem, DomSummary
+from turnkit.browser.errors import BrowserError, PageError
+from turnkit.browser.process import ChromiumProcess, find_chromium, owned_chromium_pids
+
+__all__ = [
+    "PAGE_URL",
+    "Browser",
+    "BrowserError",
+    "ChromiumProcess",
+    "DomItem",
+    "DomSummary",
+    "PageError",
+    "Render",
+    "RenderCache",
+    "decode_png",
+    "find_chromium",
+    "owned_chromium_pids",
+    "shared_cache",
+]
