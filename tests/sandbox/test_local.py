@@ -1,0 +1,181 @@
+"""LocalSandbox specifics: refusing without bubblewrap, the unsafe mode, lifecycle and cleanup."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import textwrap
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from tests.sandbox.conftest import TEST_LIMITS
+from turnkit.errors import ConfigError, SandboxError
+from turnkit.sandbox import LocalSandbox, _bwrap
+from turnkit.sandbox.local import reap_stale_workdirs
+
+pytestmark = pytest.mark.skipif(_bwrap.bwrap_path() is None, reason="bubblewrap is not installed")
+
+
+def test_refuses_without_bubblewrap(monkeypatch):
+    monkeypatch.setattr(_bwrap, "bwrap_path", lambda: None)
+    _bwrap.probe.cache_clear()
+    try:
+        with pytest.raises(SandboxError, match="unsafe_no_isolation=True"):
+            LocalSandbox()
+    finally:
+        _bwrap.probe.cache_clear()
+
+
+def test_unsafe_mode_warns_and_still_enforces_timeouts(monkeypatch):
+    monkeypatch.setattr(_bwrap, "bwrap_path", lambda: None)
+    with pytest.warns(UserWarning, match="WITHOUT isolation"), LocalSandbox(unsafe_no_isolation=True) as sb:
+        r = sb.run_python("while True:\n    pass", timeout=1)
+    assert r.timed_out
+
+
+def test_unsafe_mode_runs_in_the_host_workdir():
+    with pytest.warns(UserWarning), LocalSandbox(unsafe_no_isolation=True) as sb:
+        sb.write_file("x.txt", "1")
+        assert sb.run("cat x.txt; pwd", timeout=5).stdout == f"1{sb.workdir}\n"
+
+
+def test_code_runs_as_an_unprivileged_user():
+    with LocalSandbox() as sb:
+        assert sb.run("id -u", timeout=5).stdout == "65534\n" and sb.uid != 0
+
+
+def test_bad_python_path_is_a_config_error():
+    with pytest.raises(ConfigError, match="python"):
+        LocalSandbox(python="python3")
+
+
+def test_missing_ro_bind_is_a_config_error():
+    with pytest.raises(ConfigError, match="ro_binds"):
+        LocalSandbox(ro_binds=["/no/such/dir"])
+
+
+def test_ro_bind_is_visible_read_only():
+    shared = Path(tempfile.mkdtemp(prefix="tk-ro-bind-"))
+    shared.chmod(0o755)
+    (shared / "lib.py").write_text("VALUE = 5\n")
+    try:
+        with LocalSandbox(ro_binds=[str(shared)]) as sb:
+            r = sb.run_python(f"import sys; sys.path.insert(0, {str(shared)!r}); import lib; print(lib.VALUE)")
+            w = sb.run(f"touch {shared}/new", timeout=5)
+    finally:
+        (shared / "lib.py").unlink()
+        shared.rmdir()
+    assert r.stdout == "5\n" and w.exit_code != 0
+
+
+def test_unreachable_ro_bind_is_a_clear_start_error(tmp_path):
+    hidden = tmp_path / "hidden"  # under pytest's 0700 base directory: the sandbox uid cannot reach it
+    hidden.mkdir()
+    with LocalSandbox(ro_binds=[str(hidden)]) as sb, pytest.raises(SandboxError, match="Permission denied"):
+        sb.run("true", timeout=5)
+
+
+def test_close_is_idempotent_and_removes_the_workdir():
+    sb = LocalSandbox(persistent=True)
+    sb.run("true", timeout=5)
+    sb.close()
+    sb.close()
+    assert not os.path.exists(sb.workdir)
+
+
+def test_closed_sandbox_refuses_calls():
+    sb = LocalSandbox()
+    sb.close()
+    with pytest.raises(SandboxError, match="closed"):
+        sb.run("true")
+
+
+def test_exception_in_with_block_still_cleans_up():
+    with pytest.raises(RuntimeError), LocalSandbox(persistent=True) as sb:
+        sb.run("true", timeout=5)
+        raise RuntimeError("boom")
+    assert sb.closed and not os.path.exists(sb.workdir)
+
+
+def test_persistent_worker_is_reused_between_calls():
+    with LocalSandbox(persistent=True) as sb:
+        pids = {sb.run_python("import os; print(os.getppid())", timeout=5).stdout for _ in range(3)}
+    assert len(pids) == 1
+
+
+def test_persistent_sandbox_is_safe_from_threads():
+    with LocalSandbox(TEST_LIMITS, persistent=True) as sb:
+        results: list[str] = []
+
+        def work(i: int) -> None:
+            results.append(sb.run_python(f"print({i} * 2)", timeout=10).stdout)
+
+        threads = [threading.Thread(target=work, args=(i,)) for i in range(6)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+    assert sorted(results) == sorted(f"{i * 2}\n" for i in range(6))
+
+
+def test_sandbox_dies_with_a_killed_parent():
+    script = textwrap.dedent(
+        """
+        import sys, time
+        from turnkit.sandbox import LocalSandbox
+        sb = LocalSandbox(persistent=True)
+        sb.run("true", timeout=10)
+        print(sb.uid, sb.workdir, flush=True)
+        sb.run("sleep 600", timeout=600)
+        """
+    )
+    proc = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True)
+    assert proc.stdout is not None
+    uid_text, workdir = proc.stdout.readline().split()
+    time.sleep(0.5)
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    deadline = time.monotonic() + 10
+    while _processes_of_uid(int(uid_text)) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    reap_stale_workdirs(tempfile.gettempdir())
+    assert _processes_of_uid(int(uid_text)) == [] and not os.path.exists(workdir)
+
+
+def _processes_of_uid(uid: int) -> list[int]:
+    found = []
+    for name in os.listdir("/proc"):
+        if name.isdigit():
+            try:
+                if os.stat(f"/proc/{name}").st_uid == uid:
+                    found.append(int(name))
+            except OSError:
+                continue
+    return found
+
+
+def test_write_file_refuses_a_symlink_planted_by_the_code():
+    victim = Path(tempfile.mkdtemp(prefix="tk-victim-")) / "victim.txt"
+    victim.write_text("keep")
+    try:
+        with LocalSandbox() as sb:
+            sb.run(["ln", "-s", str(victim), "planted"], timeout=5)
+            with pytest.raises(SandboxError, match="symlink"):
+                sb.write_file("planted", "pwned")
+        assert victim.read_text() == "keep"
+    finally:
+        victim.unlink()
+        victim.parent.rmdir()
+
+
+def test_reap_stale_workdirs_keeps_live_owners(tmp_path):
+    (tmp_path / f"turnkit-sandbox-{os.getpid()}-live").mkdir()
+    (tmp_path / "turnkit-sandbox-999999999-dead").mkdir()
+    reap_stale_workdirs(str(tmp_path))
+    assert sorted(p.name for p in tmp_path.iterdir()) == [f"turnkit-sandbox-{os.getpid()}-live"]

@@ -1,0 +1,102 @@
+"""pexpect sessions: a persistent Python REPL and a bash shell, in both backends."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from tests.sandbox.conftest import backend_params
+from turnkit.errors import SandboxError
+from turnkit.sandbox import PythonSession, ShellSession
+
+
+@pytest.fixture(params=backend_params(["local", "docker"]))
+def host(request, shared_sandboxes):
+    return shared_sandboxes(request.param)
+
+
+@pytest.fixture
+def py(host):
+    with PythonSession(host, timeout=10) as session:
+        yield session
+
+
+@pytest.fixture
+def sh(host):
+    with ShellSession(host, timeout=10) as session:
+        yield session
+
+
+def test_python_state_persists_between_calls(py):
+    py.run("import math\nradius = 2")
+    assert py.run("round(math.pi * radius ** 2, 3)").stdout == "12.566\n"
+
+
+def test_python_exception_is_a_result_with_traceback(py):
+    r = py.run("def f():\n    raise KeyError('k')\nf()")
+    assert r.exit_code == 1 and r.stdout.rstrip().endswith("KeyError: 'k'")
+
+
+def test_python_timeout_interrupts_and_keeps_state(py):
+    py.run("kept = 41")
+    start = time.monotonic()
+    r = py.run("while True:\n    pass", timeout=1)
+    assert r.timed_out and r.exit_code == 130 and time.monotonic() - start < 4
+    assert py.run("kept + 1").stdout == "42\n" and py.restarts == 0
+
+
+def test_python_crash_restarts_on_next_call(py):
+    py.run("x = 1")
+    crash = py.run("import os\nos.kill(os.getpid(), 11)")
+    after = py.run("'x' in dir()")
+    assert crash.exit_code == -11 and after.stdout == "False\n" and py.restarts == 1
+
+
+def test_python_output_is_capped(host):
+    with PythonSession(host, output_bytes=10_000) as py:
+        r = py.run("import sys\nwhile True:\n    sys.stdout.write('y' * 4096)", timeout=10)
+        assert r.truncated and len(r.stdout) == 10_000 and py.run("1 + 1").stdout == "2\n"
+
+
+def test_python_long_code_and_binary_output(py):
+    code = f"s = '{'q' * 9000}'\nprint(len(s))\nimport sys\n_ = sys.stdout.buffer.write(b'\\x00\\xff\\n')"
+    r = py.run(code)
+    assert r.ok and r.stdout == "9000\n\x00\ufffd\n"
+
+
+def test_python_explicit_interrupt_from_another_thread(py):
+    import threading
+
+    timer = threading.Timer(0.5, py.interrupt)
+    timer.start()
+    r = py.run("import time\ntime.sleep(30)", timeout=20)
+    timer.join()
+    assert r.exit_code == 130 and "KeyboardInterrupt" in r.stdout and not r.timed_out
+
+
+def test_shell_directory_and_variables_persist(sh):
+    sh.run("mkdir -p /tmp/tk-d && cd /tmp/tk-d && export GREETING=hi")
+    assert sh.run('pwd; echo "$GREETING"').stdout == "/tmp/tk-d\nhi\n"
+
+
+def test_shell_exit_status_is_reported(sh):
+    assert sh.run("(exit 7)").exit_code == 7
+
+
+def test_shell_timeout_interrupts_foreground_job(sh):
+    r = sh.run("sleep 60", timeout=1)
+    assert r.timed_out and sh.run("echo back").stdout == "back\n" and sh.restarts == 0
+
+
+def test_shell_exit_is_a_result_then_restart(sh):
+    r = sh.run("exit 3")
+    assert r.exit_code == 3 and sh.run("echo fresh").stdout == "fresh\n" and sh.restarts == 1
+
+
+def test_closed_session_refuses_calls(host):
+    session = ShellSession(host)
+    session.close()
+    session.close()
+    with pytest.raises(SandboxError, match="closed"):
+        session.run("true")

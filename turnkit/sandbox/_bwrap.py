@@ -1,0 +1,188 @@
+"""Bubblewrap command lines for :class:`~turnkit.sandbox.local.LocalSandbox`.
+
+The configuration that works on this project's machines (root inside a container-like VM, kernel with
+unprivileged user namespaces):
+
+* The host drops to a dedicated unprivileged uid before starting ``bwrap`` (when it runs as root), so the
+  sandbox owns no host file and ``RLIMIT_NPROC`` applies (the kernel exempts uid 0).
+* ``--unshare-all`` gives new user, PID, network, IPC, UTS and cgroup namespaces; ``--disable-userns`` (when
+  bwrap supports it) forbids nested user namespaces; ``--die-with-parent`` and ``--new-session``.
+* The root is a fresh tmpfs holding only read-only ``/usr`` (plus the ``/bin``, ``/lib*`` links), a few
+  ``/etc`` files, a minimal ``/dev``, a private ``/proc`` and ``/tmp``, and the writable work directory at
+  ``/work``. ``/root``, ``/home``, ``/run`` (the Docker socket), ``/var`` and the project tree are absent.
+
+Example:
+    >>> cfg = BwrapConfig(workdir="/tmp/w")
+    >>> args = cfg.argv(["/usr/bin/python3", "-c", "pass"])
+    >>> args[0].endswith("bwrap"), "--unshare-all" in args, args[-3:]
+    (True, True, ['/usr/bin/python3', '-c', 'pass'])
+"""
+
+from __future__ import annotations
+
+import functools
+import itertools
+import os
+import shutil
+import subprocess
+import threading
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from turnkit.errors import SandboxError
+
+INNER_UID = 65534
+"""The uid (``nobody``) the sandboxed processes see."""
+
+_ETC_FILES = (
+    "/etc/passwd",
+    "/etc/group",
+    "/etc/nsswitch.conf",
+    "/etc/hosts",
+    "/etc/localtime",
+    "/etc/ld.so.cache",
+    "/etc/ld.so.conf",
+    "/etc/ld.so.conf.d",
+    "/etc/alternatives",
+    "/etc/python3",
+    "/etc/python3.11",
+    "/etc/mime.types",
+)
+_ROOT_LINKS = ("bin", "sbin", "lib", "lib32", "lib64", "libx32")
+
+_UID_BASE = 1 << 30
+_uid_counter = itertools.count()
+_uid_lock = threading.Lock()
+
+
+def allocate_ids() -> tuple[int, int] | None:
+    """A host ``(uid, gid)`` for a new sandbox, or ``None`` when the host is not root (keep the caller's ids).
+
+    Ids are unique among live sandboxes of live processes: ``2**30 + pid * 256 + counter % 256``.
+
+    Example:
+        >>> ids = allocate_ids()
+        >>> ids is None or ids[0] >= 2**30
+        True
+    """
+    if os.geteuid() != 0:
+        return None
+    with _uid_lock:
+        n = next(_uid_counter) % 256
+    uid = _UID_BASE + ((os.getpid() << 8) | n) % (1 << 30)
+    return uid, uid
+
+
+def bwrap_path() -> str | None:
+    """The ``bwrap`` executable, if installed.
+
+    Example:
+        >>> bwrap_path() is None or bwrap_path().endswith("bwrap")
+        True
+    """
+    return shutil.which("bwrap")
+
+
+@functools.lru_cache(maxsize=8)
+def _help_text(bwrap: str) -> str:
+    out = subprocess.run([bwrap, "--help"], capture_output=True, text=True, timeout=10, check=False)
+    return out.stdout + out.stderr
+
+
+def _help_mentions(bwrap: str, option: str) -> bool:
+    return option in _help_text(bwrap)
+
+
+@dataclass(frozen=True)
+class BwrapConfig:
+    """How to wrap a command in bubblewrap.
+
+    Attributes:
+        workdir: Host directory mounted read-write at ``/work``.
+        network: Keep the host network (off: an empty network namespace).
+        ro_binds: Extra host paths mounted read-only at the same place (e.g. a virtualenv).
+        env: Environment of the supervisor inside (the supervisor sets each execution's own environment).
+        new_session: Detach from the controlling terminal (off only for private pexpect terminals).
+        tmp_mb: Size of the private ``/tmp`` tmpfs (``--size`` where bwrap supports it).
+        bwrap: The bubblewrap executable.
+
+    Example:
+        >>> "--share-net" in BwrapConfig(workdir="/tmp/w", network=True).argv(["true"])
+        True
+    """
+
+    workdir: str
+    network: bool = False
+    ro_binds: Sequence[str] = ()
+    env: dict[str, str] = field(default_factory=lambda: {"PATH": "/usr/local/bin:/usr/bin:/bin"})
+    new_session: bool = True
+    tmp_mb: int = 256
+    bwrap: str = field(default_factory=lambda: bwrap_path() or "/usr/bin/bwrap")
+
+    def argv(self, inner: Sequence[str]) -> list[str]:
+        """The full ``bwrap ... -- inner`` command line."""
+        args = [self.bwrap, "--unshare-all", "--unshare-user", "--die-with-parent", "--hostname", "sandbox"]
+        if _help_mentions(self.bwrap, "--disable-userns"):
+            args.append("--disable-userns")
+        if self.network:
+            args.append("--share-net")
+        if self.new_session:
+            args.append("--new-session")
+        args += ["--uid", str(INNER_UID), "--gid", str(INNER_UID)]
+        args += ["--tmpfs", "/", "--ro-bind", "/usr", "/usr"]
+        for name in _ROOT_LINKS:
+            path = "/" + name
+            if os.path.islink(path):
+                args += ["--symlink", os.readlink(path), path]
+            elif os.path.isdir(path):
+                args += ["--ro-bind", path, path]
+        for path in _ETC_FILES:
+            args += ["--ro-bind-try", path, path]
+        if self.network:
+            args += ["--ro-bind-try", "/etc/resolv.conf", "/etc/resolv.conf"]
+        args += ["--dev", "/dev", "--proc", "/proc"]
+        if _help_mentions(self.bwrap, "--size BYTES"):
+            args += ["--size", str(self.tmp_mb * 1024 * 1024)]
+        args += ["--tmpfs", "/tmp", "--dir", "/run"]
+        for path in self.ro_binds:  # after /tmp, so that binds under /tmp are not hidden by the tmpfs
+            args += ["--ro-bind", path, path]
+        args += ["--bind", self.workdir, "/work", "--chdir", "/work", "--remount-ro", "/", "--clearenv"]
+        for key, value in self.env.items():
+            args += ["--setenv", key, value]
+        return [*args, "--", *inner]
+
+
+@functools.lru_cache(maxsize=4)
+def probe(network: bool = False) -> None:
+    """Check once per process that bubblewrap can build a sandbox here; raise a clear error if not.
+
+    Raises:
+        SandboxError: If ``bwrap`` is missing or cannot create the namespaces.
+
+    Example:
+        >>> probe() if bwrap_path() else None
+    """
+    bwrap = bwrap_path()
+    if bwrap is None:
+        raise SandboxError(
+            "bubblewrap (bwrap) is not installed: install it (apt-get install bubblewrap) or pass "
+            "LocalSandbox(unsafe_no_isolation=True) to run without isolation"
+        )
+    import tempfile
+
+    with tempfile.TemporaryDirectory(prefix="turnkit-bwrap-probe-") as tmp:
+        ids = allocate_ids()
+        if ids is not None:
+            os.chown(tmp, *ids)
+        argv = BwrapConfig(workdir=tmp, network=network, bwrap=bwrap).argv(["/bin/sh", "-c", "exit 0"])
+        kwargs = {"user": ids[0], "group": ids[1], "extra_groups": []} if ids else {}
+        try:
+            out = subprocess.run(argv, capture_output=True, text=True, timeout=30, check=False, **kwargs)  # type: ignore[call-overload]
+        except (OSError, subprocess.TimeoutExpired) as exc:
+            raise SandboxError(f"bubblewrap probe failed: {exc}") from exc
+    if out.returncode != 0:
+        raise SandboxError(
+            f"bubblewrap cannot create a sandbox on this host (exit {out.returncode}): {out.stderr.strip()}. "
+            "Unprivileged user namespaces must be enabled (sysctl kernel.unprivileged_userns_clone=1, "
+            "user.max_user_namespaces > 0)."
+        )

@@ -1,0 +1,554 @@
+"""The in-sandbox supervisor: standard library only, run as ``python3 -I -c <this source> MODE``.
+
+The host never runs untrusted code itself. It starts this script inside the sandbox (bubblewrap or a
+container) and talks to it in length-prefixed frames over stdin/stdout. For every execution the supervisor
+forks a child that sets its rlimits, gets a new session, and runs the command (``execvp``) or the Python
+code (``exec`` in fresh globals). The supervisor enforces the wall timeout and the output cap, and, as a
+child subreaper, kills every process the execution left behind (orphans, daemons, zombies) before it
+replies.
+
+Modes:
+    ``once``: reply ``ready``, serve one request, exit (fresh-process backends, ``docker exec``).
+    ``worker``: reply ``ready``, then serve requests until stdin closes (the persistent local worker).
+    ``fg LIMITS_JSON ARGV...``: set rlimits, become the terminal's foreground process group and exec ARGV
+    (interactive pexpect sessions).
+
+Frame: ``b"TKF1"``, a 4-byte big-endian header length, a JSON header, then the blobs whose lengths the
+header lists under ``"blobs"``. Replies are untrusted on the host side (the sandboxed code runs as the same
+user and can forge them); forging only changes the forger's own result.
+
+Example:
+    >>> frame = encode_frame({"op": "ping"}, [b"abc"])
+    >>> dec = FrameDecoder(max_bytes=1 << 20)
+    >>> dec.feed(frame)
+    [({'op': 'ping', 'blobs': [3]}, [b'abc'])]
+"""
+
+import builtins
+import contextlib
+import json
+import os
+import resource
+import select
+import signal
+import struct
+import sys
+import time
+
+MAGIC = b"TKF1"
+_HEAD = struct.Struct(">I")
+_CHUNK = 65536
+_PR_SET_CHILD_SUBREAPER = 36
+
+
+def encode_frame(header, blobs=()):
+    """Encode one frame.
+
+    Example:
+        >>> encode_frame({}, [])[:4]
+        b'TKF1'
+    """
+    blobs = [bytes(b) for b in blobs]
+    head = dict(header)
+    head["blobs"] = [len(b) for b in blobs]
+    raw = json.dumps(head, separators=(",", ":")).encode("utf-8")
+    return MAGIC + _HEAD.pack(len(raw)) + raw + b"".join(blobs)
+
+
+class FrameError(ValueError):
+    """A malformed or oversized frame."""
+
+
+class FrameDecoder:
+    r"""Incremental frame decoder with a size bound (the peer is not trusted).
+
+    Args:
+        max_bytes: Largest frame accepted (header plus blobs).
+
+    Example:
+        >>> dec = FrameDecoder(max_bytes=64)
+        >>> dec.feed(b"TKF1")
+        []
+        >>> dec.feed(b"\xff\xff\xff\xff")
+        Traceback (most recent call last):
+        ...
+        turnkit.sandbox._supervisor.FrameError: frame header of 4294967295 bytes exceeds 64
+    """
+
+    def __init__(self, max_bytes):
+        self.max_bytes = max_bytes
+        self._buf = bytearray()
+
+    def feed(self, data):
+        """Add bytes; return the frames completed so far as ``(header, blobs)`` pairs."""
+        self._buf += data
+        frames = []
+        while True:
+            frame = self._take()
+            if frame is None:
+                return frames
+            frames.append(frame)
+
+    def _take(self):
+        buf = self._buf
+        if len(buf) < 8:
+            return None
+        if bytes(buf[:4]) != MAGIC:
+            raise FrameError(f"bad frame magic {bytes(buf[:4])!r}")
+        (hlen,) = _HEAD.unpack(bytes(buf[4:8]))
+        if hlen > self.max_bytes:
+            raise FrameError(f"frame header of {hlen} bytes exceeds {self.max_bytes}")
+        if len(buf) < 8 + hlen:
+            return None
+        try:
+            header = json.loads(bytes(buf[8 : 8 + hlen]).decode("utf-8"))
+        except ValueError as exc:
+            raise FrameError(f"frame header is not JSON: {exc}") from exc
+        sizes = header.get("blobs") if isinstance(header, dict) else None
+        if not isinstance(sizes, list) or not all(isinstance(n, int) and n >= 0 for n in sizes):
+            raise FrameError("frame header has no valid blob sizes")
+        total = 8 + hlen + sum(sizes)
+        if total > self.max_bytes:
+            raise FrameError(f"frame of {total} bytes exceeds {self.max_bytes}")
+        if len(buf) < total:
+            return None
+        blobs, pos = [], 8 + hlen
+        for n in sizes:
+            blobs.append(bytes(buf[pos : pos + n]))
+            pos += n
+        del buf[:total]
+        return header, blobs
+
+
+def _read_frame(fd, max_bytes):
+    dec = FrameDecoder(max_bytes)
+    while True:
+        data = os.read(fd, _CHUNK)
+        if not data:
+            raise EOFError("stdin closed")
+        frames = dec.feed(data)
+        if frames:
+            return frames[0]
+
+
+def _write_all(fd, data):
+    view = memoryview(data)
+    while view:
+        n = os.write(fd, view)
+        view = view[n:]
+
+
+# --- process tree bookkeeping ------------------------------------------------------------------------
+
+
+def _become_subreaper():
+    try:
+        import ctypes
+
+        ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
+    except (OSError, AttributeError, ImportError):
+        pass  # without it orphans go to the namespace's init, which the backend tears down
+
+
+def _descendants(root):
+    children = {}
+    for name in os.listdir("/proc"):
+        if not name.isdigit():
+            continue
+        try:
+            with open(f"/proc/{name}/stat", "rb") as f:
+                stat = f.read()
+        except OSError:
+            continue
+        ppid = int(stat[stat.rindex(b")") + 2 :].split()[1])
+        children.setdefault(ppid, []).append(int(name))
+    found, todo = [], [root]
+    while todo:
+        for pid in children.get(todo.pop(), ()):
+            found.append(pid)
+            todo.append(pid)
+    return found
+
+
+def _count_own_processes():
+    uid, count = os.getuid(), 0
+    for name in os.listdir("/proc"):
+        if name.isdigit():
+            with contextlib.suppress(OSError):
+                count += os.stat("/proc/" + name).st_uid == uid
+    return count
+
+
+class _Reaper:
+    """Reaps children and remembers the main child's status and rusage."""
+
+    def __init__(self, child):
+        self.child = child
+        self.status = None
+        self.rusage = None
+
+    def reap(self, block=False):
+        while True:
+            try:
+                pid, status, ru = os.wait4(-1, 0 if block and self.status is None else os.WNOHANG)
+            except ChildProcessError:
+                return
+            if pid == 0:
+                return
+            if pid == self.child:
+                self.status, self.rusage = status, ru
+                if block:
+                    block = False
+
+    def kill_all(self):
+        """SIGKILL every descendant until none is left (a fork bomb needs a few rounds)."""
+        me = os.getpid()
+        for _ in range(500):
+            self.reap()
+            pids = _descendants(me)
+            if not pids:
+                return
+            for pid in pids:
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(pid, signal.SIGKILL)
+            time.sleep(0.001)
+
+
+# --- one execution ---------------------------------------------------------------------------------
+
+
+def _set_child_limits(limits, cpu):
+    table = {
+        "as": resource.RLIMIT_AS,
+        "nproc": resource.RLIMIT_NPROC,
+        "fsize": resource.RLIMIT_FSIZE,
+        "nofile": resource.RLIMIT_NOFILE,
+    }
+    for key, which in table.items():
+        value = limits.get(key)
+        if value:
+            if key == "nproc":
+                # RLIMIT_NPROC counts every process of this uid that the kernel charges to our user
+                # namespace, so the budget is what already runs (init, supervisor) plus the allowance.
+                value += _count_own_processes()
+            resource.setrlimit(which, (value, value))
+    resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+    if cpu:
+        resource.setrlimit(resource.RLIMIT_CPU, (cpu, cpu + 1))
+
+
+def _exit_status(exc):
+    code = exc.code
+    if code is None:
+        return 0
+    if isinstance(code, int):
+        return code & 0xFF
+    sys.stderr.write(f"{code}\n")
+    return 1
+
+
+def _child_main(req, code, fds):
+    """Runs in the forked child: never returns."""
+    status = 1
+    try:
+        os.setsid()
+        in_r, out_w, err_w = fds
+        os.dup2(in_r, 0)
+        os.dup2(out_w, 1)
+        os.dup2(err_w, 2)
+        os.closerange(3, 1 << 16)
+        for sig in (signal.SIGCHLD, signal.SIGINT, signal.SIGTERM):
+            signal.signal(sig, signal.SIG_DFL)
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+        env = {str(k): str(v) for k, v in (req.get("env") or {}).items()}
+        os.chdir(req.get("cwd") or "/")
+        _set_child_limits(req.get("limits") or {}, req.get("cpu"))
+        if req["op"] == "exec":
+            signal.signal(signal.SIGPIPE, signal.SIG_DFL)
+            signal.signal(signal.SIGXFSZ, signal.SIG_DFL)
+            argv = req["argv"]
+            try:
+                os.execvpe(argv[0], argv, env)
+            except (OSError, ValueError) as exc:
+                sys.stderr.write(f"{argv[0]}: {exc}\n")
+                status = 126 if isinstance(exc, PermissionError) else 127
+        else:
+            os.environ.clear()
+            os.environ.update(env)
+            sys.argv = ["<sandbox>"]
+            sys.path[0] = os.getcwd()
+            status = _run_python(code)
+    except SystemExit as exc:
+        status = _exit_status(exc)
+    except BaseException as exc:  # report and exit: the sandboxed code failed, not the supervisor
+        import traceback
+
+        traceback.print_exception(type(exc), exc, exc.__traceback__)
+    finally:
+        for stream in (sys.stdout, sys.stderr):
+            with contextlib.suppress(OSError, ValueError):
+                stream.flush()
+        os._exit(status)
+
+
+def _run_python(code):
+    glb = {"__name__": "__main__", "__builtins__": builtins, "__file__": "<sandbox>"}
+    try:
+        compiled = compile(code, "<sandbox>", "exec")
+    except (SyntaxError, ValueError) as exc:
+        import traceback
+
+        traceback.print_exception(type(exc), exc, None)
+        return 1
+    try:
+        exec(compiled, glb)
+    except SystemExit as exc:
+        return _exit_status(exc)
+    except BaseException as exc:  # as Python's own top level: print the traceback, exit 1
+        import traceback
+
+        traceback.print_exception(type(exc), exc, exc.__traceback__.tb_next)
+        return 1
+    return 0
+
+
+def _execute(req, blobs, watch_fd=None):
+    """Fork, supervise and reap one execution; return the reply frame."""
+    is_python = req.get("op") == "python"
+    code = blobs[0] if is_python else b""
+    stdin_data = blobs[1] if is_python and len(blobs) > 1 else (blobs[0] if blobs and not is_python else b"")
+    timeout = float(req.get("timeout", 10))
+    cap = int(req.get("cap", 1 << 20))
+    in_r, in_w = os.pipe()
+    out_r, out_w = os.pipe()
+    err_r, err_w = os.pipe()
+    wake_r, wake_w = os.pipe()
+    for fd in (wake_r, wake_w, in_w):
+        os.set_blocking(fd, False)
+    old_wakeup = signal.set_wakeup_fd(wake_w)
+    old_handler = signal.signal(signal.SIGCHLD, lambda *_: None)
+    start = time.monotonic()
+    pid = os.fork()
+    if pid == 0:
+        _child_main(req, code, (in_r, out_w, err_w))
+    for fd in (in_r, out_w, err_w):
+        os.close(fd)
+    reaper = _Reaper(pid)
+    streams = {out_r: _Capture(out_r, cap), err_r: _Capture(err_r, cap)}
+    poller = select.poll()
+    for fd in (out_r, err_r, wake_r):
+        poller.register(fd, select.POLLIN)
+    if watch_fd is not None:
+        poller.register(watch_fd, select.POLLIN)
+    feeder = _Feeder(in_w, stdin_data)
+    if feeder.fd is not None:
+        poller.register(in_w, select.POLLOUT)
+    deadline = start + timeout
+    timed_out = host_gone = False
+    while reaper.status is None and not host_gone and not any(c.truncated for c in streams.values()):
+        remaining = deadline - time.monotonic()
+        if remaining <= 0:
+            timed_out = True
+            break
+        for fd, _ev in poller.poll(remaining * 1000):
+            if fd == wake_r:
+                _drain_wakeups(wake_r)
+                reaper.reap()
+            elif fd == watch_fd:
+                host_gone = not os.read(watch_fd, 1)
+            elif fd == in_w:
+                if not feeder.write():
+                    poller.unregister(in_w)
+            elif fd in streams and not streams[fd].read():
+                poller.unregister(fd)
+    # Output already written stays readable after the writers die; leftovers (orphans, daemons) go now.
+    reaper.kill_all()
+    reaper.reap(block=True)
+    for cap_stream in streams.values():
+        cap_stream.drain()
+    feeder.close()
+    for fd in (wake_r, wake_w):
+        os.close(fd)
+    signal.set_wakeup_fd(old_wakeup)
+    signal.signal(signal.SIGCHLD, old_handler)
+    return encode_frame(
+        _reply_header(req, reaper, time.monotonic() - start, timed_out, streams[out_r], streams[err_r], host_gone),
+        [bytes(streams[out_r].buf), bytes(streams[err_r].buf)],
+    )
+
+
+def _drain_wakeups(fd):
+    try:
+        while os.read(fd, 4096):
+            pass
+    except BlockingIOError:
+        pass
+
+
+def _reply_header(req, reaper, duration, timed_out, out, err, host_gone):
+    status = reaper.status
+    exit_code = os.waitstatus_to_exitcode(status) if status is not None else -signal.SIGKILL
+    ru = reaper.rusage
+    cpu_s = (ru.ru_utime + ru.ru_stime) if ru else 0.0
+    cpu_limit = req.get("cpu")
+    if exit_code == -signal.SIGXCPU or (cpu_limit and exit_code == -signal.SIGKILL and cpu_s >= cpu_limit - 0.05):
+        timed_out = True
+    truncated = out.truncated or err.truncated
+    oom = exit_code != 0 and not timed_out and b"MemoryError" in bytes(err.buf[-4096:])
+    return {
+        "exit_code": exit_code,
+        "timed_out": timed_out,
+        "truncated": truncated,
+        "oom_killed": oom,
+        "duration_s": duration,
+        "cpu_s": cpu_s,
+        "max_rss_kb": float(ru.ru_maxrss) if ru else 0.0,
+        "host_gone": host_gone,
+    }
+
+
+class _Capture:
+    """One output pipe, read into a buffer of at most ``cap`` bytes."""
+
+    def __init__(self, fd, cap):
+        self.fd, self.cap = fd, cap
+        self.buf = bytearray()
+        self.truncated = False
+        self.eof = False
+
+    def read(self):
+        """Read once; return False at end of file."""
+        data = os.read(self.fd, _CHUNK)
+        if not data:
+            self.eof = True
+            return False
+        room = self.cap - len(self.buf)
+        if len(data) > room:
+            self.buf += data[: max(room, 0)]
+            self.truncated = True
+        else:
+            self.buf += data
+        return True
+
+    def drain(self):
+        """Take what the dead writers left in the pipe, then close it."""
+        os.set_blocking(self.fd, False)
+        try:
+            while not self.eof and not self.truncated and self.read():
+                pass
+        except BlockingIOError:
+            pass
+        os.close(self.fd)
+
+
+class _Feeder:
+    """Writes the child's stdin without blocking the supervisor."""
+
+    def __init__(self, fd, data):
+        self.fd = fd
+        self.pending = memoryview(data)
+        if not data:
+            self.close()
+
+    def write(self):
+        """Write a chunk; return False once done (all written or the reader is gone)."""
+        try:
+            n = os.write(self.fd, self.pending[:_CHUNK])
+            self.pending = self.pending[n:]
+        except BlockingIOError:
+            return True
+        except BrokenPipeError:
+            self.pending = self.pending[:0]
+        if self.pending:
+            return True
+        self.close()
+        return False
+
+    def close(self):
+        if self.fd is not None:
+            os.close(self.fd)
+            self.fd = None
+
+
+# --- file operations (used where the host cannot reach the work directory, e.g. a container tmpfs) ---
+
+
+def _file_op(req, blobs):
+    path = req.get("path", "")
+    try:
+        if req["op"] == "write":
+            parent = os.path.dirname(path)
+            if parent:
+                os.makedirs(parent, exist_ok=True)
+            with open(path, "wb") as f:
+                f.write(blobs[0])
+            return encode_frame({"ok": True})
+        with open(path, "rb") as f:
+            size = os.fstat(f.fileno()).st_size
+            limit = int(req.get("max_bytes", 1 << 26))
+            if size > limit:
+                return encode_frame({"ok": False, "error": f"file is {size} bytes, over the {limit}-byte limit"})
+            return encode_frame({"ok": True}, [f.read(limit + 1)[:limit]])
+    except OSError as exc:
+        return encode_frame({"ok": False, "error": f"{type(exc).__name__}: {exc}"})
+
+
+def _serve(req, blobs, watch_fd):
+    op = req.get("op")
+    if op in ("exec", "python"):
+        return _execute(req, blobs, watch_fd)
+    if op in ("write", "read"):
+        return _file_op(req, blobs)
+    if op == "ping":
+        return encode_frame({"ok": True, "pid": os.getpid()})
+    return encode_frame({"ok": False, "error": f"unknown op {op!r}"})
+
+
+def _serve_loop(once, max_bytes):
+    proto_in, proto_out = os.dup(0), os.dup(1)
+    devnull = os.open(os.devnull, os.O_RDWR)
+    os.dup2(devnull, 0)
+    os.dup2(devnull, 1)
+    os.close(devnull)
+    _become_subreaper()
+    if not once:
+        import traceback  # noqa: F401  (warm: forked children print tracebacks without importing it)
+    _write_all(proto_out, encode_frame({"ready": True, "pid": os.getpid()}))
+    while True:
+        try:
+            req, blobs = _read_frame(proto_in, max_bytes)
+        except EOFError:
+            return
+        reply = _serve(req, blobs, proto_in)
+        try:
+            _write_all(proto_out, reply)
+        except BrokenPipeError:
+            return
+        if once:
+            return
+
+
+def _foreground_exec(limits_json, argv):
+    limits = json.loads(limits_json)
+    _set_child_limits(limits, None)
+    old = signal.signal(signal.SIGTTOU, signal.SIG_IGN)
+    try:
+        os.setpgid(0, 0)
+        os.tcsetpgrp(0, os.getpgrp())
+    except OSError:
+        pass  # already a session leader in the foreground (docker exec -t)
+    signal.signal(signal.SIGTTOU, old)
+    os.execvp(argv[0], argv)
+
+
+def main(argv):
+    """Entry point inside the sandbox."""
+    mode = argv[1] if len(argv) > 1 else "once"
+    if mode == "fg":
+        _foreground_exec(argv[2], argv[3:])
+    max_bytes = int(argv[2]) if len(argv) > 2 else 1 << 28
+    _serve_loop(mode == "once", max_bytes)
+
+
+if __name__ == "__main__":
+    main(sys.argv)

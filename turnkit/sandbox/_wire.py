@@ -1,0 +1,219 @@
+"""Host side of the supervisor protocol: requests, replies and deadline-bounded frame reads.
+
+The supervisor's source travels as ``python3 -I -c SOURCE``, so the code inside always matches the host's
+version of turnkit (no image or install step to keep in sync).
+
+Example:
+    >>> from turnkit.sandbox.base import Limits
+    >>> req = exec_request(Limits(), op="python", timeout=1.0, cwd="/work")
+    >>> req["op"], req["cpu"], req["cap"]
+    ('python', 2, 1000000)
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+import select
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from turnkit.errors import SandboxError
+from turnkit.sandbox import _supervisor
+from turnkit.sandbox.base import Limits, result_from_wire
+from turnkit.types import ExecResult
+
+Frame = tuple[dict[str, Any], list[bytes]]
+SLACK_S = 3.0
+"""Extra seconds the host waits beyond a call's timeout before it kills an unresponsive sandbox."""
+START_S = 20.0
+"""Seconds a sandbox may take to start its supervisor (a loaded 2-core box can be slow)."""
+
+SANDBOX_ENV = {
+    "PATH": "/usr/local/bin:/usr/bin:/bin",
+    "HOME": "/work",
+    "TMPDIR": "/tmp",
+    "LANG": "C.UTF-8",
+    "PYTHONDONTWRITEBYTECODE": "1",
+}
+
+
+@functools.lru_cache(maxsize=1)
+def supervisor_source() -> str:
+    """The supervisor's source code, as passed to ``python3 -c``.
+
+    Example:
+        >>> "def main(argv" in supervisor_source()
+        True
+    """
+    return Path(_supervisor.__file__).read_text(encoding="utf-8")
+
+
+def supervisor_argv(python: str, mode: str, *extra: str) -> list[str]:
+    """The command that starts the supervisor inside a sandbox.
+
+    Example:
+        >>> argv = supervisor_argv("/usr/bin/python3", "worker")
+        >>> argv[:3], argv[-1]
+        (['/usr/bin/python3', '-I', '-c'], 'worker')
+    """
+    return [python, "-I", "-c", supervisor_source(), mode, *extra]
+
+
+def exec_request(
+    limits: Limits,
+    *,
+    op: str,
+    timeout: float,
+    cwd: str,
+    argv: list[str] | None = None,
+    env: dict[str, str] | None = None,
+    nproc: bool = True,
+) -> dict[str, Any]:
+    """A request header for one execution.
+
+    Args:
+        limits: The sandbox's limits.
+        op: ``"exec"`` or ``"python"``.
+        timeout: Wall timeout in seconds.
+        cwd: Working directory inside the sandbox.
+        argv: The command (for ``"exec"``).
+        env: The execution's environment (defaults to :data:`SANDBOX_ENV`).
+        nproc: Apply ``RLIMIT_NPROC`` (off where a cgroup limits processes and the uid is shared).
+
+    Example:
+        >>> exec_request(Limits(pids=5), op="exec", argv=["ls"], timeout=1, cwd="/", nproc=False)["limits"]
+        {'as': 536870912, 'fsize': 67108864, 'nofile': 256}
+    """
+    rl = limits.child_rlimits()
+    if not nproc:
+        del rl["nproc"]
+    req: dict[str, Any] = {
+        "op": op,
+        "timeout": timeout,
+        "cpu": limits.cpu_seconds(timeout),
+        "cap": limits.output_bytes,
+        "cwd": cwd,
+        "env": dict(SANDBOX_ENV if env is None else env),
+        "limits": rl,
+    }
+    if argv is not None:
+        req["argv"] = argv
+    return req
+
+
+def max_reply_bytes(limits: Limits) -> int:
+    """The largest reply the host accepts: both capped streams plus room for the header.
+
+    Example:
+        >>> max_reply_bytes(Limits(output_bytes=10))
+        65556
+    """
+    return 2 * limits.output_bytes + 65536
+
+
+class ProtocolError(SandboxError):
+    """A supervisor reply was malformed or the connection broke mid-call.
+
+    The sandboxed code runs as the same user as its supervisor and can cause this on purpose, so backends
+    turn it into an :class:`~turnkit.types.ExecResult` rather than letting it escape.
+    """
+
+
+class ReplyReader:
+    """Reads frames from a file descriptor under a deadline.
+
+    Args:
+        fd: Readable descriptor (a pipe or a socket).
+        max_bytes: Largest frame accepted.
+        unwrap: Optional transform of raw chunks (e.g. Docker stream demultiplexing) returning the bytes
+            that belong to the frame stream.
+
+    Example:
+        >>> r, w = os.pipe()
+        >>> _ = os.write(w, _supervisor.encode_frame({"ready": True}))
+        >>> ReplyReader(r, max_bytes=1024).next(deadline=time.monotonic() + 1)[0]["ready"]
+        True
+    """
+
+    def __init__(self, fd: int, *, max_bytes: int, unwrap: Callable[[bytes], bytes] | None = None) -> None:
+        self.fd = fd
+        self._decoder = _supervisor.FrameDecoder(max_bytes)
+        self._unwrap = unwrap
+        self._ready: list[Frame] = []
+        self.eof = False
+
+    @property
+    def max_bytes(self) -> int:
+        """Largest frame accepted (adjustable between frames)."""
+        return int(self._decoder.max_bytes)
+
+    @max_bytes.setter
+    def max_bytes(self, value: int) -> None:
+        self._decoder.max_bytes = value
+
+    def next(self, *, deadline: float) -> Frame | None:
+        """The next frame, or ``None`` on EOF. Raises :class:`TimeoutError` at the deadline.
+
+        Raises:
+            ProtocolError: If the peer sends a malformed frame.
+        """
+        while not self._ready:
+            if self.eof:
+                return None
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                raise TimeoutError("no reply from the sandbox supervisor")
+            readable, _, _ = select.select([self.fd], [], [], remaining)
+            if not readable:
+                continue
+            try:
+                data = os.read(self.fd, 1 << 16)
+            except (ConnectionResetError, BrokenPipeError):
+                data = b""
+            if not data:
+                self.eof = True
+                continue
+            if self._unwrap is not None:
+                data = self._unwrap(data)
+            try:
+                self._ready.extend(self._decoder.feed(data))
+            except _supervisor.FrameError as exc:
+                raise ProtocolError(f"malformed reply from the sandbox supervisor: {exc}") from exc
+        return self._ready.pop(0)
+
+
+def result_from_frame(frame: Frame) -> ExecResult:
+    """Validate an execution reply (two blobs: stdout, stderr) and build the result.
+
+    Raises:
+        ProtocolError: If the reply is malformed.
+
+    Example:
+        >>> result_from_frame(({"exit_code": 3}, [b"", b"boom"])).stderr
+        'boom'
+    """
+    header, blobs = frame
+    if len(blobs) != 2:
+        raise ProtocolError(f"malformed reply from the sandbox supervisor: {len(blobs)} blobs")
+    try:
+        return result_from_wire(header, blobs[0], blobs[1])
+    except SandboxError as exc:
+        raise ProtocolError(str(exc)) from exc
+
+
+def check_file_reply(frame: Frame | None, what: str) -> list[bytes]:
+    """Validate a reply to a ``read``/``write`` request; return its blobs.
+
+    Example:
+        >>> check_file_reply(({"ok": True}, [b"x"]), "read 'a'")
+        [b'x']
+    """
+    if frame is None:
+        raise SandboxError(f"cannot {what}: the sandbox supervisor exited")
+    header, blobs = frame
+    if header.get("ok") is not True:
+        raise SandboxError(f"cannot {what}: {header.get('error', 'unknown error')}")
+    return blobs
