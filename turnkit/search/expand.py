@@ -1,0 +1,268 @@
+"""Grow a :class:`~turnkit.search.tree.SearchTree`: batched policy calls, env steps from snapshots, timing.
+
+:class:`Expander` is what MCTS, beam search and the synthesis loop share. One :meth:`Expander.expand` call
+samples turns for *many* nodes with a single ``agent.act`` (so the policy sees one full batch), then steps
+the env from each parent's snapshot and records the children. :class:`SearchStats` keeps the time spent in
+the policy, the env and the value function, so benchmarks can report the share of wall time spent outside
+policy calls.
+
+Sampling seeds: every context carries ``episode_seed = salt`` (a mix of the tree's seed and the search
+seed), ``turn = depth``; model-backed agents derive per-context seeds from that plus the conversation, and
+identical contexts in one batch get distinct ranks (see :mod:`turnkit.agents.sampling`). So a search is
+reproducible, batching is invisible, and the ``n`` samples of one node differ.
+
+Example:
+    >>> import gymnasium, turnkit
+    >>> from turnkit.agents.oracle import OracleAgent
+    >>> env = gymnasium.make("turnkit/MathEpisodes-v0")
+    >>> exp = Expander(env, OracleAgent())
+    >>> tree = exp.new_tree(seed=0)
+    >>> [kids] = exp.expand(tree, [(0, 3)])
+    >>> len(kids), tree.node(kids[0])["success"]  # the oracle's three replies are identical: one child
+    (1, True)
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass
+from typing import Any
+
+import gymnasium
+import numpy as np
+
+from turnkit.agents.base import Agent, Context, uses_privileged
+from turnkit.envs.core import restore_env, snapshot_env
+from turnkit.errors import AgentError, ConfigError
+from turnkit.search.tree import SearchTree
+from turnkit.types import AgentTurn
+
+_MASK63 = (1 << 63) - 1
+
+
+@dataclass
+class SearchStats:
+    """Counters and timers of one search (or the sum of several, with :meth:`add`).
+
+    Attributes:
+        policy_calls: ``agent.act`` calls.
+        policy_contexts: Contexts sent to the policy (= sampled turns).
+        policy_tokens: Tokens generated.
+        policy_seconds: Wall time inside ``agent.act``.
+        env_steps: Env steps taken (one per sampled turn).
+        env_seconds: Wall time in ``restore``, ``step`` and ``snapshot``.
+        value_seconds: Wall time in the value function (critic).
+        simulations: MCTS simulations (or beam rounds).
+        wall_seconds: Total wall time of the search (set by the search).
+    """
+
+    policy_calls: int = 0
+    policy_contexts: int = 0
+    policy_tokens: int = 0
+    policy_seconds: float = 0.0
+    env_steps: int = 0
+    env_seconds: float = 0.0
+    value_seconds: float = 0.0
+    simulations: int = 0
+    wall_seconds: float = 0.0
+
+    @property
+    def overhead_share(self) -> float:
+        """Share of wall time spent outside policy calls (search bookkeeping, env, critic).
+
+        Example:
+            >>> SearchStats(policy_seconds=9.0, wall_seconds=10.0).overhead_share
+            0.1
+        """
+        if self.wall_seconds <= 0:
+            return 0.0
+        return max(0.0, self.wall_seconds - self.policy_seconds) / self.wall_seconds
+
+    def add(self, other: SearchStats) -> None:
+        """Add ``other``'s counters to these (in place).
+
+        Example:
+            >>> s = SearchStats(policy_calls=1)
+            >>> s.add(SearchStats(policy_calls=2, wall_seconds=1.5))
+            >>> s.policy_calls, s.wall_seconds
+            (3, 1.5)
+        """
+        for key, value in asdict(other).items():
+            setattr(self, key, getattr(self, key) + value)
+
+    def to_dict(self) -> dict[str, Any]:
+        """The counters plus ``overhead_share``, as a JSON-ready dict."""
+        return {**asdict(self), "overhead_share": self.overhead_share}
+
+
+def mix_seed(*parts: int | None) -> int:
+    """A stable non-negative 63-bit seed mixed from integers (``None`` counts as 0).
+
+    Example:
+        >>> mix_seed(1, 2) == mix_seed(1, 2), mix_seed(1, 2) == mix_seed(2, 1)
+        (True, False)
+    """
+    state = np.random.SeedSequence([int(p or 0) & _MASK63 for p in parts]).generate_state(2, dtype=np.uint32)
+    return (int(state[0]) << 31 ^ int(state[1])) & _MASK63
+
+
+def length_normalised_prior(turn: AgentTurn, exponent: float = 1.25) -> float | None:
+    """MCTS-DPO's step prior ``exp(Σ_t log π(a_t) / |a|^exponent)``; ``None`` without log-probs.
+
+    Example:
+        >>> from turnkit.types import AgentTurn
+        >>> round(length_normalised_prior(AgentTurn("ab", (1, 2), (-1.0, -1.0))), 4)  # exp(-2 / 2**1.25)
+        0.4313
+        >>> length_normalised_prior(AgentTurn("ab")) is None
+        True
+    """
+    if not turn.logprobs:
+        return None
+    return math.exp(float(sum(turn.logprobs)) / len(turn.logprobs) ** exponent)
+
+
+class Expander:
+    """Adds children to tree nodes with one batched policy call per :meth:`expand`.
+
+    Args:
+        env: The env (possibly wrapped, e.g. by ``gymnasium.make``); used for every step through
+            :func:`~turnkit.envs.core.snapshot_env` / :func:`~turnkit.envs.core.restore_env`.
+        agent: The policy.
+        env_id: Recorded on trees; defaults to ``env.spec.id`` or the class name.
+        salt: Mixed into the sampling seed of every context (e.g. the synthesis iteration).
+        breadth_limit: Most children per node.
+        dedupe: Drop samples whose text equals an existing sibling's.
+        prior_exponent: Length exponent of :func:`length_normalised_prior`.
+        max_turns: Treat a node at this depth as truncated (for envs without a ``TimeLimit``).
+        stats: Counters to update (a fresh :class:`SearchStats` by default).
+    """
+
+    def __init__(
+        self,
+        env: gymnasium.Env,
+        agent: Agent,
+        *,
+        env_id: str | None = None,
+        salt: int = 0,
+        breadth_limit: int = 4,
+        dedupe: bool = True,
+        prior_exponent: float = 1.25,
+        max_turns: int | None = None,
+        stats: SearchStats | None = None,
+    ) -> None:
+        if breadth_limit < 1:
+            raise ConfigError(f"breadth_limit must be >= 1, got {breadth_limit}")
+        if max_turns is not None and max_turns < 1:
+            raise ConfigError(f"max_turns must be >= 1 or None, got {max_turns}")
+        self.env = env
+        self.agent = agent
+        self.env_id = env_id or (env.spec.id if env.spec is not None else type(env.unwrapped).__name__)
+        self.salt = salt
+        self.breadth_limit = breadth_limit
+        self.dedupe = dedupe
+        self.prior_exponent = prior_exponent
+        self.max_turns = max_turns
+        self.stats = stats if stats is not None else SearchStats()
+        self._privileged = uses_privileged(agent)
+
+    def new_tree(self, seed: int | None, *, meta: dict[str, Any] | None = None) -> SearchTree:
+        """Reset the env with ``seed`` and return a one-node tree holding the reset snapshot."""
+        start = time.perf_counter()
+        obs, _info = self.env.reset(seed=seed)
+        snap = snapshot_env(self.env)
+        self.stats.env_seconds += time.perf_counter() - start
+        task = getattr(self.env.unwrapped, "task", None)
+        return SearchTree(env_id=self.env_id, seed=seed, observation=obs, task=task, root_snapshot=snap, meta=meta)
+
+    def context(self, tree: SearchTree, node: int) -> Context:
+        """The policy context at ``node`` (privileged task only for agents that use it)."""
+        return Context(
+            messages=tree.messages(node),
+            env_id=tree.env_id,
+            turn=tree.depth(node),
+            episode_seed=mix_seed(tree.seed, self.salt),
+            task=tree.task if self._privileged else None,
+        )
+
+    def sample(self, tree: SearchTree, requests: Sequence[tuple[int, int]]) -> list[list[AgentTurn]]:
+        """Sample ``n`` turns at each ``(node, n)`` with ONE ``agent.act`` call; returns them per request."""
+        contexts = [self.context(tree, node) for node, n in requests for _ in range(n)]
+        if not contexts:
+            return [[] for _ in requests]
+        start = time.perf_counter()
+        try:
+            turns = self.agent.act(contexts)
+        except Exception as exc:
+            raise AgentError(f"policy failed during search: {type(exc).__name__}: {exc}") from exc
+        self.stats.policy_seconds += time.perf_counter() - start
+        if len(turns) != len(contexts):
+            raise AgentError(f"agent returned {len(turns)} turns for {len(contexts)} contexts")
+        self.stats.policy_calls += 1
+        self.stats.policy_contexts += len(contexts)
+        self.stats.policy_tokens += sum(len(t.token_ids) for t in turns)
+        out, i = [], 0
+        for _node, n in requests:
+            out.append(list(turns[i : i + n]))
+            i += n
+        return out
+
+    def expand(self, tree: SearchTree, requests: Sequence[tuple[int, int]]) -> list[list[int]]:
+        """Sample ``n`` turns at each ``(node, n)`` (one policy call) and add the distinct ones as children.
+
+        Each request's node must have a snapshot and must not be terminal. A node gets at most
+        ``breadth_limit`` children; exact duplicates of existing siblings are dropped when ``dedupe``.
+
+        Returns:
+            The new child ids of each request, in order (possibly empty when every sample was a duplicate).
+        """
+        for node, n in requests:
+            if tree.is_terminal(node):
+                raise ValueError(f"cannot expand terminal node {node}")
+            if node not in tree.snapshots:
+                raise ValueError(f"node {node} has no env snapshot (trees loaded from disk cannot be searched)")
+            if n < 1:
+                raise ValueError(f"need n >= 1 samples per node, got {n} for node {node}")
+        sampled = self.sample(tree, requests)
+        out = []
+        for (node, n), turns in zip(requests, sampled, strict=True):
+            out.append(self._add_children(tree, node, turns, n))
+        return out
+
+    def _add_children(self, tree: SearchTree, node: int, turns: list[AgentTurn], n: int) -> list[int]:
+        seen = {tree.edge(c)["text"] for c in tree.children(node)} if self.dedupe else set()
+        room = self.breadth_limit - len(tree.children(node))
+        new = []
+        for turn in turns:
+            if room <= 0:
+                break
+            if self.dedupe and turn.text in seen:
+                continue
+            seen.add(turn.text)
+            prior = length_normalised_prior(turn, self.prior_exponent)
+            new.append(self.step(tree, node, turn, 1.0 / n if prior is None else prior))
+            room -= 1
+        return new
+
+    def step(self, tree: SearchTree, node: int, turn: AgentTurn, prior: float) -> int:
+        """Restore ``node``'s snapshot, play ``turn`` and add the resulting child (with its snapshot)."""
+        start = time.perf_counter()
+        restore_env(self.env, tree.snapshots[node])
+        obs, reward, terminated, truncated, info = self.env.step(turn.text)
+        if self.max_turns is not None and tree.depth(node) + 1 >= self.max_turns and not terminated:
+            truncated = True
+        snap = snapshot_env(self.env)
+        self.stats.env_seconds += time.perf_counter() - start
+        self.stats.env_steps += 1
+        return tree.add_child(
+            node,
+            turn,
+            observation=obs,
+            env_reward=float(reward),
+            terminal=bool(terminated),
+            truncated=bool(truncated),
+            info=info,
+            prior=prior,
+            snapshot=snap,
+        )

@@ -1,0 +1,337 @@
+"""The iterative on-policy synthesis loop of MCTS-DPO: search -> pairs -> DPO -> search with the new policy.
+
+Iteration ``i``:
+
+1. **search**: for ``tasks_per_iteration`` fresh task seeds, run :class:`~turnkit.search.mcts.MCTS` (or
+   best-of-N, for baselines) with the *current* policy (on-policy);
+2. **pairs**: extract step-level preference pairs (:func:`~turnkit.search.pairs.tree_pairs`);
+3. **DPO**: train the policy's LoRA adapter on this iteration's pairs
+   (:func:`~turnkit.learners.dpo.train_dpo`; the reference stays the adapter-disabled start policy);
+4. optionally evaluate on held-out seeds.
+
+Everything lands in the output directory, so a run can be inspected, shared and resumed::
+
+    DIR/state.json                  config, completed iterations and their metrics (written atomically)
+    DIR/dataset.jsonl               all pairs so far (TRL conversational DPO format)
+    DIR/iter_000/trees/seed_S.json  every search tree (node-link JSON, see turnkit.search.tree)
+    DIR/iter_000/pictures/seed_S.png / .html   pictures of the first few trees
+    DIR/iter_000/pairs.jsonl        this iteration's pairs
+    DIR/iter_000/adapter/           the LoRA adapter after this iteration's DPO
+    DIR/iter_000/metrics.json       search, pair, DPO and eval numbers
+
+Rerunning the same command resumes: finished iterations are skipped (the last adapter is loaded), and
+inside an unfinished iteration the trees already on disk are reused. A different config for the same
+directory is refused (except a larger ``iterations``).
+
+Example:
+    >>> import tempfile
+    >>> from turnkit.agents.oracle import OracleAgent
+    >>> cfg = SynthConfig("turnkit/MathEpisodes-v0", iterations=1, tasks_per_iteration=2, train=False,
+    ...                   mcts=MCTSConfig(iterations=2, root_multiplier=1, n_actions=1), render_trees=0)
+    >>> with tempfile.TemporaryDirectory() as d:
+    ...     result = synthesize(cfg, OracleAgent(), d, progress=False)
+    >>> result.iterations[0]["search_success_rate"], result.iterations[0]["pairs"]  # one child per node: no pairs
+    (1.0, 0)
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass, field, fields
+from pathlib import Path
+from typing import Any, Literal
+
+import gymnasium
+
+import turnkit  # noqa: F401  (registers the built-in envs)
+from turnkit.agents.base import Agent
+from turnkit.errors import ConfigError, DataError
+from turnkit.learners.dpo import DPOConfig
+from turnkit.search.best_of_n import best_of_n
+from turnkit.search.expand import SearchStats
+from turnkit.search.mcts import MCTS, MCTSConfig
+from turnkit.search.pairs import PairConfig, PreferencePair, read_pairs, tree_pairs, write_pairs
+from turnkit.search.render import render_html, render_png
+from turnkit.search.tree import SearchTree, jsonable
+from turnkit.search.values import ValueFn
+
+STATE_VERSION = 1
+SearchKind = Literal["mcts", "best_of_n"]
+
+
+@dataclass(frozen=True)
+class SynthConfig:
+    """Settings of :func:`synthesize`. Validated on construction.
+
+    Example:
+        >>> SynthConfig("turnkit/MathEpisodes-v0", search="beam")
+        Traceback (most recent call last):
+        ...
+        turnkit.errors.ConfigError: SynthConfig.search must be 'mcts' or 'best_of_n', got 'beam'
+    """
+
+    env_id: str
+    """The registered env id."""
+    iterations: int = 2
+    """Search -> pairs -> DPO rounds."""
+    tasks_per_iteration: int = 32
+    """Fresh task seeds searched per iteration."""
+    seed: int = 0
+    """Base of the task seeds (iteration ``i`` uses ``seed * 10**6 + i * tasks_per_iteration + j``)."""
+    split: str = "id"
+    """Task split to search on."""
+    env_kwargs: Mapping[str, Any] = field(default_factory=dict)
+    """Extra ``gymnasium.make`` arguments."""
+    search: SearchKind = "mcts"
+    """``"mcts"`` or ``"best_of_n"`` (pairs: best vs worst episode)."""
+    best_of_n: int = 8
+    """Episodes per task for ``search="best_of_n"``."""
+    mcts: MCTSConfig = field(default_factory=MCTSConfig)
+    """Search knobs."""
+    pairs: PairConfig = field(default_factory=PairConfig)
+    """Pair extraction rules."""
+    dpo: DPOConfig = field(default_factory=DPOConfig)
+    """DPO settings."""
+    train: bool = True
+    """Run DPO after each search (needs an ``HFPolicy``); off: synthesise data only."""
+    render_trees: int = 2
+    """Trees per iteration drawn as PNG + HTML."""
+    eval_episodes: int = 0
+    """Held-out episodes evaluated after each iteration (seeds from ``900_000_000``; 0: none)."""
+
+    def __post_init__(self) -> None:
+        if self.search not in ("mcts", "best_of_n"):
+            raise ConfigError(f"SynthConfig.search must be 'mcts' or 'best_of_n', got {self.search!r}")
+        for name in ("iterations", "tasks_per_iteration", "best_of_n"):
+            if getattr(self, name) < 1:
+                raise ConfigError(f"SynthConfig.{name} must be >= 1, got {getattr(self, name)!r}")
+        for name in ("render_trees", "eval_episodes"):
+            if getattr(self, name) < 0:
+                raise ConfigError(f"SynthConfig.{name} must be >= 0, got {getattr(self, name)!r}")
+
+    def to_dict(self) -> dict[str, Any]:
+        """The config as a JSON-ready dict."""
+        return jsonable(asdict(self))
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> SynthConfig:
+        """Inverse of :meth:`to_dict`.
+
+        Example:
+            >>> cfg = SynthConfig("turnkit/MathEpisodes-v0", mcts=MCTSConfig(iterations=3))
+            >>> SynthConfig.from_dict(cfg.to_dict()) == cfg
+            True
+        """
+        nested = {"mcts": MCTSConfig, "pairs": PairConfig, "dpo": DPOConfig}
+        known = {f.name for f in fields(cls)}
+        unknown = sorted(set(data) - known)
+        if unknown:
+            raise ConfigError(f"unknown SynthConfig fields {unknown}")
+        kwargs = {k: (nested[k](**v) if k in nested else v) for k, v in data.items()}
+        return cls(**kwargs)
+
+    def task_seeds(self, iteration: int) -> list[int]:
+        """The task seeds searched in ``iteration``.
+
+        Example:
+            >>> SynthConfig("x", tasks_per_iteration=3, seed=1).task_seeds(1)
+            [1000003, 1000004, 1000005]
+        """
+        base = self.seed * 1_000_000 + iteration * self.tasks_per_iteration
+        return list(range(base, base + self.tasks_per_iteration))
+
+
+@dataclass
+class SynthResult:
+    """What :func:`synthesize` returns.
+
+    Attributes:
+        out_dir: The output directory.
+        iterations: One metrics dict per completed iteration (also in ``state.json``).
+        pairs: Every pair of the completed iterations (also in ``dataset.jsonl``).
+    """
+
+    out_dir: Path
+    iterations: list[dict[str, Any]]
+    pairs: list[PreferencePair]
+
+
+def synthesize(
+    config: SynthConfig,
+    agent: Agent,
+    out_dir: str | Path,
+    *,
+    critic: ValueFn | None = None,
+    progress: bool = True,
+) -> SynthResult:
+    """Run (or resume) the synthesis loop (see the module docstring).
+
+    Args:
+        config: The settings.
+        agent: The policy: an :class:`~turnkit.agents.hf.HFPolicy` when ``config.train``; any agent otherwise.
+        out_dir: Output directory (created; a previous run there with the same config is resumed).
+        critic: Optional value function for MCTS node evaluation.
+        progress: Show progress bars.
+
+    Returns:
+        Per-iteration metrics and all pairs.
+    """
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    state = _load_state(out, config)
+    if config.train and not hasattr(agent, "sequence_logprobs"):
+        raise ConfigError(
+            f"DPO training needs an HFPolicy (got {type(agent).__name__}); use train=False to only synthesise data"
+        )
+    done = len(state["iterations"])
+    if done and config.train:
+        agent.load_adapter(out / f"iter_{done - 1:03d}" / "adapter")  # type: ignore[attr-defined]
+    for i in range(done, config.iterations):
+        metrics = _iteration(config, agent, out, i, critic=critic, progress=progress)
+        state["iterations"].append(metrics)
+        _write_json(out / "state.json", state)
+        all_pairs = [p for k in range(i + 1) for p in read_pairs(_iter_dir(out, k) / "pairs.jsonl")]
+        write_pairs(all_pairs, out / "dataset.jsonl")
+    pairs = read_pairs(out / "dataset.jsonl") if (out / "dataset.jsonl").exists() else []
+    return SynthResult(out_dir=out, iterations=list(state["iterations"]), pairs=pairs)
+
+
+def _iter_dir(out: Path, i: int) -> Path:
+    return out / f"iter_{i:03d}"
+
+
+def _load_state(out: Path, config: SynthConfig) -> dict[str, Any]:
+    path = out / "state.json"
+    fresh = {"version": STATE_VERSION, "config": config.to_dict(), "iterations": []}
+    if not path.exists():
+        _write_json(path, fresh)
+        return fresh
+    try:
+        state = json.loads(path.read_text(encoding="utf-8"))
+    except json.JSONDecodeError as exc:
+        raise DataError(f"invalid JSON: {exc.msg}", path=path, line=exc.lineno) from exc
+    if state.get("version") != STATE_VERSION:
+        raise DataError(f"unsupported synth state version {state.get('version')!r}", path=path)
+    old = dict(state.get("config", {}))
+    new = config.to_dict()
+    old.pop("iterations", None)
+    new_cmp = {k: v for k, v in new.items() if k != "iterations"}
+    if old != new_cmp:
+        diff = sorted(k for k in set(old) | set(new_cmp) if old.get(k) != new_cmp.get(k))
+        raise ConfigError(f"{out} holds a synth run with a different config (fields {diff}); use another --out")
+    if len(state["iterations"]) > config.iterations:
+        raise ConfigError(f"{out} already has {len(state['iterations'])} iterations, more than {config.iterations}")
+    state["config"] = new
+    return state
+
+
+def _write_json(path: Path, data: Any) -> None:
+    tmp = path.with_suffix(path.suffix + ".tmp")
+    tmp.write_text(json.dumps(jsonable(data), indent=2, sort_keys=True) + "\n", encoding="utf-8")
+    tmp.replace(path)
+
+
+def _search_one(
+    config: SynthConfig, env: gymnasium.Env, agent: Agent, seed: int, salt: int, critic: ValueFn | None
+) -> tuple[SearchTree, SearchStats, list[PreferencePair]]:
+    if config.search == "mcts":
+        result = MCTS(config.mcts, critic=critic).search(env, agent, seed=seed, env_id=config.env_id, salt=salt)
+        return result.tree, result.stats, tree_pairs(result.tree, config.pairs)
+    bon = best_of_n(env, agent, seed=seed, n=config.best_of_n, env_id=config.env_id, salt=salt)
+    pair = bon.pair(require_success=config.pairs.require_success)
+    return bon.tree, bon.stats, [pair] if pair is not None else []
+
+
+def _iteration(
+    config: SynthConfig, agent: Agent, out: Path, i: int, *, critic: ValueFn | None, progress: bool
+) -> dict[str, Any]:
+    from tqdm.auto import tqdm
+
+    start = time.perf_counter()
+    folder = _iter_dir(out, i)
+    (folder / "trees").mkdir(parents=True, exist_ok=True)
+    env = gymnasium.make(config.env_id, split=config.split, **dict(config.env_kwargs))
+    stats, pairs, successes, reused = SearchStats(), [], 0, 0
+    seeds = config.task_seeds(i)
+    for j, seed in enumerate(tqdm(seeds, desc=f"iter {i} {config.search}", disable=not progress, leave=False)):
+        tree_file = folder / "trees" / f"seed_{seed}.json"
+        if tree_file.exists():  # resumed: the tree was searched before the interruption
+            tree = SearchTree.load(tree_file)
+            found = tree_pairs(tree, config.pairs) if config.search == "mcts" else _stored_pairs(folder, seed)
+            reused += 1
+        else:
+            tree, tree_stats, found = _search_one(config, env, agent, seed, salt=i, critic=critic)
+            stats.add(tree_stats)
+            tree.save(tree_file)
+            if config.search != "mcts":
+                write_pairs(found, folder / "trees" / f"seed_{seed}.pairs.jsonl")
+        successes += int(tree.trajectory(tree.committed_path()[-1]).success)
+        pairs.extend(found)
+        if j < config.render_trees:
+            render_png(tree, folder / "pictures" / f"seed_{seed}.png")
+            render_html(tree, folder / "pictures" / f"seed_{seed}.html")
+    write_pairs(pairs, folder / "pairs.jsonl")
+    metrics: dict[str, Any] = {
+        "iteration": i,
+        "tasks": len(seeds),
+        "trees_reused": reused,
+        "search_success_rate": successes / len(seeds),
+        "pairs": len(pairs),
+        "search": stats.to_dict(),
+    }
+    if config.train:
+        metrics["dpo"] = _train(config, agent, pairs, folder, progress=progress)
+    if config.eval_episodes:
+        metrics["eval"] = _evaluate(config, agent, progress=progress)
+    metrics["seconds"] = time.perf_counter() - start
+    _write_json(folder / "metrics.json", metrics)
+    return metrics
+
+
+def _stored_pairs(folder: Path, seed: int) -> list[PreferencePair]:
+    path = folder / "trees" / f"seed_{seed}.pairs.jsonl"
+    return read_pairs(path) if path.exists() else []
+
+
+def _train(
+    config: SynthConfig, agent: Any, pairs: list[PreferencePair], folder: Path, *, progress: bool
+) -> dict[str, Any]:
+    from turnkit.learners.dpo import train_dpo
+
+    if not agent.has_adapter:
+        agent.attach_lora(r=config.dpo.lora_r, alpha=config.dpo.lora_alpha, seed=config.dpo.seed)
+    summary: dict[str, Any] = {"pairs": len(pairs), "steps": 0}
+    if pairs:
+        history = train_dpo(agent, pairs, config.dpo, progress=progress, desc=f"iter {folder.name} dpo")
+        last = [h for h in history if h["epoch"] == history[-1]["epoch"]]
+        summary.update(
+            steps=len(history),
+            first_loss=history[0]["loss"],
+            final_loss=sum(h["loss"] for h in last) / len(last),
+            final_accuracy=sum(h["accuracy"] for h in last) / len(last),
+            seconds=sum(h["seconds"] for h in history),
+        )
+    agent.save_adapter(folder / "adapter")
+    return summary
+
+
+EVAL_SEED = 900_000_000
+"""First held-out evaluation seed (training task seeds stay far below it)."""
+
+
+def _evaluate(config: SynthConfig, agent: Agent, *, progress: bool) -> dict[str, Any]:
+    from turnkit.rollout.evaluate import evaluate
+
+    summary = evaluate(
+        config.env_id,
+        agent,
+        episodes=config.eval_episodes,
+        seed=EVAL_SEED,
+        split=config.split,
+        batch_size=64,
+        env_kwargs=dict(config.env_kwargs),
+        progress=progress,
+    )
+    return {"success_rate": summary.success_rate, "success_ci95": list(summary.success_ci95)}
