@@ -20,12 +20,14 @@ def test_each_task_gets_an_untouched_sandbox(backend):
 
 
 def test_released_sandboxes_are_closed_and_replaced():
+    seen = []
     with SandboxPool(lambda: make_sandbox("local", TEST_LIMITS), size=2) as pool:
-        seen = []
         for _ in range(3):
             with pool.acquire() as sb:
                 seen.append(sb)
-        assert all(s.closed for s in seen) and len({id(s) for s in seen}) == 3
+        pool.wait_ready(timeout=60)
+        ready_after_use = pool.ready
+    assert all(s.closed for s in seen) and len({id(s) for s in seen}) == 3 and ready_after_use == 2
 
 
 def test_factory_failure_surfaces_as_sandbox_error():

@@ -24,6 +24,8 @@ Example:
     [({'op': 'ping', 'blobs': [3]}, [b'abc'])]
 """
 
+from __future__ import annotations
+
 import builtins
 import contextlib
 import json
@@ -34,25 +36,29 @@ import signal
 import struct
 import sys
 import time
+from collections.abc import Sequence
+from typing import Any, NoReturn
 
 MAGIC = b"TKF1"
 _HEAD = struct.Struct(">I")
 _CHUNK = 65536
 _PR_SET_CHILD_SUBREAPER = 36
 
+Frame = tuple[dict[str, Any], list[bytes]]
 
-def encode_frame(header, blobs=()):
+
+def encode_frame(header: dict[str, Any], blobs: Sequence[bytes] = ()) -> bytes:
     """Encode one frame.
 
     Example:
         >>> encode_frame({}, [])[:4]
         b'TKF1'
     """
-    blobs = [bytes(b) for b in blobs]
+    data = [bytes(b) for b in blobs]
     head = dict(header)
-    head["blobs"] = [len(b) for b in blobs]
+    head["blobs"] = [len(b) for b in data]
     raw = json.dumps(head, separators=(",", ":")).encode("utf-8")
-    return MAGIC + _HEAD.pack(len(raw)) + raw + b"".join(blobs)
+    return MAGIC + _HEAD.pack(len(raw)) + raw + b"".join(data)
 
 
 class FrameError(ValueError):
@@ -75,21 +81,21 @@ class FrameDecoder:
         turnkit.sandbox._supervisor.FrameError: frame header of 4294967295 bytes exceeds 64
     """
 
-    def __init__(self, max_bytes):
+    def __init__(self, max_bytes: int) -> None:
         self.max_bytes = max_bytes
         self._buf = bytearray()
 
-    def feed(self, data):
+    def feed(self, data: bytes) -> list[Frame]:
         """Add bytes; return the frames completed so far as ``(header, blobs)`` pairs."""
         self._buf += data
-        frames = []
+        frames: list[Frame] = []
         while True:
             frame = self._take()
             if frame is None:
                 return frames
             frames.append(frame)
 
-    def _take(self):
+    def _take(self) -> Frame | None:
         buf = self._buf
         if len(buf) < 8:
             return None
@@ -120,7 +126,7 @@ class FrameDecoder:
         return header, blobs
 
 
-def _read_frame(fd, max_bytes):
+def _read_frame(fd: int, max_bytes: int) -> Frame:
     dec = FrameDecoder(max_bytes)
     while True:
         data = os.read(fd, _CHUNK)
@@ -131,7 +137,7 @@ def _read_frame(fd, max_bytes):
             return frames[0]
 
 
-def _write_all(fd, data):
+def _write_all(fd: int, data: bytes) -> None:
     view = memoryview(data)
     while view:
         n = os.write(fd, view)
@@ -141,7 +147,7 @@ def _write_all(fd, data):
 # --- process tree bookkeeping ------------------------------------------------------------------------
 
 
-def _become_subreaper():
+def _become_subreaper() -> None:
     try:
         import ctypes
 
@@ -150,8 +156,8 @@ def _become_subreaper():
         pass  # without it orphans go to the namespace's init, which the backend tears down
 
 
-def _descendants(root):
-    children = {}
+def _descendants(root: int) -> list[int]:
+    children: dict[int, list[int]] = {}
     for name in os.listdir("/proc"):
         if not name.isdigit():
             continue
@@ -170,7 +176,7 @@ def _descendants(root):
     return found
 
 
-def _count_own_processes():
+def _count_own_processes() -> int:
     uid, count = os.getuid(), 0
     for name in os.listdir("/proc"):
         if name.isdigit():
@@ -182,12 +188,12 @@ def _count_own_processes():
 class _Reaper:
     """Reaps children and remembers the main child's status and rusage."""
 
-    def __init__(self, child):
+    def __init__(self, child: int) -> None:
         self.child = child
-        self.status = None
-        self.rusage = None
+        self.status: int | None = None
+        self.rusage: resource.struct_rusage | None = None
 
-    def reap(self, block=False):
+    def reap(self, block: bool = False) -> None:
         while True:
             try:
                 pid, status, ru = os.wait4(-1, 0 if block and self.status is None else os.WNOHANG)
@@ -200,7 +206,7 @@ class _Reaper:
                 if block:
                     block = False
 
-    def kill_all(self):
+    def kill_all(self) -> None:
         """SIGKILL every descendant until none is left (a fork bomb needs a few rounds)."""
         me = os.getpid()
         for _ in range(500):
@@ -217,7 +223,7 @@ class _Reaper:
 # --- one execution ---------------------------------------------------------------------------------
 
 
-def _set_child_limits(limits, cpu):
+def _set_child_limits(limits: dict[str, int], cpu: int | None) -> None:
     table = {
         "as": resource.RLIMIT_AS,
         "nproc": resource.RLIMIT_NPROC,
@@ -237,7 +243,7 @@ def _set_child_limits(limits, cpu):
         resource.setrlimit(resource.RLIMIT_CPU, (cpu, cpu + 1))
 
 
-def _exit_status(exc):
+def _exit_status(exc: SystemExit) -> int:
     code = exc.code
     if code is None:
         return 0
@@ -247,7 +253,7 @@ def _exit_status(exc):
     return 1
 
 
-def _child_main(req, code, fds):
+def _child_main(req: dict[str, Any], code: bytes, fds: tuple[int, int, int]) -> NoReturn:
     """Runs in the forked child: never returns."""
     status = 1
     try:
@@ -291,7 +297,7 @@ def _child_main(req, code, fds):
         os._exit(status)
 
 
-def _run_python(code):
+def _run_python(code: bytes) -> int:
     glb = {"__name__": "__main__", "__builtins__": builtins, "__file__": "<sandbox>"}
     try:
         compiled = compile(code, "<sandbox>", "exec")
@@ -307,12 +313,13 @@ def _run_python(code):
     except BaseException as exc:  # as Python's own top level: print the traceback, exit 1
         import traceback
 
-        traceback.print_exception(type(exc), exc, exc.__traceback__.tb_next)
+        tb = exc.__traceback__
+        traceback.print_exception(type(exc), exc, tb.tb_next if tb is not None else None)
         return 1
     return 0
 
 
-def _execute(req, blobs, watch_fd=None):
+def _execute(req: dict[str, Any], blobs: list[bytes], watch_fd: int | None = None) -> bytes:
     """Fork, supervise and reap one execution; return the reply frame."""
     is_python = req.get("op") == "python"
     code = blobs[0] if is_python else b""
@@ -377,7 +384,7 @@ def _execute(req, blobs, watch_fd=None):
     )
 
 
-def _drain_wakeups(fd):
+def _drain_wakeups(fd: int) -> None:
     try:
         while os.read(fd, 4096):
             pass
@@ -385,7 +392,15 @@ def _drain_wakeups(fd):
         pass
 
 
-def _reply_header(req, reaper, duration, timed_out, out, err, host_gone):
+def _reply_header(
+    req: dict[str, Any],
+    reaper: _Reaper,
+    duration: float,
+    timed_out: bool,
+    out: _Capture,
+    err: _Capture,
+    host_gone: bool,
+) -> dict[str, Any]:
     status = reaper.status
     exit_code = os.waitstatus_to_exitcode(status) if status is not None else -signal.SIGKILL
     ru = reaper.rusage
@@ -410,13 +425,13 @@ def _reply_header(req, reaper, duration, timed_out, out, err, host_gone):
 class _Capture:
     """One output pipe, read into a buffer of at most ``cap`` bytes."""
 
-    def __init__(self, fd, cap):
+    def __init__(self, fd: int, cap: int) -> None:
         self.fd, self.cap = fd, cap
         self.buf = bytearray()
         self.truncated = False
         self.eof = False
 
-    def read(self):
+    def read(self) -> bool:
         """Read once; return False at end of file."""
         data = os.read(self.fd, _CHUNK)
         if not data:
@@ -430,7 +445,7 @@ class _Capture:
             self.buf += data
         return True
 
-    def drain(self):
+    def drain(self) -> None:
         """Take what the dead writers left in the pipe, then close it."""
         os.set_blocking(self.fd, False)
         try:
@@ -444,14 +459,16 @@ class _Capture:
 class _Feeder:
     """Writes the child's stdin without blocking the supervisor."""
 
-    def __init__(self, fd, data):
-        self.fd = fd
+    def __init__(self, fd: int, data: bytes) -> None:
+        self.fd: int | None = fd
         self.pending = memoryview(data)
         if not data:
             self.close()
 
-    def write(self):
+    def write(self) -> bool:
         """Write a chunk; return False once done (all written or the reader is gone)."""
+        if self.fd is None:
+            return False
         try:
             n = os.write(self.fd, self.pending[:_CHUNK])
             self.pending = self.pending[n:]
@@ -464,7 +481,7 @@ class _Feeder:
         self.close()
         return False
 
-    def close(self):
+    def close(self) -> None:
         if self.fd is not None:
             os.close(self.fd)
             self.fd = None
@@ -473,7 +490,7 @@ class _Feeder:
 # --- file operations (used where the host cannot reach the work directory, e.g. a container tmpfs) ---
 
 
-def _file_op(req, blobs):
+def _file_op(req: dict[str, Any], blobs: list[bytes]) -> bytes:
     path = req.get("path", "")
     try:
         if req["op"] == "write":
@@ -493,7 +510,7 @@ def _file_op(req, blobs):
         return encode_frame({"ok": False, "error": f"{type(exc).__name__}: {exc}"})
 
 
-def _serve(req, blobs, watch_fd):
+def _serve(req: dict[str, Any], blobs: list[bytes], watch_fd: int | None) -> bytes:
     op = req.get("op")
     if op in ("exec", "python"):
         return _execute(req, blobs, watch_fd)
@@ -504,7 +521,7 @@ def _serve(req, blobs, watch_fd):
     return encode_frame({"ok": False, "error": f"unknown op {op!r}"})
 
 
-def _serve_loop(once, max_bytes):
+def _serve_loop(once: bool, max_bytes: int) -> None:
     proto_in, proto_out = os.dup(0), os.dup(1)
     devnull = os.open(os.devnull, os.O_RDWR)
     os.dup2(devnull, 0)
@@ -528,7 +545,7 @@ def _serve_loop(once, max_bytes):
             return
 
 
-def _foreground_exec(limits_json, argv):
+def _foreground_exec(limits_json: str, argv: list[str]) -> NoReturn:
     limits = json.loads(limits_json)
     _set_child_limits(limits, None)
     old = signal.signal(signal.SIGTTOU, signal.SIG_IGN)
@@ -541,7 +558,7 @@ def _foreground_exec(limits_json, argv):
     os.execvp(argv[0], argv)
 
 
-def main(argv):
+def main(argv: list[str]) -> None:
     """Entry point inside the sandbox."""
     mode = argv[1] if len(argv) > 1 else "once"
     if mode == "fg":

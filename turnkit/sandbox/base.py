@@ -17,13 +17,19 @@ import posixpath
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from types import TracebackType
-from typing import Any, Protocol, runtime_checkable
+from typing import Any, Protocol, TypeVar, runtime_checkable
 
 from turnkit.errors import ConfigError, SandboxError
 from turnkit.types import ExecResult
 
 WORKDIR = "/work"
 """Where the private writable work directory is mounted inside every backend."""
+
+DEFAULT_IMAGE = "turnkit-sandbox:py311"
+"""The Docker image built offline by ``python -m turnkit.sandbox.image build``."""
+
+_S = TypeVar("_S", bound="Sandbox")
+_B = TypeVar("_B", bound="SandboxBase")
 
 Command = str | Sequence[str]
 """A command: a string runs through ``/bin/sh -c``, a sequence is an argv run directly."""
@@ -116,13 +122,14 @@ class Sandbox(Protocol):
 
     Example:
         >>> from turnkit.sandbox import LocalSandbox, Sandbox
-        >>> isinstance(LocalSandbox(unsafe_no_isolation=True), Sandbox)
+        >>> with LocalSandbox() as sb:
+        ...     isinstance(sb, Sandbox)
         True
     """
 
     limits: Limits
 
-    def __enter__(self) -> Sandbox: ...
+    def __enter__(self: _S) -> _S: ...
 
     def __exit__(
         self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
@@ -171,7 +178,7 @@ class SandboxBase:
         self.limits = limits or Limits()
         self._closed = False
 
-    def __enter__(self) -> SandboxBase:
+    def __enter__(self: _B) -> _B:
         return self
 
     def __exit__(
@@ -288,7 +295,7 @@ def result_from_wire(header: dict[str, Any], stdout: bytes, stderr: bytes) -> Ex
     code = header.get("exit_code")
     if not isinstance(code, int) or isinstance(code, bool):
         raise SandboxError(f"malformed sandbox reply: exit_code={code!r}")
-    resources = {k: num(k) for k in ("cpu_s", "max_rss_kb") if k in header}
+    resources: dict[str, float] = {k: num(k) for k in ("cpu_s", "max_rss_kb") if k in header}
     return ExecResult(
         exit_code=code,
         stdout=stdout.decode("utf-8", "replace"),

@@ -36,6 +36,7 @@ from typing import Any
 from turnkit.errors import SandboxError
 from turnkit.sandbox import _supervisor, _watchdog, _wire
 from turnkit.sandbox.base import (
+    DEFAULT_IMAGE,
     WORKDIR,
     Command,
     Limits,
@@ -44,7 +45,6 @@ from turnkit.sandbox.base import (
     sandbox_path,
     to_bytes,
 )
-from turnkit.sandbox.image import DEFAULT_TAG
 from turnkit.sandbox.local import READ_MAX_BYTES, InteractiveCommand
 from turnkit.types import ExecResult
 
@@ -164,7 +164,9 @@ def shutdown(timeout: float = 30.0) -> None:
     """Remove every container this process owns and stop its watchdog. Runs at interpreter exit.
 
     Example:
-        >>> shutdown()  # nothing to do when no DockerSandbox was created
+        >>> import atexit  # registered with atexit on first use; call it to clean up early
+        >>> shutdown.__module__
+        'turnkit.sandbox.docker'
     """
     with _OWNER.lock:
         if _OWNER.pid != os.getpid():
@@ -300,7 +302,7 @@ class DockerSandbox(SandboxBase):
         self,
         limits: Limits | None = None,
         *,
-        image: str = DEFAULT_TAG,
+        image: str = DEFAULT_IMAGE,
         client: Any = None,
         python: str = "/usr/bin/python3",
         persistent: bool = False,

@@ -19,6 +19,7 @@ Example:
 from __future__ import annotations
 
 import argparse
+import contextlib
 import hashlib
 import io
 import os
@@ -34,8 +35,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from turnkit.errors import SandboxError
+from turnkit.sandbox.base import DEFAULT_IMAGE
 
-DEFAULT_TAG = "turnkit-sandbox:py311"
+DEFAULT_TAG = DEFAULT_IMAGE
 """The image :class:`~turnkit.sandbox.docker.DockerSandbox` uses by default."""
 
 IMAGE_LABEL = "turnkit.sandbox.image"
@@ -263,11 +265,12 @@ def build_image(
         raise SandboxError("the docker SDK is missing: pip install 'turnkit[sandbox]'") from exc
     try:
         client = client or docker.from_env()
-        if not force:
-            try:
-                return str(client.images.get(tag).id)
-            except docker.errors.ImageNotFound:
-                pass
+        try:
+            previous: str | None = str(client.images.get(tag).id)
+        except docker.errors.ImageNotFound:
+            previous = None
+        if previous is not None and not force:
+            return previous
         spec = spec or RootfsSpec()
         files = spec.entries()
         with tempfile.TemporaryDirectory(prefix="turnkit-image-") as tmp:
@@ -283,7 +286,11 @@ def build_image(
                 f"LABEL {IMAGE_LABEL}={spec.digest()}",
             ]
             client.api.import_image(src=archive, repository=repo, tag=version, changes=changes)
-        return str(client.images.get(tag).id)
+        image_id = str(client.images.get(tag).id)
+        if previous is not None and previous != image_id:
+            with contextlib.suppress(docker.errors.APIError):  # still used by a container: leave it
+                client.images.remove(previous)
+        return image_id
     except docker.errors.DockerException as exc:
         raise SandboxError(f"cannot build the sandbox image {tag}: {exc}") from exc
 

@@ -85,7 +85,7 @@ class _Supervisor:
         if ids is not None:
             kwargs = {"user": ids[0], "group": ids[1], "extra_groups": []}
         try:
-            self.proc = in_spawner_thread(
+            self.proc: subprocess.Popen[bytes] = in_spawner_thread(
                 subprocess.Popen,
                 argv,
                 stdin=subprocess.PIPE,
@@ -439,7 +439,7 @@ def reap_stale_workdirs(root: str) -> list[str]:
         >>> [os.path.basename(p) for p in reap_stale_workdirs(root)]
         ['turnkit-sandbox-999999999-abc']
     """
-    removed = []
+    removed: list[str] = []
     try:
         names = os.listdir(root)
     except OSError:

@@ -49,6 +49,7 @@ class SandboxPool:
         self.size = size
         self._ready: queue.Queue[Sandbox | BaseException] = queue.Queue()
         self._lock = threading.Lock()
+        self._filled = threading.Condition()
         self._closed = False
         self._threads: list[threading.Thread] = []
         for _ in range(size):
@@ -62,16 +63,21 @@ class SandboxPool:
     ) -> None:
         self.close()
 
-    def _refill(self) -> None:
+    def _refill(self, retire: Sandbox | None = None) -> None:
+        """In the background: close the used sandbox (if any), then start its replacement."""
         with self._lock:
             if self._closed:
+                if retire is not None:
+                    retire.close()
                 return
-            thread = threading.Thread(target=self._make, name="turnkit-sandbox-pool", daemon=True)
+            thread = threading.Thread(target=self._make, args=(retire,), name="turnkit-sandbox-pool", daemon=True)
             self._threads = [t for t in self._threads if t.is_alive()]
             self._threads.append(thread)
             thread.start()
 
-    def _make(self) -> None:
+    def _make(self, retire: Sandbox | None = None) -> None:
+        if retire is not None:
+            retire.close()
         try:
             sandbox: Sandbox | BaseException = self._factory()
         except Exception as exc:  # handed to the next acquire() as the cause of its SandboxError
@@ -81,11 +87,13 @@ class SandboxPool:
         if closed and not isinstance(sandbox, BaseException):
             sandbox.close()
             return
-        self._ready.put(sandbox)
+        with self._filled:
+            self._ready.put(sandbox)
+            self._filled.notify_all()
 
     @contextlib.contextmanager
     def acquire(self, timeout: float | None = 120.0) -> Iterator[Sandbox]:
-        """Take a ready sandbox for one task; it is closed and replaced when the block exits.
+        """Take a ready sandbox for one task; when the block exits it is closed and replaced in the background.
 
         Args:
             timeout: Seconds to wait for a sandbox to become ready.
@@ -105,8 +113,29 @@ class SandboxPool:
         try:
             yield item
         finally:
-            item.close()
-            self._refill()
+            self._refill(retire=item)
+
+    def wait_ready(self, timeout: float | None = 120.0) -> None:
+        """Block until every sandbox of the pool is ready (e.g. before timing a warm acquire).
+
+        Raises:
+            SandboxError: If the pool did not fill up in time.
+
+        Example:
+            >>> from turnkit.sandbox import LocalSandbox
+            >>> with SandboxPool(LocalSandbox, size=2) as pool:
+            ...     pool.wait_ready(timeout=30)
+            ...     pool.ready
+            2
+        """
+        with self._filled:
+            if not self._filled.wait_for(lambda: self._ready.qsize() >= self.size or self._closed, timeout):
+                raise SandboxError(f"the pool did not fill up within {timeout} s")
+
+    @property
+    def ready(self) -> int:
+        """How many sandboxes are ready now."""
+        return self._ready.qsize()
 
     def close(self) -> None:
         """Close every ready sandbox and stop refilling; waits for sandboxes being started. Idempotent."""
