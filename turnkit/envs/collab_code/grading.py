@@ -1,0 +1,521 @@
+"""Hidden-test grading of collaborative-coding answers, executed in a :mod:`turnkit.sandbox`.
+
+An answer is graded by running the reference and the candidate in **two separate fresh executions** (fresh
+processes, fresh globals) of the same harness. The harness ``exec``\\ s the code at module level (so imports,
+helpers and recursion work), then evaluates each hidden test call with a per-test alarm and prints one
+tagged JSON line per test. The host compares the two result lists with a safe equality protocol
+(:func:`outcomes_equal`); nothing the candidate returns is ever unpickled or ``eval``-ed on the host.
+
+How this differs from ColBench's evaluator (which ``exec``\\ s the answer inside a function's local namespace
+in the grading process, with a 1 s ``SIGALRM`` per test):
+
+* isolation: the code runs in a sandbox (no network, read-only filesystem, rlimits), never in-process;
+* fresh globals at module level: top-level imports, helper functions and recursion work (ColBench scores
+  them 0), so scores here can be higher for the same answers;
+* results are compared through a canonical encoding (:func:`encode_value`), not ``==`` on live objects:
+  ``1 == 1.0`` still holds, but ``True`` does not match ``1``, lists do not match tuples, and objects of
+  other types (custom classes, numpy arrays) never match; a test where both sides raise the same exception
+  type passes (ColBench has no such case);
+* the candidate's own ``print`` output is discarded (it cannot flood the grader), so "huge output" only
+  fails when a *returned value* exceeds the sandbox's output cap.
+
+A crash, a timeout, forbidden text or an oversized result is a :class:`GradeResult` with ``error`` set and
+the cause in ``detail``. :class:`~turnkit.errors.SandboxError` (the executor itself failed) propagates.
+
+Example:
+    >>> from turnkit.sandbox import LocalSandbox
+    >>> ref = "def f(x):\\n    return x * 2"
+    >>> with LocalSandbox(persistent=True) as sb:
+    ...     good = grade(sb, ref, "def f(x):\\n    return x + x", ["f(1)", "f(2.5)"])
+    ...     bad = grade(sb, ref, "def f(x):\\n    while True: pass", ["f(1)"], per_test_timeout_s=0.2)
+    >>> good.passed, good.total, good.success
+    (2, 2, True)
+    >>> bad.passed, bad.error
+    (0, 'timeout')
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import inspect
+import json
+import os
+import re
+import threading
+from collections import OrderedDict
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from turnkit.errors import ConfigError, EnvError
+from turnkit.sandbox import Limits, LocalSandbox, Sandbox
+
+ANSWER_MARKER = "I WANT TO ANSWER:"
+"""The text that ends an episode: what follows it is the answer."""
+
+COLBENCH_FORBIDDEN = ("import os", "import sys", "sudo", "exit(", "quit(")
+"""Substrings that make ColBench score an answer 0 (a plain text check, kept for comparability)."""
+
+GRADING_LIMITS = Limits(wall_time_s=15.0, memory_mb=512, pids=16, output_bytes=1_000_000)
+"""Limits of the shared grading sandbox (the per-call wall time is set from the number of tests)."""
+
+ERRORS = ("forbidden", "no_code", "syntax_error", "crash", "timeout", "memory", "output_limit")
+"""Values of :attr:`GradeResult.error`."""
+
+_MARK = "@@turnkit-collab@@"
+_FENCE = re.compile(r"```[^\n`]*\n(.*?)(?:```|\Z)", re.DOTALL)
+
+
+def extract_code(text: str) -> str:
+    """The code in an answer: the first fenced block's content if there is one, else the stripped text.
+
+    Example:
+        >>> extract_code("Here:\\n```python\\ndef f():\\n    return 1\\n```\\nDone.")
+        'def f():\\n    return 1'
+        >>> extract_code("  def g(): return 2  ")
+        'def g(): return 2'
+    """
+    match = _FENCE.search(text)
+    body = match.group(1) if match else text
+    return body.strip("\n").rstrip() if match else body.strip()
+
+
+def split_answer(message: str) -> str | None:
+    """The code after :data:`ANSWER_MARKER` in an agent message, or ``None`` when there is no marker.
+
+    Example:
+        >>> split_answer("I WANT TO ANSWER:\\n```\\ndef f(): return 1\\n```")
+        'def f(): return 1'
+        >>> split_answer("What is the cutoff?") is None
+        True
+    """
+    at = message.find(ANSWER_MARKER)
+    if at < 0:
+        return None
+    return extract_code(message[at + len(ANSWER_MARKER) :])
+
+
+def encode_value(value: Any, depth: int = 0, budget: list | None = None) -> Any:
+    """A canonical, JSON-safe encoding of a test result (also run inside the sandbox: stdlib only).
+
+    Tags: ``none``, ``bool``, ``int`` (decimal text), ``float`` (``repr``), ``str``, ``list``, ``tuple``,
+    ``dict`` and ``set`` (items sorted by their JSON text), ``other`` (the type name: never equal) and
+    ``too_big`` (over 10,000 nodes, nested deeper than 40, or an int too long to print).
+
+    Example:
+        >>> encode_value((1, 2.5, "a", None, True))
+        ['tuple', [['int', '1'], ['float', '2.5'], ['str', 'a'], ['none'], ['bool', True]]]
+        >>> encode_value({"b": 1, "a": {3}})
+        ['dict', [[['str', 'a'], ['set', [['int', '3']]]], [['str', 'b'], ['int', '1']]]]
+        >>> encode_value(object())
+        ['other', 'object']
+    """
+    import json as _json
+
+    if budget is None:
+        budget = [10_000]
+    budget[0] -= 1
+    if budget[0] < 0 or depth > 40:
+        return ["too_big"]
+    if value is None:
+        return ["none"]
+    if isinstance(value, bool):
+        return ["bool", value is True]
+    if isinstance(value, int):
+        try:
+            return ["int", int.__repr__(value)]
+        except ValueError:  # more digits than sys.get_int_max_str_digits()
+            return ["too_big"]
+    if isinstance(value, float):
+        return ["float", float.__repr__(value)]
+    if isinstance(value, str):
+        return ["str", str.__getitem__(value, slice(None))]
+    kind = type(value)
+    if kind is list or kind is tuple:
+        return [kind.__name__, [encode_value(v, depth + 1, budget) for v in value]]
+    if kind is dict:
+        pairs = [[encode_value(k, depth + 1, budget), encode_value(v, depth + 1, budget)] for k, v in value.items()]
+        return ["dict", sorted(pairs, key=_json.dumps)]
+    if kind is set or kind is frozenset:
+        return ["set", sorted((encode_value(v, depth + 1, budget) for v in value), key=_json.dumps)]
+    return ["other", kind.__name__]
+
+
+def values_equal(a: Any, b: Any) -> bool:
+    """Compare two :func:`encode_value` trees with Python's ``==`` semantics for numbers, strictly otherwise.
+
+    Example:
+        >>> values_equal(encode_value(3), encode_value(3.0)), values_equal(encode_value(1), encode_value(True))
+        (True, False)
+        >>> values_equal(encode_value([1, 2]), encode_value((1, 2))), values_equal(encode_value(float("nan")),
+        ...     encode_value(float("nan")))
+        (False, False)
+    """
+    if not (isinstance(a, list) and isinstance(b, list) and a and b):
+        return False
+    ta, tb = a[0], b[0]
+    if ta in ("int", "float") and tb in ("int", "float"):
+        return _number(a) == _number(b)
+    if ta != tb or len(a) != len(b):
+        return False
+    if ta == "none":
+        return True
+    if ta in ("bool", "str"):
+        return bool(a[1] == b[1])
+    if ta in ("list", "tuple"):
+        return len(a[1]) == len(b[1]) and all(values_equal(x, y) for x, y in zip(a[1], b[1], strict=True))
+    if ta == "dict":
+        da = {json.dumps(k): v for k, v in a[1]}
+        db = {json.dumps(k): v for k, v in b[1]}
+        return da.keys() == db.keys() and all(values_equal(da[k], db[k]) for k in da)
+    if ta == "set":
+        return json.dumps(a[1]) == json.dumps(b[1])
+    return False  # "other", "too_big" and unknown tags never match
+
+
+def _number(tagged: list) -> int | float:
+    return int(tagged[1]) if tagged[0] == "int" else float(tagged[1])
+
+
+def outcomes_equal(ref: dict[str, Any], cand: dict[str, Any]) -> bool:
+    """Whether a candidate's test outcome matches the reference's.
+
+    Outcomes are ``{"ok": encoded}``, ``{"raised": "ExcType"}`` or ``{"timeout": True}``. Values compare with
+    :func:`values_equal`; two raised exceptions match when their type names are equal.
+
+    Example:
+        >>> outcomes_equal({"raised": "ValueError"}, {"raised": "ValueError"})
+        True
+        >>> outcomes_equal({"ok": ["int", "1"]}, {"timeout": True})
+        False
+    """
+    if "ok" in ref and "ok" in cand:
+        return values_equal(ref["ok"], cand["ok"])
+    if "raised" in ref and "raised" in cand:
+        return bool(ref["raised"] == cand["raised"])
+    return False
+
+
+_HARNESS = """\
+from __future__ import annotations
+import json as _json, os as _os, signal as _signal
+{encode_source}
+_MARK = {mark!r}
+_out = _os.fdopen(_os.dup(1), "w")
+_null = _os.open(_os.devnull, _os.O_WRONLY)
+_os.dup2(_null, 1)
+_os.dup2(_null, 2)
+def _emit(obj):
+    _out.write(_MARK + _json.dumps(obj) + "\\n")
+    _out.flush()
+class _TestTimeout(BaseException):
+    pass
+def _alarm(signum, frame):
+    raise _TestTimeout()
+_signal.signal(_signal.SIGALRM, _alarm)
+_ns = {{"__name__": "__answer__"}}
+_signal.setitimer(_signal.ITIMER_REAL, {per_test!r})
+try:
+    exec(compile({code!r}, "<answer>", "exec"), _ns)
+    _signal.setitimer(_signal.ITIMER_REAL, 0)
+except _TestTimeout:
+    _emit({{"load": "timeout", "detail": "loading the code took longer than {per_test!r} s"}})
+    raise SystemExit(0)
+except SyntaxError as _e:
+    _emit({{"load": "syntax_error", "detail": "SyntaxError: " + str(_e)[:300]}})
+    raise SystemExit(0)
+except BaseException as _e:
+    _emit({{"load": "crash", "detail": type(_e).__name__ + ": " + str(_e)[:300]}})
+    raise SystemExit(0)
+_emit({{"load": "ok"}})
+for _i, _test in enumerate({tests!r}):
+    _signal.setitimer(_signal.ITIMER_REAL, {per_test!r})
+    try:
+        _value = eval(_test, _ns)
+        _signal.setitimer(_signal.ITIMER_REAL, 0)
+        _r = {{"ok": encode_value(_value)}}
+    except _TestTimeout:
+        _r = {{"timeout": True}}
+    except BaseException as _e:
+        _signal.setitimer(_signal.ITIMER_REAL, 0)
+        _r = {{"raised": type(_e).__name__}}
+    _signal.setitimer(_signal.ITIMER_REAL, 0)
+    _emit(_r)
+_emit({{"done": True}})
+"""
+
+
+def harness_source(code: str, tests: Sequence[str], per_test_timeout_s: float) -> str:
+    """The Python program that loads ``code`` and prints one tagged JSON line per test.
+
+    Example:
+        >>> src = harness_source("def f(): return 1", ["f()"], 1.0)
+        >>> compile(src, "<harness>", "exec") is not None
+        True
+    """
+    return _HARNESS.format(
+        encode_source=_encode_source(),
+        mark=_MARK,
+        code=code,
+        tests=list(tests),
+        per_test=float(per_test_timeout_s),
+    )
+
+
+@functools.cache
+def _encode_source() -> str:
+    return inspect.getsource(encode_value)
+
+
+@dataclass(frozen=True)
+class RunOutcome:
+    """What one harness execution produced.
+
+    Attributes:
+        outcomes: One outcome per test (see :func:`outcomes_equal`), or ``None`` when the run failed as a whole.
+        error: ``None``, or one of :data:`ERRORS`.
+        detail: A short human-readable cause.
+    """
+
+    outcomes: tuple[dict[str, Any], ...] | None
+    error: str | None = None
+    detail: str = ""
+
+
+def run_tests(sandbox: Sandbox, code: str, tests: Sequence[str], *, per_test_timeout_s: float = 1.0) -> RunOutcome:
+    """Run ``code`` and evaluate each test call in one fresh sandbox execution.
+
+    Raises:
+        SandboxError: The sandbox infrastructure failed (not the code).
+
+    Example:
+        >>> from turnkit.sandbox import LocalSandbox
+        >>> with LocalSandbox(persistent=True) as sb:
+        ...     run_tests(sb, "def f(x):\\n    return 1 // x", ["f(1)", "f(0)"]).outcomes
+        ({'ok': ['int', '1']}, {'raised': 'ZeroDivisionError'})
+    """
+    wall = per_test_timeout_s * max(1, len(tests)) + 2.0
+    result = sandbox.run_python(harness_source(code, tests, per_test_timeout_s), timeout=wall)
+    if result.truncated:
+        return RunOutcome(None, "output_limit", "the results exceeded the sandbox's output cap")
+    if result.oom_killed:
+        return RunOutcome(None, "memory", "the memory limit killed the code")
+    if result.timed_out:
+        return RunOutcome(None, "timeout", f"the whole run exceeded {wall:.1f} s (the code ignored the test alarm)")
+    lines = []
+    for line in result.stdout.splitlines():
+        if line.startswith(_MARK):
+            try:
+                lines.append(json.loads(line[len(_MARK) :]))
+            except json.JSONDecodeError:
+                return RunOutcome(None, "crash", "the harness output was garbled")
+    if not lines or not isinstance(lines[0], dict) or "load" not in lines[0]:
+        tail = result.stderr.strip().splitlines()[-1:] or [f"exit status {result.exit_code}"]
+        why = "the code exited, was killed or wrote into the result stream before it loaded"
+        return RunOutcome(None, "crash", f"{why} ({tail[0][:200]})")
+    if lines[0]["load"] not in ("ok", "syntax_error", "crash", "timeout"):
+        return RunOutcome(None, "crash", "the result stream was tampered with")
+    if lines[0]["load"] != "ok":
+        return RunOutcome(None, str(lines[0]["load"]), str(lines[0].get("detail", ""))[:300])
+    body = lines[1:]
+    if not body or body[-1] != {"done": True} or len(body) != len(tests) + 1:
+        finished = sum(1 for o in body if isinstance(o, dict) and ("ok" in o or "raised" in o or "timeout" in o))
+        why = f"{finished} results for {len(tests)} tests"
+        return RunOutcome(None, "crash", f"the code exited, forked or wrote into the result stream ({why})")
+    outcomes = tuple(o if isinstance(o, dict) else {"garbled": True} for o in body[:-1])
+    timeouts = sum(1 for o in outcomes if o.get("timeout"))
+    if timeouts:
+        return RunOutcome(outcomes, "timeout", f"{timeouts} test(s) exceeded {per_test_timeout_s} s")
+    return RunOutcome(outcomes)
+
+
+def run_tests_in_process(code: str, tests: Sequence[str]) -> tuple[dict[str, Any], ...]:
+    """Evaluate *trusted* code in-process (fresh globals): only for our own generated references.
+
+    Example:
+        >>> run_tests_in_process("def f(x):\\n    return [x]", ["f(2)"])
+        ({'ok': ['list', [['int', '2']]]},)
+    """
+    namespace: dict[str, Any] = {"__name__": "__answer__"}
+    exec(compile(code, "<reference>", "exec"), namespace)
+    out = []
+    for test in tests:
+        try:
+            out.append({"ok": encode_value(eval(test, namespace))})
+        except Exception as exc:  # recorded as the outcome, like the sandbox harness does
+            out.append({"raised": type(exc).__name__})
+    return tuple(out)
+
+
+@dataclass(frozen=True)
+class GradeResult:
+    """The grade of one answer.
+
+    Attributes:
+        passed: Tests whose outcome matched the reference's.
+        total: Number of hidden tests.
+        error: ``None`` or one of :data:`ERRORS` (the cause of a zero or partial score).
+        detail: Human-readable cause (from the candidate's run only, never the reference's).
+        per_test: Pass/fail per test, in order (empty when the run failed as a whole).
+    """
+
+    passed: int
+    total: int
+    error: str | None = None
+    detail: str = ""
+    per_test: tuple[bool, ...] = ()
+
+    @property
+    def reward(self) -> float:
+        """Fraction of tests passed."""
+        return self.passed / self.total if self.total else 0.0
+
+    @property
+    def success(self) -> bool:
+        """All tests passed."""
+        return self.total > 0 and self.passed == self.total
+
+
+class _ReferenceCache:
+    """A bounded LRU of reference outcomes, keyed by a hash of (code, tests, timeout)."""
+
+    def __init__(self, size: int = 4096) -> None:
+        self.size = size
+        self._data: OrderedDict[str, tuple[dict[str, Any], ...]] = OrderedDict()
+        self._lock = threading.Lock()
+
+    @staticmethod
+    def key(code: str, tests: Sequence[str], per_test: float) -> str:
+        return hashlib.sha256(json.dumps([code, list(tests), per_test]).encode("utf-8", "surrogatepass")).hexdigest()
+
+    def get(self, key: str) -> tuple[dict[str, Any], ...] | None:
+        with self._lock:
+            value = self._data.get(key)
+            if value is not None:
+                self._data.move_to_end(key)
+            return value
+
+    def put(self, key: str, value: tuple[dict[str, Any], ...]) -> None:
+        with self._lock:
+            self._data[key] = value
+            self._data.move_to_end(key)
+            while len(self._data) > self.size:
+                self._data.popitem(last=False)
+
+
+REFERENCE_CACHE = _ReferenceCache()
+"""Process-wide cache of reference outcomes (references are deterministic; the cache changes no result)."""
+
+
+def reference_outcomes(
+    sandbox: Sandbox, reference: str, tests: Sequence[str], *, per_test_timeout_s: float = 1.0, cache: bool = True
+) -> tuple[dict[str, Any], ...]:
+    """The reference's test outcomes, run in its own fresh sandbox execution (cached by content).
+
+    Raises:
+        EnvError: The reference itself fails as a whole (broken task data).
+        SandboxError: The sandbox infrastructure failed.
+
+    Example:
+        >>> from turnkit.sandbox import LocalSandbox
+        >>> with LocalSandbox(persistent=True) as sb:
+        ...     reference_outcomes(sb, "def f():\\n    return 'x'", ["f()"], cache=False)
+        ({'ok': ['str', 'x']},)
+    """
+    key = _ReferenceCache.key(reference, tests, per_test_timeout_s)
+    hit = REFERENCE_CACHE.get(key) if cache else None
+    if hit is not None:
+        return hit
+    run = run_tests(sandbox, reference, tests, per_test_timeout_s=per_test_timeout_s)
+    if run.outcomes is None or run.error is not None:
+        raise EnvError(f"the reference solution fails in the sandbox ({run.error}: {run.detail})")
+    if cache:
+        REFERENCE_CACHE.put(key, run.outcomes)
+    return run.outcomes
+
+
+def forbidden_hit(code: str, forbidden: Sequence[str]) -> str | None:
+    """The first forbidden substring in ``code``, or ``None``.
+
+    Example:
+        >>> forbidden_hit("import os\\nos.remove('x')", COLBENCH_FORBIDDEN)
+        'import os'
+    """
+    return next((f for f in forbidden if f in code), None)
+
+
+def grade(
+    sandbox: Sandbox,
+    reference: str,
+    candidate: str,
+    tests: Sequence[str],
+    *,
+    per_test_timeout_s: float = 1.0,
+    forbidden: Sequence[str] = COLBENCH_FORBIDDEN,
+    cache_reference: bool = True,
+) -> GradeResult:
+    """Grade candidate code against the reference on hidden test calls (see the module docstring).
+
+    Args:
+        sandbox: Where both programs run (a :class:`~turnkit.sandbox.LocalSandbox` in persistent mode is fast).
+        reference: The reference code.
+        candidate: The answer's code (already extracted, see :func:`split_answer`).
+        tests: Call expressions, e.g. ``"f(3)"``.
+        per_test_timeout_s: Alarm per test call.
+        forbidden: Substrings that score the candidate 0 without running it (``()`` turns the check off).
+        cache_reference: Reuse reference outcomes for identical (reference, tests) pairs.
+
+    Returns:
+        The :class:`GradeResult`; timeouts and crashes give a zero (or, for per-test timeouts, partial) score.
+
+    Raises:
+        SandboxError: The sandbox infrastructure failed.
+        EnvError: The reference fails as a whole; ConfigError: no tests or a non-positive timeout.
+    """
+    if not tests:
+        raise ConfigError("grade() needs at least one test call")
+    if not per_test_timeout_s > 0:
+        raise ConfigError(f"per_test_timeout_s must be positive, got {per_test_timeout_s!r}")
+    total = len(tests)
+    if not candidate.strip():
+        return GradeResult(0, total, "no_code", "the answer contained no code")
+    hit = forbidden_hit(candidate, forbidden)
+    if hit is not None:
+        return GradeResult(0, total, "forbidden", f"the answer contains the forbidden text {hit!r}")
+    ref = reference_outcomes(sandbox, reference, tests, per_test_timeout_s=per_test_timeout_s, cache=cache_reference)
+    run = run_tests(sandbox, candidate, tests, per_test_timeout_s=per_test_timeout_s)
+    if run.outcomes is None:
+        return GradeResult(0, total, run.error, run.detail)
+    per_test = tuple(outcomes_equal(r, c) for r, c in zip(ref, run.outcomes, strict=True))
+    detail = run.detail
+    raised = [c["raised"] for r, c in zip(ref, run.outcomes, strict=True) if "raised" in c and "raised" not in r]
+    if raised and not detail:  # the test calls themselves stay hidden: only counts and exception types
+        detail = f"{len(raised)} of {total} tests raised an exception (first: {str(raised[0])[:60]})"
+    return GradeResult(sum(per_test), total, run.error, detail, per_test)
+
+
+_SHARED: dict[int, LocalSandbox] = {}
+_SHARED_LOCK = threading.Lock()
+
+
+def shared_sandbox() -> LocalSandbox:
+    """This process's shared persistent :class:`~turnkit.sandbox.LocalSandbox` for grading (made on first use).
+
+    A forked child gets its own (the parent's supervisor pipes are not usable there).
+
+    Raises:
+        SandboxError: Bubblewrap is missing or cannot create namespaces here.
+
+    Example:
+        >>> shared_sandbox() is shared_sandbox()
+        True
+    """
+    pid = os.getpid()
+    with _SHARED_LOCK:
+        sandbox = _SHARED.get(pid)
+        if sandbox is None or sandbox.closed:
+            _SHARED.clear()  # a fork inherits the parent's entry: drop it without closing the parent's sandbox
+            sandbox = LocalSandbox(GRADING_LIMITS, persistent=True)
+            _SHARED[pid] = sandbox
+        return sandbox
