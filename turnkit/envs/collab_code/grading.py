@@ -396,6 +396,10 @@ class _ReferenceCache:
                 self._data.move_to_end(key)
             return value
 
+    def clear(self) -> None:
+        with self._lock:
+            self._data.clear()
+
     def put(self, key: str, value: tuple[dict[str, Any], ...]) -> None:
         with self._lock:
             self._data[key] = value

@@ -1,0 +1,158 @@
+"""CollabCode-v0 throughput: episodes/s with the oracle agent, and the share of time spent in the sandbox.
+
+Configurations, interleaved per trial (ABC ABC ...) so that machine noise hits all alike; medians reported:
+
+* ``persistent``: the env default, a warm persistent ``LocalSandbox`` (fork per execution); every episode is
+  a new task, so each answer costs two sandbox executions (reference + candidate).
+* ``fresh``: the baseline, ``LocalSandbox(persistent=False)``: a new bubblewrap sandbox per execution.
+* ``persistent-groups``: same-seed groups of 8 episodes (GRPO-style); the reference outcomes are cached by
+  content, so a group costs 1 reference + 8 candidate executions.
+* ``clarifying``: the scripted clarifying agent (about 3 questions to the rule-based human, then the answer)
+  with the persistent sandbox, to show the cost of the dialogue turns.
+
+Run:  python benchmarks/bench_collab_code.py --trials 5 --episodes 40
+      python benchmarks/bench_collab_code.py --study 200   (clarifying vs answer-at-once, per split, 95% CIs)
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import time
+from typing import Any
+
+import turnkit
+from turnkit.agents.oracle import OracleAgent
+from turnkit.envs.collab_code.agents import AnswerAtOnceAgent, ClarifyingAgent
+from turnkit.envs.collab_code.env import CollabCodeEnv
+from turnkit.envs.collab_code.grading import GRADING_LIMITS, REFERENCE_CACHE
+from turnkit.rollout.collect import collect_batch
+from turnkit.sandbox import LocalSandbox
+from turnkit.stats import mean_ci, wilson_interval
+from turnkit.types import ExecResult
+
+
+class TimedSandbox:
+    """Delegates to a sandbox and adds up the wall time spent in ``run_python``."""
+
+    def __init__(self, inner: LocalSandbox) -> None:
+        self.inner, self.seconds, self.calls = inner, 0.0, 0
+        self.limits = inner.limits
+
+    def run_python(self, code: str | bytes, *, timeout: float | None = None) -> ExecResult:
+        t0 = time.perf_counter()
+        try:
+            return self.inner.run_python(code, timeout=timeout)
+        finally:
+            self.seconds += time.perf_counter() - t0
+            self.calls += 1
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.inner, name)
+
+
+def run_config(name: str, box: TimedSandbox, episodes: int, seed0: int) -> dict[str, float]:
+    box.seconds, box.calls = 0.0, 0
+    REFERENCE_CACHE.clear()  # every configuration starts cold (they play the same seeds)
+    t0 = time.perf_counter()
+    if name == "persistent-groups":
+        trajs = []
+        for g in range(episodes // 8):
+            trajs += turnkit.collect_group(
+                lambda: CollabCodeEnv(sandbox=box), OracleAgent(), seed=seed0 + g, group_size=8
+            )
+    else:
+        agent = ClarifyingAgent() if name == "clarifying" else OracleAgent()
+        trajs = collect_batch(
+            [CollabCodeEnv(sandbox=box) for _ in range(episodes)], agent, range(seed0, seed0 + episodes)
+        )
+    wall = time.perf_counter() - t0
+    assert all(t.success for t in trajs), [t.error for t in trajs if not t.success][:1]
+    return {
+        "episodes_per_s": len(trajs) / wall,
+        "sandbox_share": box.seconds / wall,
+        "sandbox_calls_per_episode": box.calls / len(trajs),
+        "ms_per_sandbox_call": 1000 * box.seconds / max(1, box.calls),
+    }
+
+
+def bench(trials: int, episodes: int) -> dict[str, dict[str, float]]:
+    boxes = {
+        "persistent": TimedSandbox(LocalSandbox(GRADING_LIMITS, persistent=True)),
+        "fresh": TimedSandbox(LocalSandbox(GRADING_LIMITS, persistent=False)),
+        "persistent-groups": TimedSandbox(LocalSandbox(GRADING_LIMITS, persistent=True)),
+        "clarifying": TimedSandbox(LocalSandbox(GRADING_LIMITS, persistent=True)),
+    }
+    for name, box in boxes.items():  # warm-up (starts the persistent workers)
+        run_config(name, box, 8, seed0=10**6)
+    samples: dict[str, list[dict[str, float]]] = {k: [] for k in boxes}
+    for trial in range(trials):
+        for name, box in boxes.items():
+            samples[name].append(run_config(name, box, episodes, seed0=trial * 10_000))
+    for box in boxes.values():
+        box.inner.close()
+    return {name: {key: statistics.median(s[key] for s in runs) for key in runs[0]} for name, runs in samples.items()}
+
+
+def study(n: int) -> list[dict[str, Any]]:
+    rows = []
+    for split in ("id", "ood", "combo"):
+        for label, agent in (("clarifying", ClarifyingAgent()), ("answer-at-once", AnswerAtOnceAgent())):
+            trajs = collect_batch([CollabCodeEnv(split=split) for _ in range(n)], agent, list(range(n)))
+            assert all(t.error is None for t in trajs)
+            wins = sum(t.success for t in trajs)
+            mean, lo, hi = mean_ci([t.total_reward for t in trajs])
+            rows.append(
+                {
+                    "split": split,
+                    "agent": label,
+                    "n": n,
+                    "success": wins / n,
+                    "success_ci": wilson_interval(wins, n),
+                    "tests_passed": mean,
+                    "tests_passed_ci": (lo, hi),
+                    "turns": statistics.mean(len(t.steps) for t in trajs),
+                }
+            )
+    return rows
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--trials", type=int, default=5)
+    parser.add_argument("--episodes", type=int, default=40, help="episodes per configuration and trial (x8)")
+    parser.add_argument("--study", type=int, default=0, help="run the agent study with this many tasks per split")
+    parser.add_argument("--json", action="store_true")
+    args = parser.parse_args([a for a in (argv or []) if a != "--"] if argv is not None else None)
+    if args.study:
+        rows = study(args.study)
+        if args.json:
+            print(json.dumps(rows, indent=2))
+            return 0
+        print(f"{'split':<6} {'agent':<15} {'success [95% CI]':<24} {'tests passed [95% CI]':<24} turns")
+        for r in rows:
+            s_lo, s_hi = r["success_ci"]
+            t_lo, t_hi = r["tests_passed_ci"]
+            success = f"{r['success']:.3f} [{s_lo:.3f}, {s_hi:.3f}]"
+            tests = f"{r['tests_passed']:.3f} [{t_lo:.3f}, {t_hi:.3f}]"
+            print(f"{r['split']:<6} {r['agent']:<15} {success:<24} {tests:<24} {r['turns']:.2f}")
+        return 0
+    episodes = max(8, args.episodes // 8 * 8)
+    result = bench(args.trials, episodes)
+    if args.json:
+        print(json.dumps(result, indent=2))
+        return 0
+    base = result["fresh"]["episodes_per_s"]
+    print(f"median of {args.trials} trials, {episodes} episodes each")
+    print(f"{'config':<18} {'episodes/s':>10} {'vs fresh':>9} {'sandbox share':>14} {'calls/ep':>9} {'ms/call':>8}")
+    for name, r in result.items():
+        print(
+            f"{name:<18} {r['episodes_per_s']:>10.1f} {r['episodes_per_s'] / base:>8.2f}x "
+            f"{r['sandbox_share']:>13.0%} {r['sandbox_calls_per_episode']:>9.2f} {r['ms_per_sandbox_call']:>8.1f}"
+        )
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
