@@ -13,6 +13,7 @@ import pytest
 from turnkit.sandbox import DockerSandbox, Limits, LocalSandbox, docker_available
 from turnkit.sandbox import docker as docker_backend
 from turnkit.sandbox._bwrap import bwrap_path
+from turnkit.sandbox.image import build_image
 
 SECRET = "turnkit-secret-7d1f0c"
 BACKENDS = ["local", "local-persistent", "docker", "docker-persistent"]
@@ -20,6 +21,9 @@ TEST_LIMITS = Limits(wall_time_s=10, memory_mb=256, pids=48, output_bytes=200_00
 
 _DOCKER = docker_available()
 _DOCKER_REASON = "no Docker engine reachable (start one with .ci/docker.sh)"
+if _DOCKER:
+    build_image()  # a no-op when the image exists (CI builds it in .ci/docker.sh)
+_OWN_TMP_PREFIXES = ("turnkit-bwrap-probe-", "turnkit-image-", "tk-ro-bind-", "tk-victim-")
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
@@ -100,6 +104,8 @@ def _snapshot() -> dict[str, set[str]]:
         owner = name.removeprefix("turnkit-sandbox-").split("-")[0]
         if name.startswith("turnkit-sandbox-") and owner.isdigit() and _ours(int(owner)):
             workdirs.add(name)
+    workdirs |= {n for n in os.listdir(tmp) if n.startswith(_OWN_TMP_PREFIXES)}
+    workdirs |= {f"/root/{n}" for n in os.listdir("/root") if n.startswith(".tk-hostfile-")}
     snap = {
         "workdirs": workdirs,
         "processes": {f"{p} {_cmdline(p)}" for p in procs if _cmdline(p) != "?"},
@@ -119,7 +125,7 @@ def _snapshot() -> dict[str, set[str]]:
 
 @pytest.fixture(scope="session", autouse=True)
 def host_unchanged() -> Iterator[None]:
-    """The whole suite leaves no stray work dirs, processes or containers, and sees no host secret."""
+    """The whole suite leaves no stray files, processes or containers behind (and sets the host secret)."""
     os.environ["TURNKIT_TEST_SECRET"] = SECRET
     before = _snapshot()
     yield

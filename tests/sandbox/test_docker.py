@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import signal
 import subprocess
 import sys
@@ -14,7 +15,7 @@ from tests.sandbox.conftest import TEST_LIMITS
 from turnkit.errors import SandboxError
 from turnkit.sandbox import DockerSandbox, Limits
 from turnkit.sandbox import docker as docker_backend
-from turnkit.sandbox.image import DEFAULT_TAG, RootfsSpec, build_image
+from turnkit.sandbox.image import DEFAULT_TAG, RootfsSpec, build_image, main
 
 pytestmark = pytest.mark.docker
 
@@ -33,9 +34,13 @@ def _sandbox_containers(client, **labels):
     return client.containers.list(all=True, filters=filters)
 
 
-def test_container_is_locked_down(client):
-    with DockerSandbox(TEST_LIMITS) as sb:
-        cfg = client.api.inspect_container(sb.container.id)["HostConfig"]
+@pytest.fixture
+def shared(shared_sandboxes):
+    return shared_sandboxes("docker")
+
+
+def test_container_is_locked_down(client, shared):
+    cfg = client.api.inspect_container(shared.container.id)["HostConfig"]
     assert (cfg["NetworkMode"], cfg["ReadonlyRootfs"], cfg["CapDrop"], cfg["PidsLimit"]) == (
         "none",
         True,
@@ -50,10 +55,9 @@ def test_container_memory_limit_follows_limits(client):
     assert cfg["Memory"] == (128 + 64) * 1024 * 1024 and cfg["MemorySwap"] == cfg["Memory"]
 
 
-def test_container_is_labelled_with_its_owner(client):
-    with DockerSandbox(TEST_LIMITS) as sb:
-        labels = sb.container.labels
-    assert labels["turnkit.sandbox"] == "1" and labels["turnkit.owner"].split("/")[1] == str(__import__("os").getpid())
+def test_container_is_labelled_with_its_owner(shared):
+    labels = shared.container.labels
+    assert labels["turnkit.sandbox"] == "1" and labels["turnkit.owner"].split("/")[1] == str(os.getpid())
 
 
 def test_close_removes_the_container_and_is_idempotent(client):
@@ -125,6 +129,15 @@ def test_cgroup_oom_kill_is_reported():
 
 def test_image_build_is_a_no_op_when_present():
     assert build_image().startswith("sha256:")
+
+
+def test_image_cli_reports_the_tag(capsys):
+    assert main(["build"]) == 0 and capsys.readouterr().out.startswith(f"{DEFAULT_TAG} sha256:")
+
+
+def test_image_has_no_package_manager_compiler_or_network_tools(shared):
+    r = shared.run("for t in apt-get pip gcc cc curl wget nc ssh; do command -v $t; done; echo done", timeout=10)
+    assert r.stdout == "done\n"
 
 
 def test_rootfs_spec_contains_python_shell_and_their_libraries():

@@ -51,7 +51,6 @@ from turnkit.types import ExecResult
 SANDBOX_USER = "65534:65534"
 _MEMORY_HEADROOM_MB = 64
 """cgroup memory above the per-process limit, for the supervisor and the shell around the code."""
-_KEEPER_CMD = b"/usr/bin/sleep\x00infinity\x00"
 
 _KILL_LEFTOVERS = r"""
 import os, signal
