@@ -248,3 +248,18 @@ def test_agent_that_never_answers_gets_graded_at_the_limit():
     traj = turnkit.collect(gymnasium.make(ENV_ID), _Stubborn(), seed=2)
     assert len(traj.steps) == 10 and traj.steps[-1].terminated and traj.steps[-1].info["answered"] is False
     assert traj.total_reward == 0.0 and not traj.success
+
+
+def test_deepcopy_shares_sandbox_and_human_but_not_the_dialogue():
+    import copy
+
+    human = LLMHuman(ScriptedAgent(["I don't know."]))
+    with LocalSandbox(persistent=True) as box:
+        env = CollabCodeEnv(sandbox=box, human=human)
+        env.reset(seed=1)
+        env.step("q?")
+        clone = copy.deepcopy(env)
+        assert clone.sandbox is box and clone.human is human
+        clone.step("another?")
+        assert len(clone.dialogue) == len(env.dialogue) + 2
+        assert turnkit.collect(clone, OracleAgent(), seed=2).success

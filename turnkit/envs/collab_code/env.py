@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Iterable, Sequence
 from typing import Any
 
@@ -212,6 +213,15 @@ class CollabCodeEnv(TextEnv):
             per_test_timeout_s=self.per_test_timeout_s,
             forbidden=self.forbidden,
         )
+
+    def __deepcopy__(self, memo: dict[int, Any]) -> CollabCodeEnv:
+        """Copy the episode state but share the sandbox and the human (a process or a model, not state)."""
+        shared = {id(self._sandbox): self._sandbox, id(self.human): self.human}
+        clone = copy.copy(self)
+        memo[id(self)] = clone
+        for key, value in self.__dict__.items():
+            clone.__dict__[key] = shared[id(value)] if id(value) in shared else copy.deepcopy(value, memo)
+        return clone
 
     # ------------------------------------------------------------------ internals
     def _finish(self, code: str, *, answered: bool) -> Transition:
