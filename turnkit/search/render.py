@@ -78,7 +78,7 @@ def _title(tree: SearchTree) -> str:
 
 
 def _short(text: str, n: int = 22) -> str:
-    text = " ".join(text.split())
+    text = "".join(c if c.isprintable() else "·" for c in " ".join(text.split()))
     return text if len(text) <= n else text[: n - 1] + "…"
 
 

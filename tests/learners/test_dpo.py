@@ -1,0 +1,165 @@
+import math
+
+import pytest
+import torch
+
+from turnkit.errors import ConfigError, DataError
+from turnkit.learners.dpo import (
+    DPOConfig,
+    common_prefix_length,
+    conservative_epsilon,
+    dpo_loss,
+    pair_example,
+    reference_logprobs,
+    split_at_divergence,
+    train_dpo,
+)
+from turnkit.search.pairs import PreferencePair
+from turnkit.types import Message
+
+
+def t(*xs):
+    return torch.tensor(xs, dtype=torch.float32)
+
+
+def test_standard_dpo_hand_value():
+    # h = (-1 - -2) - (-3 - -2) = 2; beta h = 0.2; L = -log sigmoid(0.2) = log(1 + e^-0.2) = 0.598139
+    loss, m = dpo_loss(t(-1.0), t(-3.0), t(-2.0), t(-2.0), beta=0.1)
+    assert loss.item() == pytest.approx(0.598139, abs=1e-6)
+    assert m["margin"] == pytest.approx(0.2) and m["accuracy"] == 1.0
+    assert m["chosen_reward"] == pytest.approx(0.1) and m["rejected_reward"] == pytest.approx(-0.1)
+
+
+def test_conservative_dpo_hand_value():
+    # eps = 0.2: 0.8 * log(1 + e^-0.2) + 0.2 * log(1 + e^0.2) = 0.8 * 0.598139 + 0.2 * 0.798139 = 0.638139
+    loss, _ = dpo_loss(t(-1.0), t(-3.0), t(-2.0), t(-2.0), beta=0.1, epsilon=0.2)
+    assert loss.item() == pytest.approx(0.638139, abs=1e-6)
+
+
+def test_loss_is_the_batch_mean_with_per_pair_epsilon():
+    # pair 1 as above with eps 0 (0.598139); pair 2: h = -2 -> L = log(1 + e^0.2) * 0.5 + log(1 + e^-0.2) * 0.5
+    loss, m = dpo_loss(t(-1.0, -3.0), t(-3.0, -1.0), t(-2.0, -2.0), t(-2.0, -2.0), epsilon=t(0.0, 0.5))
+    second = 0.5 * 0.798139 + 0.5 * 0.598139
+    assert loss.item() == pytest.approx((0.598139 + second) / 2, abs=1e-6)
+    assert m["accuracy"] == 0.5 and m["epsilon"] == pytest.approx(0.25)
+
+
+def test_half_epsilon_pulls_the_margin_back_to_zero():
+    # eps = 0.5: dL/d(beta h) = sigmoid(beta h) - 0.5; at beta h = 0.2: 0.549834 - 0.5, times beta for pi_w
+    pol_w = torch.tensor([-1.0], requires_grad=True)
+    loss, _ = dpo_loss(pol_w, t(-3.0), t(-2.0), t(-2.0), epsilon=0.5)
+    loss.backward()
+    assert pol_w.grad.item() == pytest.approx(0.1 * (0.549834 - 0.5), abs=1e-6)
+
+
+def test_gradient_raises_chosen_and_lowers_rejected():
+    pol_w = torch.tensor([-2.0], requires_grad=True)
+    pol_l = torch.tensor([-2.0], requires_grad=True)
+    dpo_loss(pol_w, pol_l, t(-2.0), t(-2.0), beta=0.1)[0].backward()
+    # dL/dpi_w = -beta * sigma(-beta h) = -0.1 * 0.5 at h = 0
+    assert pol_w.grad.item() == pytest.approx(-0.05) and pol_l.grad.item() == pytest.approx(0.05)
+
+
+def test_conservative_epsilon_from_confidence():
+    assert conservative_epsilon(t(1.0, 0.9, 0.6, 0.1)).tolist() == pytest.approx([0.0, 0.1, 0.4, 0.5])
+    assert conservative_epsilon(t(0.1), max_epsilon=0.3).tolist() == pytest.approx([0.3])
+
+
+def test_shape_mismatch_is_an_error():
+    with pytest.raises(ValueError, match="four"):
+        dpo_loss(t(1.0, 2.0), t(1.0), t(1.0), t(1.0))
+
+
+def test_common_prefix():
+    assert common_prefix_length([5, 6, 7], [5, 6, 8]) == 2
+    assert common_prefix_length([5], [6]) == 0
+    assert common_prefix_length([5, 6], [5, 6, 7]) == 2
+
+
+def test_split_masks_the_shared_prefix():
+    ex = split_at_divergence([1], [10, 11, 12, 2], [10, 11, 13, 14, 2], confidence=0.7)
+    assert ex.prompt_ids == (1, 10, 11) and ex.chosen_ids == (12, 2) and ex.rejected_ids == (13, 14, 2)
+    assert ex.confidence == 0.7
+
+
+def test_split_refuses_identical_completions():
+    with pytest.raises(DataError, match="identical"):
+        split_at_divergence([1], [3, 4], [3, 4])
+
+
+def test_config_validation():
+    with pytest.raises(ConfigError, match="max_epsilon"):
+        DPOConfig(max_epsilon=0.7)
+    with pytest.raises(ConfigError, match="lr"):
+        DPOConfig(lr=0.0)
+
+
+@pytest.fixture(scope="module")
+def policy_factory():
+    from turnkit.agents.hf import HFPolicy
+    from turnkit.agents.tiny import TinyModelConfig, build_tiny_model, build_tiny_tokenizer
+
+    tok = build_tiny_tokenizer()
+
+    def make():
+        cfg = TinyModelConfig(hidden_size=32, num_layers=1, num_heads=2, intermediate_size=64)
+        return HFPolicy(build_tiny_model(tok, cfg, seed=0), tok)
+
+    return make
+
+
+def test_stored_token_ids_are_used_not_the_text(policy_factory):
+    pair = PreferencePair(
+        (Message("user", "q"),),
+        "x",
+        "y",
+        prompt_token_ids=(1, 4),
+        chosen_token_ids=(70, 71, 2),
+        rejected_token_ids=(70, 72, 2),
+    )
+    ex = pair_example(pair, policy_factory().tokenizer)
+    assert ex.prompt_ids == (1, 4, 70) and ex.chosen_ids == (71, 2) and ex.rejected_ids == (72, 2)
+
+
+def test_pairs_without_ids_are_rendered_with_the_chat_template(policy_factory):
+    tok = policy_factory().tokenizer
+    ex = pair_example(PreferencePair((Message("user", "hi"),), "ab", "ac"), tok)
+    assert tok.convert_ids_to_tokens(list(ex.prompt_ids))[-2:] == ["<|assistant|>", "a"]
+    assert tok.convert_ids_to_tokens(list(ex.chosen_ids)) == ["b", "<|end|>"]
+    with pytest.raises(DataError, match="no token ids"):
+        pair_example(PreferencePair((Message("user", "hi"),), "ab", "ac"))
+
+
+def test_shared_prefix_tokens_get_no_gradient(policy_factory):
+    """Changing the model only at the shared prefix's scores must not change the loss: check h directly."""
+    policy = policy_factory()
+    policy.attach_lora(r=4)
+    long = split_at_divergence([1, 4], [70, 71, 72, 73, 2], [70, 71, 72, 74, 2])
+    prompts = [list(long.prompt_ids)] * 2
+    full = policy.sequence_logprobs([[1, 4]] * 2, [[70, 71, 72, 73, 2], [70, 71, 72, 74, 2]], temperature=1.0)
+    suffix = policy.sequence_logprobs(prompts, [list(long.chosen_ids), list(long.rejected_ids)], temperature=1.0)
+    # the difference of full sums equals the difference of suffix sums: the prefix cancels exactly
+    assert (full[0].sum() - full[1].sum()).item() == pytest.approx((suffix[0].sum() - suffix[1].sum()).item(), abs=1e-5)
+    assert suffix.shape[1] == 2
+
+
+def test_train_dpo_learns_the_preference_and_keeps_the_reference(policy_factory):
+    policy = policy_factory()
+    pairs = [
+        PreferencePair((Message("user", f"{i}+1?"),), f"ANSWER: {i + 1}", f"ANSWER: {i + 2}", confidence=0.9)
+        for i in range(4)
+    ]
+    examples = [pair_example(p, policy.tokenizer) for p in pairs]
+    policy.attach_lora(r=4)
+    ref_before = reference_logprobs(policy, examples)
+    history = train_dpo(policy, pairs, DPOConfig(epochs=6, batch_size=4, lr=2e-2), progress=False)
+    ref_after = reference_logprobs(policy, examples)
+    assert torch.allclose(ref_before[0], ref_after[0]) and torch.allclose(ref_before[1], ref_after[1])
+    assert history[0]["loss"] == pytest.approx(0.9 * math.log(2) + 0.1 * math.log(2), abs=1e-5)
+    assert history[-1]["margin"] > 0.05 and history[-1]["loss"] < history[0]["loss"]
+    assert history[0]["epsilon"] == pytest.approx(0.1)
+
+
+def test_train_dpo_needs_pairs(policy_factory):
+    with pytest.raises(DataError, match="no preference pairs"):
+        train_dpo(policy_factory(), [], progress=False)
