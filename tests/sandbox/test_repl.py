@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import time
+import uuid
 
 import pytest
 
-from tests.sandbox.conftest import backend_params
+from tests.sandbox.conftest import backend_params, processes_named
 from turnkit.errors import SandboxError
 from turnkit.sandbox import PythonSession, ShellSession
 
@@ -44,6 +45,11 @@ def test_python_timeout_interrupts_and_keeps_state(py):
     r = py.run("while True:\n    pass", timeout=1)
     assert r.timed_out and r.exit_code == 130 and time.monotonic() - start < 4
     assert py.run("kept + 1").stdout == "42\n" and py.restarts == 0
+
+
+def test_python_timeout_keeps_output_printed_before_it(py):
+    r = py.run("import time\nprint('partial', flush=True)\ntime.sleep(30)", timeout=1)
+    assert r.timed_out and r.stdout == "partial\n"
 
 
 def test_python_crash_restarts_on_next_call(py):
@@ -100,3 +106,18 @@ def test_closed_session_refuses_calls(host):
     session.close()
     with pytest.raises(SandboxError, match="closed"):
         session.run("true")
+
+
+def test_closing_a_session_ends_its_programs_and_jobs(host):
+    name = f"tkj{uuid.uuid4().hex[:10]}"
+    session = ShellSession(host)
+    session.run(f"ln -s /bin/sleep /tmp/{name} && /tmp/{name} 600 &")
+    deadline = time.monotonic() + 10
+    while not processes_named(name) and time.monotonic() < deadline:
+        time.sleep(0.1)  # the background job starts asynchronously
+    running = processes_named(name)
+    session.close()
+    deadline = time.monotonic() + 10
+    while processes_named(name) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert running and processes_named(name) == []

@@ -75,6 +75,19 @@ for pid in procs:
             pass
 """
 
+_KILL_SESSION = r"""
+import os, signal
+for n in os.listdir('/proc'):
+    if n.isdigit():
+        try:
+            with open('/proc/%s/stat' % n, 'rb') as f:
+                s = f.read()
+            if int(s[s.rindex(b')') + 2:].split()[3]) == SID:
+                os.kill(int(n), signal.SIGKILL)
+        except (OSError, ValueError):
+            pass
+"""
+
 
 def _docker_module() -> Any:
     try:
@@ -451,6 +464,23 @@ class DockerSandbox(SandboxBase):
         del limits["nproc"]
         inner = _wire.supervisor_argv(self.python, "fg", json.dumps(limits), *argv)
         return InteractiveCommand(argv=[*args, self.container.id, *inner], env=dict(os.environ))
+
+    def end_interactive(self, pid: int) -> None:
+        """Kill an interactive program's session in the container (``docker exec`` leaves it running).
+
+        Args:
+            pid: The program's pid inside the container (its session id: ``docker exec -t`` makes it a
+                session leader), so background jobs of a shell go too.
+
+        Example:
+            >>> DockerSandbox.end_interactive.__name__
+            'end_interactive'
+        """
+        if self.closed:
+            return
+        script = _KILL_SESSION.replace("SID", str(int(pid)))
+        with contextlib.suppress(self._docker.errors.DockerException):
+            self.container.exec_run([self.python, "-I", "-c", script], user=SANDBOX_USER)
 
     def oom_kills(self) -> int | None:
         """The container cgroup's OOM-kill counter, where the host exposes it (cgroup v1 or v2).

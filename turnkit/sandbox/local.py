@@ -326,6 +326,14 @@ class LocalSandbox(SandboxBase):
         cfg = self._bwrap_config(new_session=False, env=inner_env)
         return InteractiveCommand(argv=cfg.argv(inner), env={}, uid=self.uid if self._ids else None)
 
+    def end_interactive(self, pid: int) -> None:
+        """Stop what remains of an interactive program: nothing here, its PID namespace died with bwrap.
+
+        Example:
+            >>> with LocalSandbox() as sb:
+            ...     sb.end_interactive(2)
+        """
+
     @property
     def cwd(self) -> str:
         """The work directory as the sandboxed code sees it (``/work``; the host path when unsafe)."""

@@ -44,6 +44,7 @@ _START_S = 20.0
 _PY_SETUP = r"""
 import sys as _tk_sys, base64 as _tk_b64, ast as _tk_ast, traceback as _tk_tb
 _tk_sys.ps1, _tk_sys.ps2 = PROMPT, PROMPT2
+_tk_sys.stdout.write("\x02TKPID" + str(__import__("os").getpid()) + "\x03")
 _tk_buf = []
 _tk_ns = {"__name__": "__main__", "__builtins__": __builtins__}
 def _tk_b(chunk):
@@ -82,6 +83,7 @@ def _tk_run(run_id, chunk):
 
 _SH_SETUP = r"""
 PS1=PROMPT; PS2=PROMPT2; unset PROMPT_COMMAND; set +o history 2>/dev/null
+printf '\002TKPID%s\003' "$$"
 bind 'set enable-bracketed-paste off' 2>/dev/null; stty -echo 2>/dev/null
 _tk_buf=
 _tk_b() { _tk_buf="$_tk_buf$1"; }
@@ -97,6 +99,8 @@ _tk_run() {
 
 class _Backend(Protocol):
     def interactive_command(self, argv: list[str], *, env: dict[str, str] | None = None) -> InteractiveCommand: ...
+
+    def end_interactive(self, pid: int) -> None: ...
 
 
 class PexpectSession:
@@ -124,6 +128,7 @@ class PexpectSession:
         self._ids = itertools.count(1)
         self._child: pexpect.spawn | None = None
         self._pending = b""
+        self._inner_pid: int | None = None
         self._closed = False
         nonce = secrets.token_hex(6)
         self._prompt = f"[tk-{nonce}]> "
@@ -162,10 +167,12 @@ class PexpectSession:
         setup = self._setup_source().replace("PROMPT2", repr(self._prompt2)).replace("PROMPT", repr(self._prompt))
         child.sendline(self._exec_line(base64.b64encode(setup.encode()).decode()))
         try:
-            self._read_until(self._prompt.encode(), deadline=time.monotonic() + _START_S)
+            greeting = self._read_until(self._prompt.encode(), deadline=time.monotonic() + _START_S)
         except (pexpect.EOF, TimeoutError) as exc:
             self._kill()
             raise SandboxError(f"the interactive session did not start: {type(exc).__name__}") from None
+        found = re.search(rb"\x02TKPID(\d+)\x03", greeting)
+        self._inner_pid = int(found.group(1)) if found else None
 
     def restart(self) -> None:
         """Kill the program and start a fresh one (all session state is lost).
@@ -193,6 +200,9 @@ class PexpectSession:
         if self._child is not None:
             self._child.close(force=True)
             self._child = None
+        if self._inner_pid is not None:  # e.g. `docker exec` leaves the program running when the CLI dies
+            self.sandbox.end_interactive(self._inner_pid)
+            self._inner_pid = None
 
     @property
     def alive(self) -> bool:
@@ -248,7 +258,10 @@ class PexpectSession:
         prompt = self._prompt.encode()
         scan = b""
         while True:
-            chunk = self._read(deadline=start + wall)
+            try:
+                chunk = self._read(deadline=start + wall)
+            except TimeoutError:
+                return self._recover(out.data, truncated=out.truncated, start=start, timed_out=True)
             out.add(chunk)
             scan += chunk
             at = scan.find(prompt)
@@ -316,15 +329,23 @@ class PexpectSession:
             except pexpect.TIMEOUT:
                 continue
 
-    def _read_until(self, marker: bytes, *, deadline: float) -> None:
-        """Discard terminal output up to and including ``marker``; keep what follows it."""
+    def _read_until(self, marker: bytes, *, deadline: float, keep: int = 4096) -> bytes:
+        """Consume terminal output up to and including ``marker``; keep what follows it for later reads.
+
+        Returns:
+            The first ``keep`` bytes that came before the marker.
+        """
         scan = b""
+        head = b""
         while True:
-            scan += self._read(deadline=deadline)
+            chunk = self._read(deadline=deadline)
+            if len(head) < keep:
+                head += chunk[: keep - len(head)]
+            scan += chunk
             at = scan.find(marker)
             if at >= 0:
                 self._pending = scan[at + len(marker) :]
-                return
+                return head
             scan = scan[-len(marker) :]
 
     # --- language-specific pieces ------------------------------------------------------------------
