@@ -33,6 +33,10 @@ class SandboxError(TurnkitError):
     """The sandbox infrastructure failed or is unavailable (not the code it ran)."""
 
 
+class BrowserError(TurnkitError):
+    """The rendering browser crashed, hung or could not start (not the page's own errors)."""
+
+
 class AgentError(TurnkitError):
     """A policy or policy server failed to produce a turn."""
 

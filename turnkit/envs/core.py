@@ -180,7 +180,7 @@ class TextEnv(gymnasium.Env[str, str]):
         render_mode: ``"ansi"`` (``render()`` returns the last exchange) or ``"human"`` (prints it).
     """
 
-    metadata: ClassVar[dict[str, Any]] = {"render_modes": ["ansi", "human"]}
+    metadata: dict[str, Any] = {"render_modes": ["ansi", "human"]}  # noqa: RUF012 (gymnasium API)
     splits: ClassVar[tuple[str, ...]] = ("id", "ood", "combo")
     """Split names accepted by this family's generator."""
 
@@ -436,7 +436,7 @@ def restore_env(env: gymnasium.Env, snap: EnvSnapshot) -> None:
     layer: Any = env
     while isinstance(layer, gymnasium.Wrapper):
         if isinstance(layer, TimeLimit):
-            layer._elapsed_steps = snap.turn
+            layer._elapsed_steps = snap.turn  # type: ignore[assignment]
         elif isinstance(layer, OrderEnforcing):
             layer._has_reset = True
         elif isinstance(layer, PassiveEnvChecker):  # its first-step checks assume a reset through it

@@ -19,3 +19,8 @@ register(
     entry_point="turnkit.envs.physics.env:PhysicsPredictionEnv",
     max_episode_steps=6,
 )
+register(
+    id="turnkit/CollabCode-v0",
+    entry_point="turnkit.envs.collab_code.env:CollabCodeEnv",
+    max_episode_steps=10,
+)

@@ -26,7 +26,7 @@ from typing import Any
 import gymnasium
 
 from turnkit.agents.base import Agent, Context, uses_privileged
-from turnkit.errors import AgentError
+from turnkit.errors import AgentError, BrowserError, SandboxError
 from turnkit.types import AgentTurn, ErrorCause, Message, Step, Task, Trajectory, TrajectoryError
 
 
@@ -91,7 +91,7 @@ def collect_batch(
             ep.task = _task_of(ep.env)
             ep.messages.append(Message("user", ep.observation))
         except Exception as exc:  # an env fault is recorded, not raised
-            ep.error = TrajectoryError(ErrorCause.ENV, f"reset: {type(exc).__name__}: {exc}")
+            ep.error = TrajectoryError(env_fault_cause(exc), f"reset: {type(exc).__name__}: {exc}")
             ep.done = True
 
     while live := [ep for ep in episodes if not ep.done]:
@@ -119,11 +119,25 @@ def collect_batch(
     return [_freeze(ep) for ep in episodes]
 
 
+def env_fault_cause(exc: BaseException) -> ErrorCause:
+    """The typed cause of an exception raised by an env: its sandbox, its browser, or the env itself.
+
+    Example:
+        >>> env_fault_cause(SandboxError("bwrap missing")).value, env_fault_cause(KeyError("x")).value
+        ('sandbox', 'env')
+    """
+    if isinstance(exc, SandboxError):
+        return ErrorCause.SANDBOX
+    if isinstance(exc, BrowserError):
+        return ErrorCause.BROWSER
+    return ErrorCause.ENV
+
+
 def _advance(ep: _Episode, turn: AgentTurn, max_turns: int | None) -> None:
     try:
         obs, reward, terminated, truncated, info = ep.env.step(turn.text)
     except Exception as exc:
-        ep.error = TrajectoryError(ErrorCause.ENV, f"step: {type(exc).__name__}: {exc}", len(ep.steps))
+        ep.error = TrajectoryError(env_fault_cause(exc), f"step: {type(exc).__name__}: {exc}", len(ep.steps))
         ep.done = True
         return
     if max_turns is not None and len(ep.steps) + 1 >= max_turns and not terminated:
