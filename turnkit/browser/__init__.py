@@ -16,7 +16,7 @@ from turnkit.browser.browser import PAGE_URL, Browser, Render, decode_png
 from turnkit.browser.cache import RenderCache, shared_cache
 from turnkit.browser.dom import DomItem, DomSummary
 from turnkit.browser.errors import BrowserError, PageError
-from turnkit.browser.process import ChromiumProcess, find_chromium, owned_chromium_pids
+from turnkit.browser.process import ChromiumProcess, find_chromium, launched_profiles, owned_chromium_pids, pids_with
 
 __all__ = [
     "PAGE_URL",
@@ -30,6 +30,8 @@ __all__ = [
     "RenderCache",
     "decode_png",
     "find_chromium",
+    "launched_profiles",
     "owned_chromium_pids",
+    "pids_with",
     "shared_cache",
 ]

@@ -29,7 +29,6 @@ Example:
 from __future__ import annotations
 
 import base64
-import contextlib
 import io
 import os
 import threading
@@ -123,6 +122,10 @@ class Browser:
         start_timeout_s: How long a starting browser may take.
         extra_flags: More Chromium command-line flags.
 
+    A ``Browser`` is a handle to a process: copies (``copy.copy``, ``copy.deepcopy``, hence
+    ``gymnasium.make(env.spec)``) share it; pickling gives a new, unstarted browser with the same settings
+    (so an env spec that carries a browser can still be sent to another process).
+
     Attributes:
         renders: Renders done in the browser (cache hits excluded).
         restarts: Browser restarts after a failure.
@@ -165,6 +168,26 @@ class Browser:
         self.restarts = 0
         self.page_errors = 0
         self.render_seconds = 0.0
+
+    def _settings(self) -> dict[str, Any]:
+        return {
+            "viewport": self.viewport,
+            "timeout_s": self.timeout_s,
+            "javascript": self.javascript,
+            "executable": self._executable,
+            "no_sandbox": self._no_sandbox,
+            "start_timeout_s": self.start_timeout_s,
+            "extra_flags": self.extra_flags,
+        }
+
+    def __copy__(self) -> Browser:
+        return self
+
+    def __deepcopy__(self, memo: dict[int, Any]) -> Browser:
+        return self
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (_rebuild, (self._settings(),))
 
     # ------------------------------------------------------------------ public API
     @property
@@ -382,12 +405,6 @@ class Browser:
         return Render(key, pixels, DomSummary.from_json(summary["result"]["value"]), time.perf_counter() - start)
 
 
-def close_quietly(browser: Browser | None) -> None:
-    """Close ``browser`` if given, recording nothing on failure beyond what ``close`` already does.
-
-    Example:
-        >>> close_quietly(None)
-    """
-    if browser is not None:
-        with contextlib.suppress(BrowserError, OSError):
-            browser.close()
+def _rebuild(settings: dict[str, Any]) -> Browser:
+    """Unpickle a :class:`Browser`: same settings, new process (started lazily)."""
+    return Browser(**settings)

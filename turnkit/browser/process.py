@@ -29,6 +29,7 @@ import signal
 import tempfile
 import time
 import weakref
+from collections import deque
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -66,6 +67,20 @@ request interception (a popup window, a service worker) still cannot reach any h
 
 PROFILE_PREFIX = "turnkit-chromium-"
 """Prefix of the private profile directories; the owning Python pid follows it."""
+
+_LAUNCHED: deque[str] = deque(maxlen=10_000)
+
+
+def launched_profiles() -> tuple[str, ...]:
+    """Profile directories of the browsers this process started, oldest first (the last 10,000).
+
+    With :func:`pids_with` this tells whether any of them left a process behind.
+
+    Example:
+        >>> isinstance(launched_profiles(), tuple)
+        True
+    """
+    return tuple(_LAUNCHED)
 
 
 def find_chromium(executable: str | os.PathLike[str] | None = None) -> str:
@@ -127,6 +142,21 @@ def owned_chromium_pids(owner_pid: int | None = None) -> list[int]:
         []
     """
     return pids_with(f"{PROFILE_PREFIX}{owner_pid if owner_pid is not None else os.getpid()}-")
+
+
+def _sweep_stale_profiles() -> None:
+    """Delete profile directories left by dead Python processes (a ``kill -9`` skips all clean-up)."""
+    for path in Path(tempfile.gettempdir()).glob(f"{PROFILE_PREFIX}*-*"):
+        owner = path.name[len(PROFILE_PREFIX) :].split("-", 1)[0]
+        if not owner.isdigit() or int(owner) == os.getpid():
+            continue
+        try:
+            os.kill(int(owner), 0)
+        except ProcessLookupError:  # the owner is gone: its browser died with the DevTools pipe
+            if not pids_with(str(path)):
+                shutil.rmtree(path, ignore_errors=True)
+        except PermissionError:  # another user's live process
+            continue
 
 
 def _high_fd(fd: int) -> int:
@@ -195,7 +225,9 @@ class ChromiumProcess:
         start_timeout_s: float = 20.0,
         on_event: EventHandler | None = None,
     ) -> None:
+        _sweep_stale_profiles()
         self.profile = tempfile.mkdtemp(prefix=f"{PROFILE_PREFIX}{os.getpid()}-")
+        _LAUNCHED.append(self.profile)
         self._log = os.path.join(self.profile, "stderr.log")
         to_child, ours_w = os.pipe()
         ours_r, from_child = os.pipe()

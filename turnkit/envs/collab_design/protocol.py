@@ -30,7 +30,7 @@ PAGE_ERROR_REPLY = {
 """The human's reply when the agent's page hangs or crashes the renderer."""
 
 _FENCE = re.compile(r"```[ \t]*([A-Za-z0-9_+-]*)[^\n]*\n(.*?)(?:```|\Z)", re.DOTALL)
-_TAG = re.compile(r"<\s*(!doctype\b|[a-zA-Z][a-zA-Z0-9-]*)(\s[^<>]*)?/?>")
+_TAG = re.compile(r"<(!doctype\b|[a-zA-Z][a-zA-Z0-9-]*)(\s[^<>]*)?/?>", re.IGNORECASE)
 
 
 def split_answer(message: str) -> tuple[bool, str]:
