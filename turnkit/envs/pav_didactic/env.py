@@ -114,7 +114,7 @@ class PAVDidacticEnv(TextEnv):
                 raise ConfigError(f"{name} must be an int >= 1, got {value!r}")
         if vocab_size < 3:
             raise ConfigError(f"vocab_size must be >= 3 (two tokens and EOS), got {vocab_size}")
-        if target_len + 1 > vocab_size - 1:
+        if target is None and tasks is None and target_len + 1 > vocab_size - 1:
             raise ConfigError(f"target_len={target_len} needs more than {vocab_size - 1} non-EOS tokens")
         self.vocab_size, self.seq_len, self.target_len = int(vocab_size), int(seq_len), int(target_len)
         if target is not None:

@@ -214,22 +214,45 @@ def mc_prover_values(
         >>> bool(abs(est[0, 2] - 4 / 9) < 0.02)
         True
     """
+    m = len(check_target(target, vocab_size))
+    k, r = np.meshgrid(np.arange(m + 1), np.arange(length + 1), indexing="ij")
+    est = mc_values_at(target, gamma, k.ravel(), r.ravel(), rollouts, rng, vocab_size)
+    return est.reshape(m + 1, length + 1)
+
+
+def mc_values_at(
+    target: Sequence[int],
+    gamma: float,
+    states: np.ndarray,
+    remaining: np.ndarray,
+    rollouts: int,
+    rng: np.random.Generator,
+    vocab_size: int = VOCAB_SIZE,
+) -> np.ndarray:
+    """Monte Carlo ``V^{μ_γ}`` at given match states with ``remaining`` tokens left: fresh rollouts per query.
+
+    This is the paper's estimator (``Q̂`` from rollouts of the prover from each prefix), with independent
+    noise per query; :func:`prover_values` is its exact limit.
+
+    Example:
+        >>> rng = np.random.default_rng(0)
+        >>> est = mc_values_at((1,), 1.0, np.array([1, 0, 0]), np.array([3, 0, 2]), 4000, rng, vocab_size=3)
+        >>> est[:2].tolist(), bool(abs(est[2] - 4 / 9) < 0.03)  # found; no token left; exact 4/9
+        ([1.0, 0.0], True)
+    """
     if rollouts < 1:
         raise ConfigError(f"rollouts must be >= 1, got {rollouts}")
     table = transition_table(target, vocab_size)
     cum = np.cumsum(prover_probs(target, gamma, vocab_size), axis=1)
     m, eos = len(table) - 1, vocab_size - 1
-    v = np.zeros((m + 1, length + 1))
-    v[m, :] = 1.0
-    for r in range(1, length + 1):
-        k = np.repeat(np.arange(m), rollouts)  # [m * rollouts]
-        alive = np.ones_like(k, dtype=bool)
-        for _ in range(r):
-            u = rng.random(k.shape)
-            a = np.minimum((u[:, None] > cum[np.minimum(k, m - 1)]).sum(axis=1), vocab_size - 1)
-            nxt = table[k, a]
-            alive &= a != eos
-            k = np.where(alive, nxt, k)
-            alive &= k != m
-        v[:m, r] = (k == m).reshape(m, rollouts).mean(axis=1)
-    return v
+    k = np.repeat(np.asarray(states, dtype=np.int64), rollouts)
+    left = np.repeat(np.asarray(remaining, dtype=np.int64), rollouts)
+    alive = (k != m) & (left > 0)
+    for _ in range(int(left.max(initial=0))):
+        u = rng.random(k.shape)
+        a = np.minimum((u[:, None] > cum[np.minimum(k, m - 1)]).sum(axis=1), eos)
+        step = alive & (left > 0)
+        k = np.where(step & (a != eos), table[k, a], k)
+        left = left - 1
+        alive = step & (a != eos) & (k != m)
+    return (k == m).reshape(-1, rollouts).mean(axis=1)
