@@ -202,3 +202,21 @@ def test_policy_without_logprobs_gets_a_uniform_prior():
     tree = expander.new_tree(seed=0)
     kids = expander.expand(tree, [(0, 4)])[0]
     assert [tree.edge(c)["prior"] for c in kids] == [0.25] * 4
+
+
+def test_lockstep_search_equals_separate_searches_with_fewer_calls(choice_agent):
+    cfg = MCTSConfig(iterations=4, root_multiplier=1, n_actions=2, depth_limit=2)
+    texts = ["ANSWER: {answer}", "ANSWER: 0.5", "ANSWER: 0.25"]
+    alone_agent = choice_agent(texts, [0.2, 0.4, 0.4])
+    alone = [MCTS(cfg).search(math_env(), alone_agent, seed=s).tree.to_dict()["graph"]["nodes"] for s in range(3)]
+    batch_agent = choice_agent(texts, [0.2, 0.4, 0.4])
+    results = MCTS(cfg).search_many([math_env() for _ in range(3)], batch_agent, seeds=[0, 1, 2])
+    assert [r.tree.to_dict()["graph"]["nodes"] for r in results] == alone
+    assert len(batch_agent.calls) < len(alone_agent.calls) and sum(batch_agent.calls) == sum(alone_agent.calls)
+    assert results[0].stats is results[2].stats and results[0].stats.policy_contexts == sum(batch_agent.calls)
+
+
+def test_lockstep_search_needs_one_env_per_task(choice_agent):
+    env = math_env()
+    with pytest.raises(ValueError, match="distinct env instances"):
+        MCTS(MCTSConfig()).search_many([env, env], choice_agent(["x"], [1.0]), seeds=[0, 1])

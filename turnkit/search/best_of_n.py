@@ -20,13 +20,14 @@ Example:
 from __future__ import annotations
 
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 import gymnasium
 
 from turnkit.agents.base import Agent
 from turnkit.errors import ConfigError
-from turnkit.search.expand import Expander, SearchStats
+from turnkit.search.expand import Expander, SearchStats, expand_many
 from turnkit.search.pairs import PreferencePair, trajectory_pair
 from turnkit.search.tree import SearchTree
 from turnkit.search.values import ValueFn, outcome_value
@@ -97,37 +98,78 @@ def best_of_n(
     Returns:
         The ranked episodes.
     """
+    return best_of_n_many(
+        [env], agent, seeds=[seed], n=n, value_fn=value_fn, env_id=env_id, salt=salt, max_turns=max_turns
+    )[0]
+
+
+def best_of_n_many(
+    envs: Sequence[gymnasium.Env],
+    agent: Agent,
+    *,
+    seeds: Sequence[int | None],
+    n: int,
+    value_fn: ValueFn = outcome_value,
+    env_id: str | None = None,
+    salt: int = 0,
+    max_turns: int | None = None,
+) -> list[BestOfNResult]:
+    """:func:`best_of_n` for several tasks at once (one env each), batching every round across all of them.
+
+    ``stats`` is one object shared by the results and counts the whole batch.
+
+    Example:
+        >>> import gymnasium, turnkit
+        >>> from turnkit.agents.scripted import RandomAgent
+        >>> envs = [gymnasium.make("turnkit/MathEpisodes-v0") for _ in range(2)]
+        >>> results = best_of_n_many(envs, RandomAgent(), seeds=[0, 1], n=3, max_turns=1)
+        >>> results[0].stats.policy_calls, results[0].stats.policy_contexts
+        (1, 6)
+    """
     if n < 1:
         raise ConfigError(f"best_of_n needs n >= 1, got {n}")
+    if len(envs) != len(seeds):
+        raise ValueError(f"got {len(envs)} envs but {len(seeds)} seeds")
     start = time.perf_counter()
-    expander = Expander(env, agent, env_id=env_id, salt=salt, breadth_limit=n, dedupe=False, max_turns=max_turns)
-    tree = expander.new_tree(seed, meta={"search": "best_of_n", "n": n})
-    live = [c for kids in expander.expand(tree, [(0, n)]) for c in kids]
+    stats = SearchStats()
+    expanders = [
+        Expander(e, agent, env_id=env_id, salt=salt, breadth_limit=n, dedupe=False, max_turns=max_turns, stats=stats)
+        for e in envs
+    ]
+    trees = [x.new_tree(s, meta={"search": "best_of_n", "n": n}) for x, s in zip(expanders, seeds, strict=True)]
+    grown = expand_many([(x, t, [(0, n)]) for x, t in zip(expanders, trees, strict=True)])
+    live = [[c for kids in job for c in kids] for job in grown]
     while True:
-        ongoing = [c for c in live if not tree.is_terminal(c)]
-        if not ongoing:
+        jobs, owners = [], []
+        for k, (x, tree) in enumerate(zip(expanders, trees, strict=True)):
+            ongoing = [c for c in live[k] if not tree.is_terminal(c)]
+            if ongoing:
+                jobs.append((x, tree, [(c, 1) for c in ongoing]))
+                owners.append(k)
+        if not jobs:
             break
-        grown = expander.expand(tree, [(c, 1) for c in ongoing])
-        live = [c for c in live if tree.is_terminal(c)] + [kids[0] for kids in grown]
-    leaves = sorted(live)
+        for k, job in zip(owners, expand_many(jobs), strict=True):
+            tree = trees[k]
+            live[k] = [c for c in live[k] if tree.is_terminal(c)] + [kids[0] for kids in job]
+    stats.simulations += n * len(envs)
+    results = [_rank(tree, sorted(leaves), value_fn, stats) for tree, leaves in zip(trees, live, strict=True)]
+    stats.wall_seconds += time.perf_counter() - start
+    for r in results:
+        r.tree.graph.graph["stats"] = stats.to_dict()
+    return results
+
+
+def _rank(tree: SearchTree, leaves: list[int], value_fn: ValueFn, stats: SearchStats) -> BestOfNResult:
     scored = []
     for leaf in leaves:
         t0 = time.perf_counter()
         traj = tree.trajectory(leaf)
         scored.append((float(value_fn(traj)), leaf, traj))
-        expander.stats.value_seconds += time.perf_counter() - t0
+        stats.value_seconds += time.perf_counter() - t0
     scored.sort(key=lambda item: -item[0])  # stable: ties keep sampling order
     for rank, (score, leaf, _) in enumerate(scored):
-        tree.node(leaf)["q"] = score
-        tree.node(leaf)["visits"] = 1
-        tree.node(leaf)["rank"] = rank
+        tree.node(leaf).update(q=score, visits=1, rank=rank)
     tree.commit(scored[0][1])
-    expander.stats.simulations += n
-    expander.stats.wall_seconds += time.perf_counter() - start
-    tree.graph.graph["stats"] = expander.stats.to_dict()
     return BestOfNResult(
-        tree=tree,
-        trajectories=[t for _, _, t in scored],
-        scores=[s for s, _, _ in scored],
-        stats=expander.stats,
+        tree=tree, trajectories=[t for _, _, t in scored], scores=[s for s, _, _ in scored], stats=stats
     )

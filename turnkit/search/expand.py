@@ -186,28 +186,6 @@ class Expander:
             task=tree.task if self._privileged else None,
         )
 
-    def sample(self, tree: SearchTree, requests: Sequence[tuple[int, int]]) -> list[list[AgentTurn]]:
-        """Sample ``n`` turns at each ``(node, n)`` with ONE ``agent.act`` call; returns them per request."""
-        contexts = [self.context(tree, node) for node, n in requests for _ in range(n)]
-        if not contexts:
-            return [[] for _ in requests]
-        start = time.perf_counter()
-        try:
-            turns = self.agent.act(contexts)
-        except Exception as exc:
-            raise AgentError(f"policy failed during search: {type(exc).__name__}: {exc}") from exc
-        self.stats.policy_seconds += time.perf_counter() - start
-        if len(turns) != len(contexts):
-            raise AgentError(f"agent returned {len(turns)} turns for {len(contexts)} contexts")
-        self.stats.policy_calls += 1
-        self.stats.policy_contexts += len(contexts)
-        self.stats.policy_tokens += sum(len(t.token_ids) for t in turns)
-        out, i = [], 0
-        for _node, n in requests:
-            out.append(list(turns[i : i + n]))
-            i += n
-        return out
-
     def expand(self, tree: SearchTree, requests: Sequence[tuple[int, int]]) -> list[list[int]]:
         """Sample ``n`` turns at each ``(node, n)`` (one policy call) and add the distinct ones as children.
 
@@ -217,6 +195,10 @@ class Expander:
         Returns:
             The new child ids of each request, in order (possibly empty when every sample was a duplicate).
         """
+        return expand_many([(self, tree, requests)])[0]
+
+    def check(self, tree: SearchTree, requests: Sequence[tuple[int, int]]) -> None:
+        """Raise ``ValueError`` unless every ``(node, n)`` can be expanded."""
         for node, n in requests:
             if tree.is_terminal(node):
                 raise ValueError(f"cannot expand terminal node {node}")
@@ -224,11 +206,10 @@ class Expander:
                 raise ValueError(f"node {node} has no env snapshot (trees loaded from disk cannot be searched)")
             if n < 1:
                 raise ValueError(f"need n >= 1 samples per node, got {n} for node {node}")
-        sampled = self.sample(tree, requests)
-        out = []
-        for (node, n), turns in zip(requests, sampled, strict=True):
-            out.append(self._add_children(tree, node, turns, n))
-        return out
+
+    def add_turns(self, tree: SearchTree, node: int, turns: Sequence[AgentTurn], n: int) -> list[int]:
+        """Step the env with each sampled turn from ``node`` and add the distinct ones (breadth-capped)."""
+        return self._add_children(tree, node, list(turns), n)
 
     def _add_children(self, tree: SearchTree, node: int, turns: list[AgentTurn], n: int) -> list[int]:
         seen = {tree.edge(c)["text"] for c in tree.children(node)} if self.dedupe else set()
@@ -266,3 +247,69 @@ class Expander:
             prior=prior,
             snapshot=snap,
         )
+
+
+Job = tuple[Expander, SearchTree, Sequence[tuple[int, int]]]
+"""One tree's expansion requests: its expander, the tree, and ``(node, n_samples)`` pairs."""
+
+
+def expand_many(jobs: Sequence[Job]) -> list[list[list[int]]]:
+    """Expand nodes of several trees with ONE ``agent.act`` call over all their contexts.
+
+    Every job's expander must use the same agent (each keeps its own env). Policy counters go to each
+    expander's :class:`SearchStats` once per distinct stats object: its own contexts and tokens, one call,
+    and a share of the call's time proportional to its contexts.
+
+    Returns:
+        Per job, per request, the new child ids.
+
+    Example:
+        >>> import gymnasium, turnkit
+        >>> from turnkit.agents.scripted import RandomAgent
+        >>> agent, stats = RandomAgent(), SearchStats()
+        >>> exps = [Expander(gymnasium.make("turnkit/MathEpisodes-v0"), agent, stats=stats, dedupe=False)
+        ...         for _ in range(2)]
+        >>> trees = [e.new_tree(seed=s) for e, s in zip(exps, (0, 1))]
+        >>> out = expand_many([(exps[0], trees[0], [(0, 2)]), (exps[1], trees[1], [(0, 3)])])
+        >>> [len(kids) for job in out for kids in job], stats.policy_calls, stats.policy_contexts
+        ([2, 3], 1, 5)
+    """
+    if not jobs:
+        return []
+    agent = jobs[0][0].agent
+    if any(exp.agent is not agent for exp, _, _ in jobs):
+        raise ValueError("expand_many needs one agent for all jobs")
+    for exp, tree, requests in jobs:
+        exp.check(tree, requests)
+    contexts = [exp.context(tree, node) for exp, tree, reqs in jobs for node, n in reqs for _ in range(n)]
+    turns: list[AgentTurn] = []
+    elapsed = 0.0
+    if contexts:
+        start = time.perf_counter()
+        try:
+            turns = list(agent.act(contexts))
+        except Exception as exc:
+            raise AgentError(f"policy failed during search: {type(exc).__name__}: {exc}") from exc
+        elapsed = time.perf_counter() - start
+        if len(turns) != len(contexts):
+            raise AgentError(f"agent returned {len(turns)} turns for {len(contexts)} contexts")
+    counted: dict[int, SearchStats] = {}
+    out: list[list[list[int]]] = []
+    i = 0
+    for exp, tree, requests in jobs:
+        job_turns = turns[i : i + sum(n for _, n in requests)]
+        stats = counted.setdefault(id(exp.stats), exp.stats)
+        if job_turns:
+            stats.policy_contexts += len(job_turns)
+            stats.policy_tokens += sum(len(t.token_ids) for t in job_turns)
+            stats.policy_seconds += elapsed * len(job_turns) / len(contexts)
+        i += len(job_turns)
+        kids, j = [], 0
+        for node, n in requests:
+            kids.append(exp.add_turns(tree, node, job_turns[j : j + n], n))
+            j += n
+        out.append(kids)
+    if contexts:
+        for stats in counted.values():
+            stats.policy_calls += 1
+    return out

@@ -45,6 +45,7 @@ from __future__ import annotations
 
 import math
 import time
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -52,7 +53,7 @@ import gymnasium
 
 from turnkit.agents.base import Agent
 from turnkit.errors import ConfigError
-from turnkit.search.expand import Expander, SearchStats
+from turnkit.search.expand import Expander, SearchStats, expand_many
 from turnkit.search.tree import SearchTree
 from turnkit.search.values import ValueFn
 from turnkit.types import Trajectory
@@ -152,6 +153,19 @@ class SearchResult:
         return self.trajectory.success
 
 
+@dataclass
+class _Run:
+    """Mutable state of one task's search inside :meth:`MCTS.search_many`."""
+
+    tree: SearchTree
+    expander: Expander
+    root: int = 0
+    budget: int = 0
+    done: bool = False
+    paths: list[list[int]] = field(default_factory=list)
+    pending: dict[int, int] = field(default_factory=dict)
+
+
 class MCTS:
     """Monte Carlo tree search over agent turns (see the module docstring for the algorithm).
 
@@ -180,29 +194,70 @@ class MCTS:
         Returns:
             The tree, the committed trajectory and the stats.
         """
+        return self.search_many([env], agent, seeds=[seed], env_id=env_id, salt=salt)[0]
+
+    def search_many(
+        self,
+        envs: Sequence[gymnasium.Env],
+        agent: Agent,
+        *,
+        seeds: Sequence[int | None],
+        env_id: str | None = None,
+        salt: int = 0,
+    ) -> list[SearchResult]:
+        """Search several tasks in lockstep, so each policy call batches the leaves of every tree.
+
+        Each task needs its own env instance. The result of each task is what :meth:`search` would give
+        for it alone (sampling seeds depend on the conversation, not on the batch); ``stats`` is one
+        object shared by all results and counts the whole batch.
+
+        Example:
+            >>> import gymnasium, turnkit
+            >>> from turnkit.agents.scripted import RandomAgent
+            >>> envs = [gymnasium.make("turnkit/MathEpisodes-v0") for _ in range(3)]
+            >>> results = MCTS(MCTSConfig(iterations=2, root_multiplier=1, max_turns=1)).search_many(
+            ...     envs, RandomAgent(), seeds=[0, 1, 2])
+            >>> [len(r.trajectory.steps) for r in results], results[0].stats.policy_calls  # one call per round
+            ([1, 1, 1], 1)
+        """
+        if len(envs) != len(seeds):
+            raise ValueError(f"got {len(envs)} envs but {len(seeds)} seeds")
+        if len({id(e) for e in envs}) != len(envs):
+            raise ValueError("search_many needs distinct env instances (one per task)")
         cfg = self.config
         start = time.perf_counter()
-        expander = self.expander(env, agent, env_id=env_id, salt=salt)
-        tree = expander.new_tree(seed, meta={"search": "mcts", "config": cfg.to_dict()})
-        tree.node(0)["evaluation"] = self._evaluate(tree, 0, expander.stats)
-        root = 0
-        budget = cfg.iterations * cfg.root_multiplier
-        while not tree.is_terminal(root):
-            if cfg.max_turns is not None and tree.depth(root) >= cfg.max_turns:
-                break
-            self.run(tree, expander, root, budget)
-            children = tree.children(root)
-            if not children:
-                break
-            root = max(children, key=lambda c: (tree.node(c)["visits"], tree.node(c)["q"], -c))
-            tree.commit(root)
-            budget = cfg.iterations
-        tree.graph.graph["committed_success"] = tree.trajectory(root).success if root else False
-        expander.stats.wall_seconds += time.perf_counter() - start
-        tree.graph.graph["stats"] = expander.stats.to_dict()
-        return SearchResult(tree=tree, trajectory=tree.trajectory(root), stats=expander.stats)
+        stats = SearchStats()
+        runs = []
+        for env, seed in zip(envs, seeds, strict=True):
+            expander = self.expander(env, agent, env_id=env_id, salt=salt, stats=stats)
+            tree = expander.new_tree(seed, meta={"search": "mcts", "config": cfg.to_dict()})
+            tree.node(0)["evaluation"] = self._evaluate(tree, 0, stats)
+            run = _Run(tree, expander, budget=cfg.iterations * cfg.root_multiplier)
+            self._check_done(run)
+            runs.append(run)
+        while live := [r for r in runs if not r.done]:
+            self._round(live)
+            for run in live:
+                if run.budget <= 0:
+                    self._commit(run)
+        stats.wall_seconds += time.perf_counter() - start
+        results = []
+        for run in runs:
+            tree = run.tree
+            tree.graph.graph["committed_success"] = tree.trajectory(run.root).success if run.root else False
+            tree.graph.graph["stats"] = stats.to_dict()
+            results.append(SearchResult(tree=tree, trajectory=tree.trajectory(run.root), stats=stats))
+        return results
 
-    def expander(self, env: gymnasium.Env, agent: Agent, *, env_id: str | None = None, salt: int = 0) -> Expander:
+    def expander(
+        self,
+        env: gymnasium.Env,
+        agent: Agent,
+        *,
+        env_id: str | None = None,
+        salt: int = 0,
+        stats: SearchStats | None = None,
+    ) -> Expander:
         """The :class:`~turnkit.search.expand.Expander` this search uses (exposed for custom loops)."""
         cfg = self.config
         return Expander(
@@ -214,45 +269,74 @@ class MCTS:
             dedupe=cfg.dedupe,
             prior_exponent=cfg.prior_exponent,
             max_turns=cfg.max_turns,
+            stats=stats,
         )
 
     def run(self, tree: SearchTree, expander: Expander, root: int, simulations: int) -> None:
-        """Run ``simulations`` simulations from ``root`` in rounds of ``config.parallel``."""
-        done = 0
-        while done < simulations:
-            k = min(self.config.parallel, simulations - done)
-            self._round(tree, expander, root, k)
-            done += k
-        expander.stats.simulations += done
+        """Run ``simulations`` simulations from ``root`` without committing (for custom loops)."""
+        run = _Run(tree, expander, root=root, budget=simulations)
+        while run.budget > 0:
+            self._round([run])
+
+    # ------------------------------------------------------------------ commit
+    def _check_done(self, run: _Run) -> None:
+        max_turns = self.config.max_turns
+        if run.tree.is_terminal(run.root) or (max_turns is not None and run.tree.depth(run.root) >= max_turns):
+            run.done = True
+
+    def _commit(self, run: _Run) -> None:
+        tree = run.tree
+        children = tree.children(run.root)
+        if not children:
+            run.done = True
+            return
+        run.root = max(children, key=lambda c: (tree.node(c)["visits"], tree.node(c)["q"], -c))
+        tree.commit(run.root)
+        run.budget = self.config.iterations
+        self._check_done(run)
 
     # ------------------------------------------------------------------ one batched round
-    def _round(self, tree: SearchTree, expander: Expander, root: int, k: int) -> None:
+    def _round(self, runs: Sequence[_Run]) -> None:
+        """``parallel`` simulations per run; every expansion of every run shares one policy call per depth."""
         cfg = self.config
-        limit = tree.depth(root) + cfg.depth_limit
-        pending: dict[int, int] = {}
-        paths: list[list[int]] = []
-        for _ in range(k):
-            path = [root]
-            while tree.children(path[-1]) and not tree.is_terminal(path[-1]) and tree.depth(path[-1]) < limit:
-                path.append(self._select(tree, path[-1], pending))
-            self._mark(path, pending)
-            paths.append(path)
+        for run in runs:
+            k = min(cfg.parallel, run.budget)
+            run.budget -= k
+            run.expander.stats.simulations += k
+            run.pending, run.paths = {}, []
+            limit = run.tree.depth(run.root) + cfg.depth_limit
+            for _ in range(k):
+                path = [run.root]
+                tree = run.tree
+                while tree.children(path[-1]) and not tree.is_terminal(path[-1]) and tree.depth(path[-1]) < limit:
+                    path.append(self._select(tree, path[-1], run.pending))
+                self._mark(path, run.pending)
+                run.paths.append(path)
         while True:
-            needs = [p for p in paths if self._expandable(tree, p[-1], limit)]
-            if not needs:
+            jobs, waiting = [], []
+            for run in runs:
+                limit = run.tree.depth(run.root) + cfg.depth_limit
+                needs = [p for p in run.paths if self._expandable(run.tree, p[-1], limit)]
+                if not needs:
+                    continue
+                leaves = list(dict.fromkeys(p[-1] for p in needs))  # unique, in order
+                width = [cfg.root_n_actions or cfg.n_actions if n == run.root else cfg.n_actions for n in leaves]
+                jobs.append((run.expander, run.tree, list(zip(leaves, width, strict=True))))
+                waiting.append((run, needs, leaves))
+            if not jobs:
                 break
-            leaves = list(dict.fromkeys(p[-1] for p in needs))  # unique, in order
-            width = [cfg.root_n_actions or cfg.n_actions if n == root else cfg.n_actions for n in leaves]
-            new_children = expander.expand(tree, list(zip(leaves, width, strict=True)))
-            for leaf, kids in zip(leaves, new_children, strict=True):
-                for c in kids:
-                    self._init_child(tree, leaf, c, expander.stats)
-            for p in needs:
-                nxt = self._select(tree, p[-1], pending)  # a fresh leaf always gets >= 1 child
-                self._mark([nxt], pending)
-                p.append(nxt)
-        for path in paths:
-            self._backup(tree, path)
+            for (run, needs, leaves), kids_per_leaf in zip(waiting, expand_many(jobs), strict=True):
+                for leaf, kids in zip(leaves, kids_per_leaf, strict=True):
+                    for c in kids:
+                        self._init_child(run.tree, leaf, c, run.expander.stats)
+                for p in needs:
+                    nxt = self._select(run.tree, p[-1], run.pending)  # a fresh leaf always gets >= 1 child
+                    self._mark([nxt], run.pending)
+                    p.append(nxt)
+        for run in runs:
+            for path in run.paths:
+                self._backup(run.tree, path)
+            run.paths, run.pending = [], {}
 
     def _expandable(self, tree: SearchTree, node: int, limit: int) -> bool:
         return not tree.children(node) and not tree.is_terminal(node) and tree.depth(node) < limit

@@ -49,7 +49,7 @@ import turnkit  # noqa: F401  (registers the built-in envs)
 from turnkit.agents.base import Agent
 from turnkit.errors import ConfigError, DataError
 from turnkit.learners.dpo import DPOConfig
-from turnkit.search.best_of_n import best_of_n
+from turnkit.search.best_of_n import best_of_n_many
 from turnkit.search.expand import SearchStats
 from turnkit.search.mcts import MCTS, MCTSConfig
 from turnkit.search.pairs import PairConfig, PreferencePair, read_pairs, tree_pairs, write_pairs
@@ -100,11 +100,13 @@ class SynthConfig:
     """Trees per iteration drawn as PNG + HTML."""
     eval_episodes: int = 0
     """Held-out episodes evaluated after each iteration (seeds from ``900_000_000``; 0: none)."""
+    batch_tasks: int = 16
+    """Tasks searched in lockstep, so that each policy call batches the leaves of all their trees."""
 
     def __post_init__(self) -> None:
         if self.search not in ("mcts", "best_of_n"):
             raise ConfigError(f"SynthConfig.search must be 'mcts' or 'best_of_n', got {self.search!r}")
-        for name in ("iterations", "tasks_per_iteration", "best_of_n"):
+        for name in ("iterations", "tasks_per_iteration", "best_of_n", "batch_tasks"):
             if getattr(self, name) < 1:
                 raise ConfigError(f"SynthConfig.{name} must be >= 1, got {getattr(self, name)!r}")
         for name in ("render_trees", "eval_episodes"):
@@ -233,15 +235,17 @@ def _write_json(path: Path, data: Any) -> None:
     tmp.replace(path)
 
 
-def _search_one(
-    config: SynthConfig, env: gymnasium.Env, agent: Agent, seed: int, salt: int, critic: ValueFn | None
-) -> tuple[SearchTree, SearchStats, list[PreferencePair]]:
+def _search_chunk(
+    config: SynthConfig, envs: list[gymnasium.Env], agent: Agent, seeds: list[int], salt: int, critic: ValueFn | None
+) -> tuple[list[SearchTree], SearchStats, list[list[PreferencePair]]]:
+    """Search a chunk of tasks in lockstep (one policy call per round across the chunk)."""
+    kw = {"seeds": seeds, "env_id": config.env_id, "salt": salt}
     if config.search == "mcts":
-        result = MCTS(config.mcts, critic=critic).search(env, agent, seed=seed, env_id=config.env_id, salt=salt)
-        return result.tree, result.stats, tree_pairs(result.tree, config.pairs)
-    bon = best_of_n(env, agent, seed=seed, n=config.best_of_n, env_id=config.env_id, salt=salt)
-    pair = bon.pair(require_success=config.pairs.require_success)
-    return bon.tree, bon.stats, [pair] if pair is not None else []
+        results = MCTS(config.mcts, critic=critic).search_many(envs, agent, **kw)
+        return [r.tree for r in results], results[0].stats, [tree_pairs(r.tree, config.pairs) for r in results]
+    bon = best_of_n_many(envs, agent, n=config.best_of_n, **kw)
+    found = [b.pair(require_success=config.pairs.require_success) for b in bon]
+    return [b.tree for b in bon], bon[0].stats, [[p] if p is not None else [] for p in found]
 
 
 def _iteration(
@@ -252,26 +256,35 @@ def _iteration(
     start = time.perf_counter()
     folder = _iter_dir(out, i)
     (folder / "trees").mkdir(parents=True, exist_ok=True)
-    env = gymnasium.make(config.env_id, split=config.split, **dict(config.env_kwargs))
-    stats, pairs, successes, reused = SearchStats(), [], 0, 0
     seeds = config.task_seeds(i)
-    for j, seed in enumerate(tqdm(seeds, desc=f"iter {i} {config.search}", disable=not progress, leave=False)):
-        tree_file = folder / "trees" / f"seed_{seed}.json"
-        if tree_file.exists():  # resumed: the tree was searched before the interruption
-            tree = SearchTree.load(tree_file)
-            found = tree_pairs(tree, config.pairs) if config.search == "mcts" else _stored_pairs(folder, seed)
-            reused += 1
-        else:
-            tree, tree_stats, found = _search_one(config, env, agent, seed, salt=i, critic=critic)
-            stats.add(tree_stats)
-            tree.save(tree_file)
+    files = {seed: folder / "trees" / f"seed_{seed}.json" for seed in seeds}
+    todo = [seed for seed in seeds if not files[seed].exists()]  # the rest was searched before an interruption
+    envs = [
+        gymnasium.make(config.env_id, split=config.split, **dict(config.env_kwargs))
+        for _ in range(min(config.batch_tasks, max(1, len(todo))))
+    ]
+    stats = SearchStats()
+    bar = tqdm(total=len(seeds), desc=f"iter {i} {config.search}", disable=not progress, leave=False)
+    bar.update(len(seeds) - len(todo))
+    for c in range(0, len(todo), len(envs)):
+        chunk = todo[c : c + len(envs)]
+        trees, chunk_stats, found = _search_chunk(config, envs[: len(chunk)], agent, chunk, salt=i, critic=critic)
+        stats.add(chunk_stats)
+        for seed, tree, tree_found in zip(chunk, trees, found, strict=True):
+            tree.save(files[seed])
             if config.search != "mcts":
-                write_pairs(found, folder / "trees" / f"seed_{seed}.pairs.jsonl")
+                write_pairs(tree_found, folder / "trees" / f"seed_{seed}.pairs.jsonl")
+        bar.update(len(chunk))
+    bar.close()
+    pairs, successes = [], 0
+    for j, seed in enumerate(seeds):
+        tree = SearchTree.load(files[seed])
         successes += int(tree.trajectory(tree.committed_path()[-1]).success)
-        pairs.extend(found)
+        pairs.extend(tree_pairs(tree, config.pairs) if config.search == "mcts" else _stored_pairs(folder, seed))
         if j < config.render_trees:
             render_png(tree, folder / "pictures" / f"seed_{seed}.png")
             render_html(tree, folder / "pictures" / f"seed_{seed}.html")
+    reused = len(seeds) - len(todo)
     write_pairs(pairs, folder / "pairs.jsonl")
     metrics: dict[str, Any] = {
         "iteration": i,
