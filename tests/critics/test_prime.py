@@ -1,0 +1,198 @@
+"""PRIME implicit PRM: hand-computed rewards, BCE, filter, ranking accuracy and advantages; online fitting and one
+update on a tiny model (tests/critics/test_prime.py)."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+
+from turnkit.agents.hf import HFPolicy
+from turnkit.agents.tiny import TinyModelConfig, build_tiny_model, build_tiny_tokenizer
+from turnkit.critics.base import Critic, LearnedCritic
+from turnkit.critics.prime import (
+    ImplicitPRM,
+    PrimeConfig,
+    accuracy_filter,
+    group_ranking_accuracy,
+    implicit_token_rewards,
+    policy_rows,
+    prime_update,
+    prm_bce_loss,
+    token_advantages,
+)
+from turnkit.errors import ConfigError, DataError
+from turnkit.learners.advantages import rloo_advantages, whiten
+from turnkit.types import AgentTurn, Step, Trajectory
+
+TINY = TinyModelConfig(hidden_size=32, num_layers=1, num_heads=2, intermediate_size=64, max_position_embeddings=128)
+
+
+@pytest.fixture(scope="module")
+def tok():
+    return build_tiny_tokenizer()
+
+
+def _policy(tok, seed: int = 0) -> HFPolicy:
+    return HFPolicy(build_tiny_model(tok, TINY, seed=seed), tok, max_new_tokens=4, seed=seed)
+
+
+def _traj(ids_per_turn, success: bool, group: int = 0, prompt=(1, 4)) -> Trajectory:
+    steps = []
+    for h, ids in enumerate(ids_per_turn):
+        last = h == len(ids_per_turn) - 1
+        turn = AgentTurn("x", token_ids=tuple(ids), logprobs=(-1.0,) * len(ids), prompt_token_ids=tuple(prompt))
+        info = {"success": success} if last else {}
+        steps.append(Step("q", turn, float(success and last), terminated=last, info=info))
+    return Trajectory("demo", 0, tuple(steps), group=group)
+
+
+# ----------------------------------------------------------------------------- kernels
+
+
+def test_implicit_rewards_are_beta_times_the_log_ratio() -> None:
+    prm = torch.tensor([[-1.0, -3.0, 7.0]])
+    ref = torch.tensor([[-2.0, -1.0, 0.0]])
+    mask = torch.tensor([[True, True, False]])
+    out = implicit_token_rewards(prm, ref, mask, beta=0.05)
+    assert out[0].tolist() == pytest.approx([0.05, -0.1, 0.0])
+
+
+def test_bce_hand_computed() -> None:
+    prm = torch.tensor([[-1.0, -2.0], [-1.0, -1.0]])
+    ref = torch.tensor([[-2.0, -2.0], [0.0, -1.0]])
+    mask = torch.ones(2, 2, dtype=torch.bool)
+    # β = 0.5: Σ r = 0.5 for the correct response, −0.5 for the wrong one; each costs log(1 + e^{−0.5})
+    loss, m = prm_bce_loss(prm, ref, mask, torch.tensor([1.0, 0.0]), beta=0.5)
+    assert loss.item() == pytest.approx(math.log1p(math.exp(-0.5)), abs=1e-6)
+    assert m["accuracy"] == 1.0 and m["implicit_return"] == pytest.approx(0.0)
+
+
+def test_bce_gradient_pushes_correct_responses_up() -> None:
+    prm = torch.zeros(1, 2, requires_grad=True)
+    prm_bce_loss(prm, torch.zeros(1, 2), torch.ones(1, 2, dtype=torch.bool), torch.tensor([1.0]), beta=0.05)[
+        0
+    ].backward()
+    # d/dlogp of −log σ(β Σ logp) at 0 is −β/2 per token
+    assert prm.grad[0].tolist() == pytest.approx([-0.025, -0.025])
+
+
+def test_bce_rejects_mismatched_labels() -> None:
+    with pytest.raises(ValueError, match="labels"):
+        prm_bce_loss(torch.zeros(2, 1), torch.zeros(2, 1), torch.ones(2, 1, dtype=torch.bool), torch.ones(3))
+
+
+def test_filter_keeps_mixed_groups_inclusive_bounds() -> None:
+    acc = [1, 0, 0, 0, 0, 1, 1, 1, 1, 0, 1, 1, 1, 1, 1]
+    groups = [0] * 5 + [1] * 5 + [2] * 5  # means 0.2, 0.8, 1.0
+    assert accuracy_filter(acc, groups) == [True] * 10 + [False] * 5
+
+
+def test_filter_rejects_bad_bounds() -> None:
+    with pytest.raises(ConfigError):
+        accuracy_filter([1.0], [0], low=0.9, high=0.1)
+
+
+def test_group_ranking_accuracy_only_compares_within_groups() -> None:
+    # group a: correct 0.0 vs wrong 1.0 (loss); group b: correct 0.5 vs wrong 0.2 (win); cross-group never compared
+    acc, n = group_ranking_accuracy([0.0, 1.0, 0.5, 0.2], [1, 0, 1, 0], ["a", "a", "b", "b"])
+    assert (acc, n) == (0.5, 2)
+
+
+def test_group_ranking_accuracy_without_pairs_is_nan() -> None:
+    acc, n = group_ranking_accuracy([1.0, 2.0], [1, 1], [0, 0])
+    assert math.isnan(acc) and n == 0
+
+
+def test_token_advantages_hand_computed() -> None:
+    # outcome RLOO: [+1, −1] on the last token; process RLOO: response means 0.1 and 0.0, so
+    # response 0 gets [0.2 − 0.0, 0.0 − 0.0] and response 1 gets [0.0 − 0.1];
+    # returns-to-go: [1 + 0.2, 1 + 0.0] and [−1 − 0.1]; then whitened over the three tokens.
+    adv = token_advantages([[torch.tensor([0.2, 0.0])], [torch.tensor([0.0])]], [1.0, 0.0], ["g", "g"])
+    raw = [1.2, 1.0, -1.1]
+    mean = sum(raw) / 3
+    std = math.sqrt(sum((x - mean) ** 2 for x in raw) / 3 + 1e-8)
+    expected = [(x - mean) / std for x in raw]
+    assert adv[0][0] == pytest.approx(expected[:2], abs=1e-5)
+    assert adv[1][0] == pytest.approx(expected[2:], abs=1e-5)
+
+
+def test_token_advantages_split_back_into_turns() -> None:
+    # two turns of 1 and 2 tokens; returns-to-go run across turns: the first turn sees the later rewards
+    adv = token_advantages([[torch.tensor([0.0]), torch.tensor([0.0, 0.0])], [torch.tensor([0.0])]], [1.0, 0.0], [0, 0])
+    assert [len(t) for t in adv[0]] == [1, 2] and adv[0][0][0] == pytest.approx(adv[0][1][1])
+
+
+def test_token_advantages_without_process_is_whitened_rloo() -> None:
+    rewards = [[torch.tensor([0.3])], [torch.tensor([-0.7])], [torch.tensor([0.1])], [torch.tensor([0.2])]]
+    adv = token_advantages(rewards, [1.0, 0.0, 0.0, 1.0], [0, 0, 1, 1], process_coef=0.0)
+    expected = whiten(rloo_advantages([1.0, 0.0, 0.0, 1.0], [0, 0, 1, 1])).tolist()
+    assert [a[0][0] for a in adv] == pytest.approx(expected, abs=1e-5)
+
+
+def test_policy_rows_layout() -> None:
+    traj = _traj([(7, 8), (9,)], success=True, prompt=(1, 2))
+    rows = policy_rows([traj], [[[0.5, -0.5], [1.0]]])
+    assert [r.input_ids for r in rows] == [(1, 2, 7, 8), (1, 2, 9)]
+    assert rows[0].loss_mask == (False, False, True, True)
+    assert rows[1].advantages == (0.0, 0.0, 1.0) and rows[1].old_logprobs == (0.0, 0.0, -1.0)
+
+
+def test_policy_rows_need_token_ids() -> None:
+    bare = Trajectory("d", 0, (Step("q", AgentTurn("x"), 1.0, True),))
+    with pytest.raises(DataError, match="no token ids"):
+        policy_rows([bare], [[[0.0]]])
+
+
+# ----------------------------------------------------------------------------- the PRM
+
+
+def test_config_validation() -> None:
+    with pytest.raises(ConfigError, match="beta"):
+        PrimeConfig(beta=0.0)
+
+
+def test_fresh_prm_gives_zero_rewards_and_is_a_learned_critic(tok) -> None:
+    prm = ImplicitPRM(_policy(tok))
+    assert isinstance(prm, Critic) and isinstance(prm, LearnedCritic)
+    assert prm.score(_traj([(60, 2), (61, 2)], True)).step_rewards == (0.0, 0.0)
+
+
+def test_online_fit_separates_correct_from_wrong(tok) -> None:
+    # correct responses say token 60, wrong ones token 70; the PRM only ever sees outcome labels
+    batch = [_traj([(60, 2)], True, g) for g in range(4)] + [_traj([(70, 2)], False, g) for g in range(4)]
+    prm = ImplicitPRM(_policy(tok), PrimeConfig(prm_lr=3e-2, lora_r=4))
+    for _ in range(15):
+        prm.fit(batch)
+    totals = [r.total for r in prm.score_batch(batch)]
+    acc, n = group_ranking_accuracy(totals, [float(t.success) for t in batch], [t.group for t in batch])
+    assert n == 4 and acc == 1.0
+
+
+def test_prime_update_filters_rewards_then_fits(tok) -> None:
+    policy = _policy(tok)
+    prm = ImplicitPRM.from_policy(policy, PrimeConfig(lora_r=4))
+    before = [p.detach().clone() for p in policy.model.parameters()]
+    optimizer = torch.optim.AdamW(policy.model.parameters(), lr=1e-2)
+    mixed = [_traj([(60, 2)], True, 0), _traj([(70, 2)], False, 0)]
+    solved = [_traj([(60, 2)], True, 1), _traj([(60, 2)], True, 1)]
+    m = prime_update(policy, optimizer, prm, mixed + solved)
+    assert m["kept"] == 2.0 and m["kept_groups"] == 1.0 and m["success_rate"] == 0.75
+    assert m["prm_rank_acc"] == 0.5  # pre-update PRM is the reference: a tie
+    assert "prm_loss" in m and "policy_loss" in m
+    assert any(not torch.equal(a, b) for a, b in zip(before, policy.model.parameters(), strict=True))
+
+
+def test_outcome_only_update_has_no_prm_metrics(tok) -> None:
+    policy = _policy(tok)
+    optimizer = torch.optim.AdamW(policy.model.parameters(), lr=1e-2)
+    m = prime_update(policy, optimizer, None, [_traj([(60, 2)], True, 0), _traj([(70, 2)], False, 0)])
+    assert m["kept"] == 2.0 and not any(k.startswith("prm_rank") for k in m)
+
+
+def test_prime_update_needs_groups(tok) -> None:
+    policy = _policy(tok)
+    traj = Trajectory("d", 0, _traj([(60, 2)], True).steps)  # no group
+    with pytest.raises(DataError, match="group"):
+        prime_update(policy, torch.optim.SGD(policy.model.parameters(), lr=0.1), None, [traj])

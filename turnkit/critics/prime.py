@@ -1,0 +1,535 @@
+r"""PRIME: an implicit process reward model trained online from outcome labels only.
+
+The PRM ``π_φ`` is a language model (an :class:`~turnkit.agents.hf.HFPolicy` with a LoRA adapter) started
+from the SFT policy; its reference ``π_ref`` is its own LoRA-disabled base, i.e. the frozen SFT model. For every
+token ``y_t`` the agent generated:
+
+``r_t = β · (log π_φ(y_t | y_<t) − log π_ref(y_t | y_<t))``,  ``β = 0.05``
+
+The PRM learns from the verifier's outcome ``acc ∈ {0, 1}`` alone, with a cross-entropy on the summed
+implicit reward: ``L = BCE(σ(Σ_t r_t), acc)`` (i.e. ``σ(β Σ_t q_t)`` with ``q_t`` the token log-ratio).
+
+One PRIME update on a fresh rollout batch (:func:`prime_update`; the env interaction stays in
+:mod:`turnkit.rollout`):
+
+1. **Filter** groups (same task) whose mean accuracy lies outside ``[0.2, 0.8]``
+   (:func:`accuracy_filter`): they carry no outcome contrast.
+2. **Reward** every generated token with the PRM *before* updating it ("single forward"); the online PRM
+   ranking accuracy on this unseen batch is logged here (:func:`group_ranking_accuracy`).
+3. **Update the PRM** with the BCE on the same batch.
+4. **Advantages**: RLOO separately on the outcome (on the last token) and on the process rewards (per token,
+   baseline = the other responses' mean token reward), discounted returns-to-go (``γ = 1``), summed and
+   whitened (:func:`turnkit.learners.advantages.prime_advantages`). ``process_coef = 0`` is outcome-only RLOO.
+5. **Policy**: PPO-clip (:func:`turnkit.learners.grpo.policy_loss`) on the per-token advantages.
+
+Multi-turn episodes are one response: the agent's turns are concatenated in order (env messages are
+context, never rewarded), so returns-to-go run across turns.
+
+Example:
+    >>> import torch
+    >>> prm, ref = torch.tensor([[-1.0, -2.0]]), torch.tensor([[-3.0, -2.0]])
+    >>> mask = torch.tensor([[True, True]])
+    >>> implicit_token_rewards(prm, ref, mask, beta=0.05)  # 0.05 * (2, 0)
+    tensor([[0.1000, 0.0000]])
+    >>> loss, m = prm_bce_loss(prm, ref, mask, torch.tensor([1.0]), beta=0.05)  # -log σ(0.1)
+    >>> round(loss.item(), 4), m["accuracy"]
+    (0.6444, 1.0)
+"""
+
+from __future__ import annotations
+
+import copy
+import math
+import time
+from collections import defaultdict
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor
+
+from turnkit.agents.hf import HFPolicy
+from turnkit.critics.base import CriticResult
+from turnkit.errors import ConfigError, DataError
+from turnkit.learners.advantages import prime_advantages
+from turnkit.learners.grpo import GRPOConfig, policy_loss
+from turnkit.rollout.batch import TokenRow, collate, gather_token_logprobs
+from turnkit.types import Trajectory
+
+# ---------------------------------------------------------------------------------------------- kernels
+
+
+def implicit_token_rewards(prm_logprobs: Tensor, ref_logprobs: Tensor, mask: Tensor, *, beta: float = 0.05) -> Tensor:
+    """Per-token implicit process rewards ``β (log π_φ − log π_ref)``, ``0`` outside ``mask``.
+
+    Example:
+        >>> import torch
+        >>> implicit_token_rewards(torch.tensor([[0.0, -1.0]]), torch.tensor([[-1.0, -1.0]]),
+        ...                        torch.tensor([[True, False]]), beta=0.5)
+        tensor([[0.5000, 0.0000]])
+    """
+    if prm_logprobs.shape != ref_logprobs.shape or prm_logprobs.shape != mask.shape:
+        raise ValueError(
+            f"PRM, reference and mask must have one shape, got {tuple(prm_logprobs.shape)}, "
+            f"{tuple(ref_logprobs.shape)}, {tuple(mask.shape)}"
+        )
+    return torch.where(mask.bool(), beta * (prm_logprobs - ref_logprobs), torch.zeros_like(prm_logprobs))
+
+
+def prm_bce_loss(
+    prm_logprobs: Tensor, ref_logprobs: Tensor, mask: Tensor, labels: Tensor, *, beta: float = 0.05
+) -> tuple[Tensor, dict[str, float]]:
+    """PRIME's PRM loss: ``BCE(σ(Σ_t r_t), acc)`` averaged over responses.
+
+    Args:
+        prm_logprobs: ``[N, T]`` log-probs of each response's tokens under the PRM (with gradients).
+        ref_logprobs: ``[N, T]`` the same under the reference.
+        mask: ``[N, T]`` bool mask of the response tokens.
+        labels: ``[N]`` outcome labels in ``[0, 1]``.
+        beta: ``β``.
+
+    Returns:
+        ``(loss, metrics)`` with ``loss``, ``accuracy`` (share with ``(Σ r > 0) == (acc > 0.5)``) and
+        ``implicit_return`` (mean ``Σ_t r_t``).
+
+    Example:
+        >>> import math, torch
+        >>> z = torch.zeros(2, 1)
+        >>> loss, m = prm_bce_loss(z, z, torch.ones(2, 1, dtype=torch.bool), torch.tensor([1.0, 0.0]))
+        >>> round(loss.item(), 6) == round(math.log(2), 6)  # σ(0) = 1/2 for both
+        True
+    """
+    if labels.dim() != 1 or labels.shape[0] != prm_logprobs.shape[0]:
+        raise ValueError(f"labels must be [N] with N = {prm_logprobs.shape[0]}, got {tuple(labels.shape)}")
+    logits = implicit_token_rewards(prm_logprobs, ref_logprobs, mask, beta=beta).sum(dim=-1)
+    target = labels.to(logits.dtype)
+    loss = F.binary_cross_entropy_with_logits(logits, target)
+    with torch.no_grad():
+        metrics = {
+            "loss": float(loss),
+            "accuracy": float(((logits > 0) == (target > 0.5)).float().mean()),
+            "implicit_return": float(logits.mean()),
+        }
+    return loss, metrics
+
+
+def accuracy_filter(
+    accuracies: Sequence[float], group_ids: Sequence[Any], *, low: float = 0.2, high: float = 0.8
+) -> list[bool]:
+    """Keep responses whose group's mean accuracy lies in ``[low, high]`` (PRIME's prompt filter).
+
+    Example:
+        >>> accuracy_filter([1, 1, 1, 0, 1, 0, 0, 0], [0, 0, 0, 0, 1, 1, 2, 2])  # means .75, .5, 0
+        [True, True, True, True, True, True, False, False]
+    """
+    if len(accuracies) != len(group_ids):
+        raise ValueError(f"got {len(accuracies)} accuracies for {len(group_ids)} group ids")
+    if not 0 <= low <= high <= 1:
+        raise ConfigError(f"need 0 <= low <= high <= 1, got low={low}, high={high}")
+    members: dict[Any, list[float]] = defaultdict(list)
+    for a, g in zip(accuracies, group_ids, strict=True):
+        members[g].append(float(a))
+    mean = {g: sum(v) / len(v) for g, v in members.items()}
+    return [low <= mean[g] <= high for g in group_ids]
+
+
+def group_ranking_accuracy(
+    scores: Sequence[float], labels: Sequence[float], group_ids: Sequence[Any]
+) -> tuple[float, int]:
+    """Within-group pairwise ranking accuracy of a scorer against outcome labels.
+
+    Over the (correct, incorrect) pairs inside each group, the share where the correct response scores
+    higher; ties count one half, so ``0.5`` is chance.
+
+    Returns:
+        ``(accuracy, num_pairs)``; ``(nan, 0)`` when no group has both outcomes.
+
+    Example:
+        >>> acc, n = group_ranking_accuracy([0.9, 0.1, 0.5, 0.2, 0.2], [1, 0, 0, 1, 0], ["a", "a", "a", "b", "b"])
+        >>> round(acc, 4), n  # (1 + 1 + 0.5) / 3: a tie in group b
+        (0.8333, 3)
+    """
+    if not len(scores) == len(labels) == len(group_ids):
+        raise ValueError("scores, labels and group_ids must have one length")
+    members: dict[Any, list[int]] = defaultdict(list)
+    for i, g in enumerate(group_ids):
+        members[g].append(i)
+    wins, n = 0.0, 0
+    for idx in members.values():
+        for i in idx:
+            for j in idx:
+                if labels[i] > 0.5 >= labels[j]:
+                    n += 1
+                    wins += 1.0 if scores[i] > scores[j] else 0.5 if scores[i] == scores[j] else 0.0
+    return (wins / n if n else math.nan), n
+
+
+# ---------------------------------------------------------------------------------------------- the PRM
+
+
+@dataclass(frozen=True)
+class PrimeConfig:
+    """Settings of :class:`ImplicitPRM` and :func:`prime_update`. Validated on construction.
+
+    Example:
+        >>> PrimeConfig().beta, PrimeConfig().acc_low, PrimeConfig().acc_high
+        (0.05, 0.2, 0.8)
+        >>> PrimeConfig(acc_low=0.9, acc_high=0.1)
+        Traceback (most recent call last):
+        ...
+        turnkit.errors.ConfigError: PrimeConfig needs 0 <= acc_low <= acc_high <= 1, got 0.9, 0.1
+    """
+
+    beta: float = 0.05
+    """Implicit reward scale ``β``."""
+    prm_lr: float = 1e-3
+    """AdamW learning rate of the PRM's LoRA adapter."""
+    prm_minibatches: int = 1
+    """PRM optimizer steps per rollout batch (one pass over the batch)."""
+    lora_r: int = 16
+    """PRM LoRA rank."""
+    lora_alpha: int = 32
+    """PRM LoRA alpha."""
+    acc_low: float = 0.2
+    """Lowest group accuracy kept by the prompt filter."""
+    acc_high: float = 0.8
+    """Highest group accuracy kept by the prompt filter."""
+    process_coef: float = 1.0
+    """Weight of the process-reward source in the advantage (``0``: outcome-only RLOO)."""
+    gamma: float = 1.0
+    """Discount of the returns-to-go."""
+    policy_minibatches: int = 1
+    """Policy optimizer steps per rollout batch (PRIME: 1 epoch)."""
+    clip_eps: float = 0.2
+    """PPO clip."""
+    max_grad_norm: float = 1.0
+    """Gradient clipping norm (PRM and policy)."""
+    score_batch_size: int = 64
+    """Turns per PRM forward pass when scoring."""
+    seed: int = 0
+    """PRM LoRA initialisation."""
+
+    def __post_init__(self) -> None:
+        for name in ("beta", "prm_lr", "max_grad_norm"):
+            value = getattr(self, name)
+            if not (math.isfinite(value) and value > 0):
+                raise ConfigError(f"PrimeConfig.{name} must be a finite number > 0, got {value!r}")
+        if not 0 <= self.acc_low <= self.acc_high <= 1:
+            raise ConfigError(f"PrimeConfig needs 0 <= acc_low <= acc_high <= 1, got {self.acc_low}, {self.acc_high}")
+        for name in ("prm_minibatches", "policy_minibatches", "lora_r", "lora_alpha", "score_batch_size"):
+            if getattr(self, name) < 1:
+                raise ConfigError(f"PrimeConfig.{name} must be >= 1, got {getattr(self, name)!r}")
+        if not (math.isfinite(self.process_coef) and self.process_coef >= 0):
+            raise ConfigError(f"PrimeConfig.process_coef must be finite and >= 0, got {self.process_coef!r}")
+        if not 0 <= self.gamma <= 1 or not 0 < self.clip_eps < 1:
+            raise ConfigError(
+                f"PrimeConfig needs gamma in [0, 1] and clip_eps in (0, 1), got {self.gamma}, {self.clip_eps}"
+            )
+
+
+_Segment = tuple[tuple[int, ...], tuple[int, ...]]
+
+
+def _turn_ids(trajectory: Trajectory, i: int) -> list[_Segment]:
+    out = []
+    for k, step in enumerate(trajectory.steps):
+        turn = step.action
+        if not (turn.token_ids and turn.prompt_token_ids):
+            raise DataError(f"trajectory {i} turn {k} has no token ids; PRIME scores the exact generated ids")
+        out.append((tuple(turn.prompt_token_ids), tuple(turn.token_ids)))
+    return out
+
+
+class ImplicitPRM:
+    """PRIME's implicit PRM: token rewards ``β (log π_φ − log π_ref)``, trained by BCE on outcomes.
+
+    Args:
+        prm: The PRM model; a LoRA adapter is attached if missing, its base is ``π_ref``. Use
+            :meth:`from_policy` to start from a copy of the SFT policy.
+        config: Settings.
+
+    Example:
+        >>> from turnkit.agents.tiny import TinyModelConfig, build_tiny_model, build_tiny_tokenizer
+        >>> from turnkit.types import AgentTurn, Step, Trajectory
+        >>> tok = build_tiny_tokenizer()
+        >>> prm = ImplicitPRM(HFPolicy(build_tiny_model(tok, TinyModelConfig(32, 1, 2)), tok))
+        >>> turn = AgentTurn("x", token_ids=(60, 2), prompt_token_ids=(1, 4))
+        >>> prm.score(Trajectory("d", 0, (Step("q", turn, 1.0, True),))).step_rewards  # identity adapter
+        (0.0,)
+    """
+
+    name = "prime"
+
+    def __init__(self, prm: HFPolicy, config: PrimeConfig | None = None) -> None:
+        self.config = config or PrimeConfig()
+        self.prm = prm
+        if not prm.has_adapter:
+            prm.attach_lora(r=self.config.lora_r, alpha=self.config.lora_alpha, seed=self.config.seed)
+        params = [p for p in prm.model.parameters() if p.requires_grad]
+        self.optimizer = torch.optim.AdamW(params, lr=self.config.prm_lr, weight_decay=0.0)
+        self._params = params
+
+    @classmethod
+    def from_policy(cls, policy: HFPolicy, config: PrimeConfig | None = None) -> ImplicitPRM:
+        """A PRM started from a copy of ``policy``'s model (which must have no adapter)."""
+        if policy.has_adapter:
+            raise ConfigError("ImplicitPRM.from_policy needs a policy without a LoRA adapter; merge it first")
+        model = copy.deepcopy(policy.model)
+        return cls(HFPolicy(model, policy.tokenizer, max_batch_size=policy.max_batch_size), config)
+
+    def _logprobs(
+        self, policy: HFPolicy, segments: Sequence[tuple[tuple[int, ...], tuple[int, ...]]], *, grad: bool
+    ) -> list[Tensor]:
+        out: list[Tensor] = []
+        size = self.config.score_batch_size
+        for start in range(0, len(segments), size):
+            chunk = segments[start : start + size]
+            logp = policy.sequence_logprobs([s[0] for s in chunk], [s[1] for s in chunk], temperature=1.0, grad=grad)
+            out.extend(logp[i, : len(c)] for i, (_, c) in enumerate(chunk))
+        return out
+
+    def token_rewards(self, trajectories: Sequence[Trajectory]) -> list[list[Tensor]]:
+        """Per trajectory, per turn: the ``[L]`` implicit rewards of the turn's generated tokens (no gradients)."""
+        segs = [_turn_ids(t, i) for i, t in enumerate(trajectories)]
+        flat = [s for ss in segs for s in ss]
+        with torch.no_grad():
+            prm = self._logprobs(self.prm, flat, grad=False)
+            with self.prm.reference() as ref:
+                base = self._logprobs(ref, flat, grad=False)
+        rewards = [self.config.beta * (p - b) for p, b in zip(prm, base, strict=True)]
+        out, start = [], 0
+        for ss in segs:
+            out.append(rewards[start : start + len(ss)])
+            start += len(ss)
+        return out
+
+    def score(self, trajectory: Trajectory) -> CriticResult:
+        """Each turn's summed implicit reward as its step reward."""
+        return self.score_batch([trajectory])[0]
+
+    def score_batch(self, trajectories: Sequence[Trajectory]) -> list[CriticResult]:
+        """Summed implicit rewards per turn, batched over trajectories."""
+        out = []
+        for turns in self.token_rewards(trajectories):
+            per_turn = tuple(float(r.sum()) for r in turns)
+            out.append(CriticResult(per_turn, {"implicit_return": float(sum(per_turn))}))
+        return out
+
+    def fit(self, trajectories: Sequence[Trajectory], *, labels: Sequence[float] | None = None) -> dict[str, float]:
+        """One pass of the BCE loss over ``trajectories`` in ``prm_minibatches`` steps.
+
+        Args:
+            trajectories: A rollout batch (errored ones must be removed first).
+            labels: Outcome per trajectory; default ``float(Trajectory.success)``.
+
+        Returns:
+            Token-weighted means of the :func:`prm_bce_loss` metrics.
+        """
+        if not trajectories:
+            raise DataError("ImplicitPRM.fit got no trajectories")
+        labels = [float(t.success) for t in trajectories] if labels is None else [float(x) for x in labels]
+        segs = [_turn_ids(t, i) for i, t in enumerate(trajectories)]
+        with torch.no_grad(), self.prm.reference() as ref:
+            base = self._logprobs(ref, [s for ss in segs for s in ss], grad=False)
+        base_by_traj, start = [], 0
+        for ss in segs:
+            base_by_traj.append(torch.cat(base[start : start + len(ss)]))
+            start += len(ss)
+        n = len(trajectories)
+        size = math.ceil(n / self.config.prm_minibatches)
+        sums: dict[str, float] = defaultdict(float)
+        self.prm.model.train()
+        for lo in range(0, n, size):
+            idx = list(range(lo, min(n, lo + size)))
+            flat = [s for i in idx for s in segs[i]]
+            logp = self._logprobs(self.prm, flat, grad=True)
+            per_traj, start = [], 0
+            for i in idx:
+                per_traj.append(torch.cat(logp[start : start + len(segs[i])]))
+                start += len(segs[i])
+            prm_lp, mask = _pad(per_traj)
+            ref_lp, _ = _pad([base_by_traj[i] for i in idx])
+            loss, metrics = prm_bce_loss(
+                prm_lp, ref_lp.to(prm_lp.device), mask, torch.tensor([labels[i] for i in idx]), beta=self.config.beta
+            )
+            self.optimizer.zero_grad(set_to_none=True)
+            loss.backward()
+            torch.nn.utils.clip_grad_norm_(self._params, self.config.max_grad_norm)
+            self.optimizer.step()
+            for key, value in metrics.items():
+                sums[key] += value * len(idx) / n
+        self.prm.model.eval()
+        return {f"prm_{k}": v for k, v in sums.items()}
+
+
+def _pad(rows: Sequence[Tensor]) -> tuple[Tensor, Tensor]:
+    """Right-pad 1-D tensors into ``[N, T]`` values and a bool mask (keeps gradients)."""
+    width = max(int(r.shape[0]) for r in rows)
+    values = torch.stack([F.pad(r, (0, width - r.shape[0])) for r in rows])
+    mask = torch.arange(width)[None, :] < torch.tensor([r.shape[0] for r in rows])[:, None]
+    return values, mask.to(values.device)
+
+
+# ---------------------------------------------------------------------------------------------- the update
+
+
+def token_advantages(
+    token_rewards: Sequence[Sequence[Tensor]],
+    outcomes: Sequence[float],
+    group_ids: Sequence[Any],
+    *,
+    process_coef: float = 1.0,
+    gamma: float = 1.0,
+) -> list[list[list[float]]]:
+    """PRIME advantages per trajectory, per turn, per token (turns concatenated into one response).
+
+    Wraps :func:`~turnkit.learners.advantages.prime_advantages` (RLOO per source, returns-to-go, sum, whitening)
+    on ``process_coef × token_rewards``.
+
+    Example:
+        >>> import torch
+        >>> adv = token_advantages([[torch.tensor([0.0])], [torch.tensor([0.0])]], [1.0, 0.0], [0, 0])
+        >>> [[[round(x, 3) for x in turn] for turn in traj] for traj in adv]  # RLOO ±1, whitened
+        [[[1.0]], [[-1.0]]]
+    """
+    if not len(token_rewards) == len(outcomes) == len(group_ids):
+        raise ValueError("token_rewards, outcomes and group_ids must have one length")
+    responses = [torch.cat([t.detach().float() for t in turns]) for turns in token_rewards]
+    process, mask = _pad(responses)
+    gid_index = {g: k for k, g in enumerate(dict.fromkeys(group_ids))}
+    adv = prime_advantages(
+        torch.tensor([float(o) for o in outcomes]),
+        process_coef * process,
+        mask,
+        [gid_index[g] for g in group_ids],
+        gamma=gamma,
+    )
+    out: list[list[list[float]]] = []
+    for i, turns in enumerate(token_rewards):
+        row, start = [], 0
+        for t in turns:
+            row.append(adv[i, start : start + t.shape[0]].tolist())
+            start += t.shape[0]
+        out.append(row)
+    return out
+
+
+def policy_rows(trajectories: Sequence[Trajectory], advantages: Sequence[Sequence[Sequence[float]]]) -> list[TokenRow]:
+    """One token row per turn with per-token advantages and the sampling log-probs (token-in/token-out).
+
+    Example:
+        >>> from turnkit.types import AgentTurn, Step, Trajectory
+        >>> turn = AgentTurn("x", token_ids=(7, 8), logprobs=(-0.5, -0.1), prompt_token_ids=(1,))
+        >>> row = policy_rows([Trajectory("d", 0, (Step("q", turn, 1.0, True),))], [[[0.5, -0.5]]])[0]
+        >>> row.input_ids, row.advantages, row.old_logprobs
+        ((1, 7, 8), (0.0, 0.5, -0.5), (0.0, -0.5, -0.1))
+    """
+    rows = []
+    for i, (traj, adv) in enumerate(zip(trajectories, advantages, strict=True)):
+        for k, ((prompt, ids), a) in enumerate(zip(_turn_ids(traj, i), adv, strict=True)):
+            logprobs = traj.steps[k].action.logprobs
+            if len(a) != len(ids) or len(logprobs) != len(ids):
+                raise DataError(
+                    f"trajectory {i} turn {k}: {len(ids)} ids, {len(a)} advantages, {len(logprobs)} logprobs"
+                )
+            pad = (0.0,) * len(prompt)
+            rows.append(
+                TokenRow(
+                    input_ids=(*prompt, *ids),
+                    loss_mask=(False,) * len(prompt) + (True,) * len(ids),
+                    advantages=pad + tuple(float(x) for x in a),
+                    old_logprobs=pad + tuple(float(x) for x in logprobs),
+                    reward=traj.steps[k].reward,
+                    traj_index=i,
+                    turn_index=k,
+                )
+            )
+    return rows
+
+
+def prime_update(
+    policy: HFPolicy,
+    optimizer: torch.optim.Optimizer,
+    prm: ImplicitPRM | None,
+    trajectories: Sequence[Trajectory],
+    config: PrimeConfig | None = None,
+    *,
+    temperature: float = 1.0,
+) -> dict[str, float]:
+    """One PRIME step on a finished rollout batch (steps 1-5 of the module docstring).
+
+    Args:
+        policy: The policy that sampled the batch (its turns carry ids and log-probs).
+        optimizer: The policy optimizer.
+        prm: The implicit PRM, or ``None`` for outcome-only RLOO (no process source).
+        trajectories: The batch; ``Trajectory.group`` names each task's group. Errored episodes are dropped.
+        config: Settings.
+        temperature: The sampling temperature (log-probs are compared at it).
+
+    Returns:
+        Metrics: ``kept`` (responses after the filter), ``kept_groups``, ``success_rate`` (before filtering),
+        ``prm_rank_acc`` / ``prm_rank_pairs`` (online, pre-update PRM on this batch), the ``prm_*`` fit
+        metrics and the policy-loss metrics.
+    """
+    cfg = config or PrimeConfig()
+    clean = [t for t in trajectories if t.error is None and t.steps]
+    if any(t.group is None for t in clean):
+        raise DataError("prime_update needs Trajectory.group on every trajectory (collect same-task groups)")
+    metrics: dict[str, float] = {
+        "episodes": float(len(trajectories)),
+        "success_rate": sum(t.success for t in clean) / max(len(clean), 1),
+    }
+    keep = accuracy_filter(
+        [float(t.success) for t in clean], [t.group for t in clean], low=cfg.acc_low, high=cfg.acc_high
+    )
+    batch = [t for t, k in zip(clean, keep, strict=True) if k]
+    metrics["kept"] = float(len(batch))
+    metrics["kept_groups"] = float(len({t.group for t in batch}))
+    if not batch:
+        return metrics
+    outcomes = [float(t.success) for t in batch]
+    groups = [t.group for t in batch]
+    t0 = time.perf_counter()
+    if prm is not None:
+        rewards = prm.token_rewards(batch)  # pre-update PRM: "single forward"
+        totals = [float(sum(r.sum() for r in turns)) for turns in rewards]
+        acc, pairs = group_ranking_accuracy(totals, outcomes, groups)
+        metrics.update(prm_rank_acc=acc, prm_rank_pairs=float(pairs))
+        metrics.update(prm.fit(batch, labels=outcomes))
+        coef = cfg.process_coef
+    else:
+        rewards = [[torch.zeros(len(s.action.token_ids)) for s in t.steps] for t in batch]
+        coef = 0.0
+    metrics["prm_s"] = time.perf_counter() - t0
+    adv = token_advantages(rewards, outcomes, groups, process_coef=coef, gamma=cfg.gamma)
+    metrics.update(_policy_step(policy, optimizer, policy_rows(batch, adv), cfg, temperature))
+    return metrics
+
+
+def _policy_step(
+    policy: HFPolicy, optimizer: torch.optim.Optimizer, rows: Sequence[TokenRow], cfg: PrimeConfig, temperature: float
+) -> dict[str, float]:
+    batch = collate(rows, pad_id=policy.pad_token_id).to(policy.device)
+    grpo = GRPOConfig(clip_eps=cfg.clip_eps, estimator="rloo")
+    params = [p for p in policy.model.parameters() if p.requires_grad]
+    size = math.ceil(len(batch) / cfg.policy_minibatches)
+    sums: dict[str, float] = defaultdict(float)
+    weight = 0.0
+    policy.model.train()
+    for mb in batch.minibatches(size):
+        logits = policy.model(input_ids=mb.input_ids, attention_mask=mb.attention_mask).logits
+        logp = gather_token_logprobs(logits, mb.input_ids, mb.loss_mask, temperature=temperature)
+        assert mb.old_logprobs is not None  # policy_rows always sets them
+        loss, m = policy_loss(logp, mb.old_logprobs, mb.advantages, mb.loss_mask, grpo)
+        optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(params, cfg.max_grad_norm)
+        optimizer.step()
+        w = m.pop("num_tokens")
+        for key, value in m.items():
+            sums[f"policy_{key}"] += w * value
+        weight += w
+    policy.model.eval()
+    return {k: v / max(weight, 1.0) for k, v in sums.items()}
