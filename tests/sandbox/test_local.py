@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import atexit
 import os
 import signal
 import subprocess
@@ -179,3 +180,14 @@ def test_reap_stale_workdirs_keeps_live_owners(tmp_path):
     (tmp_path / "turnkit-sandbox-999999999-dead").mkdir()
     reap_stale_workdirs(str(tmp_path))
     assert sorted(p.name for p in tmp_path.iterdir()) == [f"turnkit-sandbox-{os.getpid()}-live"]
+
+
+def test_a_forked_child_exiting_leaves_the_parents_sandbox_alone():
+    with LocalSandbox(persistent=True) as sb:
+        sb.run("true", timeout=5)
+        pid = os.fork()
+        if pid == 0:  # the child runs the exit hooks of a normal interpreter shutdown (incl. finalizers)
+            atexit._run_exitfuncs()
+            os._exit(0)
+        os.waitpid(pid, 0)
+        assert os.path.isdir(sb.workdir) and sb.run("echo still", timeout=5).stdout == "still\n"

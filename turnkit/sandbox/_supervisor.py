@@ -194,6 +194,7 @@ class _Reaper:
         self.rusage: resource.struct_rusage | None = None
 
     def reap(self, block: bool = False) -> None:
+        """Reap every exited child; with ``block``, first wait for the main child if it is still running."""
         while True:
             try:
                 pid, status, ru = os.wait4(-1, 0 if block and self.status is None else os.WNOHANG)
@@ -203,8 +204,6 @@ class _Reaper:
                 return
             if pid == self.child:
                 self.status, self.rusage = status, ru
-                if block:
-                    block = False
 
     def kill_all(self) -> None:
         """SIGKILL every descendant until none is left (a fork bomb needs a few rounds)."""

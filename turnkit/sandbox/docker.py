@@ -351,7 +351,7 @@ class DockerSandbox(SandboxBase):
         with _OWNER.lock:
             _OWNER.containers[self.container.id] = self.container
         # Runs at close(), when the sandbox is garbage-collected unclosed, or at interpreter exit.
-        self._finalizer = weakref.finalize(self, _remove_container, self.container, self.__dict__)
+        self._finalizer = weakref.finalize(self, _remove_container, self.container, self.__dict__, os.getpid())
         self._closed = False
 
     @staticmethod
@@ -594,7 +594,9 @@ class DockerSandbox(SandboxBase):
             self._finalizer()
 
 
-def _remove_container(container: Any, state: dict[str, Any]) -> None:
+def _remove_container(container: Any, state: dict[str, Any], owner_pid: int) -> None:
+    if os.getpid() != owner_pid:  # a forked child exiting must not remove its parent's container
+        return
     worker, state["_worker"] = state.get("_worker"), None
     if worker is not None:
         worker.close()

@@ -228,7 +228,7 @@ class LocalSandbox(SandboxBase):
         self._lock = threading.Lock()
         self._worker: _Supervisor | None = None
         # Runs at close(), when the sandbox is garbage-collected unclosed, or at interpreter exit.
-        self._finalizer = weakref.finalize(self, _cleanup, self.workdir, self.__dict__)
+        self._finalizer = weakref.finalize(self, _cleanup, self.workdir, self.__dict__, os.getpid())
         self._closed = False
 
     @property
@@ -427,7 +427,9 @@ class LocalSandbox(SandboxBase):
             self._finalizer()
 
 
-def _cleanup(workdir: str, state: dict[str, Any]) -> None:
+def _cleanup(workdir: str, state: dict[str, Any], owner_pid: int) -> None:
+    if os.getpid() != owner_pid:  # a forked child exiting must not tear down its parent's sandbox
+        return
     worker, state["_worker"] = state.get("_worker"), None
     if worker is not None:
         worker.close()
