@@ -144,6 +144,8 @@ class ReplyReader:
         self._unwrap = unwrap
         self._ready: list[Frame] = []
         self.eof = False
+        self._poller = select.poll()  # not select(): descriptors above 1024 are common in big processes
+        self._poller.register(fd, select.POLLIN)
 
     @property
     def max_bytes(self) -> int:
@@ -166,8 +168,7 @@ class ReplyReader:
             remaining = deadline - time.monotonic()
             if remaining <= 0:
                 raise TimeoutError("no reply from the sandbox supervisor")
-            readable, _, _ = select.select([self.fd], [], [], remaining)
-            if not readable:
+            if not self._poller.poll(remaining * 1000):
                 continue
             try:
                 data = os.read(self.fd, 1 << 16)
