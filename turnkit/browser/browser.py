@@ -20,10 +20,10 @@ Failures:
   retried once (the browser may have been killed from outside); a second failure is a ``PageError`` too.
 
 Example:
-    >>> with Browser(viewport=(64, 48)) as browser:  # doctest: +SKIP
+    >>> with Browser(viewport=(64, 48)) as browser:
     ...     r = browser.render("<body style='margin:0;background:#ff0000'><p>hi</p></body>")
-    ...     r.pixels.shape, tuple(r.pixels[40, 60]), r.dom.texts[0].text
-    ((48, 64, 3), (255, 0, 0), 'hi')
+    >>> r.pixels.shape, tuple(int(v) for v in r.pixels[40, 60]), r.dom.texts[0].text, browser.running
+    ((48, 64, 3), (255, 0, 0), 'hi', False)
 """
 
 from __future__ import annotations
@@ -94,8 +94,8 @@ def decode_png(data: bytes) -> np.ndarray:
         >>> import io
         >>> from PIL import Image
         >>> buf = io.BytesIO(); Image.new("RGB", (3, 2), (1, 2, 3)).save(buf, "PNG")
-        >>> a = decode_png(buf.getvalue()); a.shape, tuple(a[1, 2]), a.flags.writeable
-        ((2, 3, 3), (1, 2, 3), False)
+        >>> a = decode_png(buf.getvalue()); a.shape, a[1, 2].tolist(), a.flags.writeable
+        ((2, 3, 3), [1, 2, 3], False)
     """
     try:
         from PIL import Image
@@ -210,7 +210,7 @@ class Browser:
         key = RenderCache.key(html, self.viewport, self.javascript)
         cached = self.cache.get(key)
         if cached is not None:
-            return cached  # type: ignore[no-any-return]
+            return cached
         with self._lock:
             result = self._render_recovering(html, key)
         self.cache.put(key, result)

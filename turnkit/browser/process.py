@@ -116,7 +116,7 @@ def pids_with(marker: str) -> list[int]:
         >>> pids_with("no-process-has-this-marker-3f9a")
         []
     """
-    out = []
+    out: list[int] = []
     proc = Path("/proc")
     if not proc.is_dir():
         return out

@@ -155,3 +155,10 @@ def test_turnkit_play_runs_an_episode(monkeypatch: pytest.MonkeyPatch, capsys: p
     assert cli_main(["play", ENV_ID, "--seed", "3", "--split", "ood"]) == 0
     out = capsys.readouterr().out
     assert "I need" in out and "episode over (terminated): failure" in out
+
+
+def test_the_oracle_answer_is_a_cache_hit(browser: Browser) -> None:
+    env = gymnasium.make(ENV_ID, browser=browser)
+    renders = browser.renders
+    traj = turnkit.collect(env, OracleAgent(), seed=123)
+    assert traj.success and browser.renders == renders + 1  # only the reference was rendered

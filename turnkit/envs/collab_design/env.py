@@ -37,14 +37,15 @@ share between envs; by default each env starts its own, lazily, and stops it in 
 :class:`~turnkit.TextEnv` arguments.
 
 Example:
-    >>> import gymnasium, turnkit
-    >>> env = gymnasium.make("turnkit/CollabDesign-v0")
+    >>> env = CollabDesignEnv()  # gymnasium.make("turnkit/CollabDesign-v0") adds the 10-turn TimeLimit
     >>> obs, info = env.reset(seed=0)
     >>> obs.startswith("I need a page")
     True
     >>> obs, reward, terminated, truncated, info = env.step("```html\\n<body style='background:#1e1e1e'></body>\\n```")
     >>> reward, terminated, info["similarity"] < 0.7
     (0.0, False, True)
+    >>> obs.startswith("The main background colour should be")
+    True
     >>> env.close()
 """
 
@@ -108,7 +109,7 @@ class CollabDesignEnv(TextEnv):
         self.success_threshold = success_threshold
         if human is None:
             human = RuleBasedHuman(max_items=feedback_items, max_chars=reply_chars)
-        elif not hasattr(human, "reply"):
+        elif not isinstance(human, DesignHuman):
             human = LLMHuman(human, max_chars=reply_chars)
         self.human: DesignHuman = human
         self._owns_browser = browser is None
@@ -186,7 +187,8 @@ class CollabDesignEnv(TextEnv):
 
     def _render_reference(self) -> Render:
         try:
-            return self.browser.render(str(self.task.privileged["reference_html"]))
+            # stripped like extract_html() strips the agent's HTML, so an exact copy is a cache hit
+            return self.browser.render(str(self.task.privileged["reference_html"]).strip())
         except PageError as exc:  # the reference is static HTML: a failure here is the browser's
             raise BrowserError(f"the reference page of {self.task.task_id} failed to render: {exc}") from exc
 

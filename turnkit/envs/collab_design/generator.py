@@ -31,7 +31,9 @@ from __future__ import annotations
 
 import hashlib
 import html as html_lib
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass
+from typing import TypeVar
 
 import numpy as np
 
@@ -46,6 +48,8 @@ from turnkit.envs.collab_design.palettes import (
 )
 from turnkit.errors import EnvError
 from turnkit.types import Task
+
+T = TypeVar("T")
 
 ID_LAYOUTS: tuple[str, ...] = ("hero", "card_grid", "sidebar", "split")
 OOD_LAYOUTS: tuple[str, ...] = (*ID_LAYOUTS, "pricing")
@@ -110,7 +114,7 @@ class Design:
     split: str = "id"
 
 
-def _pick(rng: np.random.Generator, options: tuple | list) -> object:
+def _pick(rng: np.random.Generator, options: Sequence[T]) -> T:
     return options[int(rng.integers(len(options)))]
 
 
@@ -127,6 +131,9 @@ def sample_design(rng: np.random.Generator, split: str) -> Design:
     """
     if split not in SPLITS:
         raise EnvError(f"unknown split {split!r}; choose one of {list(SPLITS)}")
+    heads: tuple[int, ...]
+    bodies: tuple[int, ...]
+    counts: tuple[int, ...]
     if split == "ood":
         layout, palette = str(_pick(rng, OOD_LAYOUTS)), str(_pick(rng, OOD_PALETTES))
         topics, heads, bodies, counts = OOD_TOPICS, (24, 46), (13, 18), (5, 6)

@@ -1,13 +1,12 @@
 """The design oracle: answers at once with the privileged reference HTML (similarity 1 by construction).
 
 Example:
-    >>> import gymnasium, turnkit
-    >>> from turnkit.agents.oracle import OracleAgent
-    >>> env = gymnasium.make("turnkit/CollabDesign-v0", split="ood")
-    >>> traj = turnkit.collect(env, OracleAgent(), seed=0)
-    >>> traj.success, traj.total_reward, len(traj.steps)
-    (True, 1.0, 1)
-    >>> env.close()
+    >>> import numpy as np
+    >>> from turnkit.envs.collab_design.generator import design_task, sample_design
+    >>> task = design_task(sample_design(np.random.default_rng(0), "ood"))
+    >>> reply = oracle_reply(Context(messages=(), task=task))
+    >>> reply.startswith("I WANT TO ANSWER:") and task.privileged["reference_html"].strip() in reply
+    True
 """
 
 from __future__ import annotations

@@ -2,7 +2,7 @@
 
 Example:
     >>> sorted(PALETTES["ocean"])[:3]
-    ['accent', 'bg', 'muted']
+    ['accent', 'bg', 'mood']
     >>> set(ID_PALETTES) & set(OOD_PALETTES)
     set()
 """

@@ -6,7 +6,8 @@ numpy-only blend of two classic terms instead:
 
 * **Structure** (weight :data:`STRUCTURE_WEIGHT`): multi-scale SSIM (Wang, Simoncelli & Bovik 2003) on the
   CIELAB lightness channel, at 4 scales: 1/4, 1/8, 1/16 and 1/32 of the screenshot's resolution (2 x 2 area
-  averaging between scales; 160 x 120 down to 20 x 15 for a 640 x 480 page), with a 7 x 7 uniform window;
+  averaging of linear luminance between scales; 160 x 120 down to 20 x 15 for a 640 x 480 page), with a 7 x 7
+  uniform window;
   each scale's mean SSIM (clipped at 0) weighs equally. It sees layout, blocks and text lines. Starting at
   1/4 resolution forgives a few pixels of displacement (a page shifted by 4 px keeps 0.9 overall) while a
   different layout still scores below 0.4; finer scales mostly measured glyph edges, i.e. noise for a
@@ -82,6 +83,24 @@ def srgb_to_lab(rgb: np.ndarray) -> np.ndarray:
 _LINEAR = np.where(
     np.arange(256) / 255.0 <= 0.04045, np.arange(256) / 255.0 / 12.92, ((np.arange(256) / 255.0 + 0.055) / 1.055) ** 2.4
 )
+_Y_LUTS = [(_LINEAR * w).astype(np.float32) for w in (0.2126729, 0.7151522, 0.0721750)]
+
+
+def luminance(rgb: np.ndarray) -> np.ndarray:
+    """Relative luminance ``Y`` (linear light, 0 to 1) of a ``uint8`` sRGB image, as ``float32``.
+
+    Example:
+        >>> luminance(np.array([[[255, 255, 255], [0, 0, 0]]], np.uint8)).round(3).tolist()
+        [[1.0, 0.0]]
+    """
+    rgb = np.asarray(rgb, dtype=np.uint8)
+    return np.asarray(_Y_LUTS[0][rgb[..., 0]] + _Y_LUTS[1][rgb[..., 1]] + _Y_LUTS[2][rgb[..., 2]])
+
+
+def _y_to_l(y: np.ndarray) -> np.ndarray:
+    y = np.asarray(y, dtype=np.float64)
+    f = np.where(y > (6 / 29) ** 3, np.cbrt(y), y / (3 * (6 / 29) ** 2) + 4 / 29)
+    return np.asarray((116 * f - 16) / 100)
 
 
 def lightness(rgb: np.ndarray) -> np.ndarray:
@@ -91,10 +110,7 @@ def lightness(rgb: np.ndarray) -> np.ndarray:
         >>> lightness(np.array([[[255, 255, 255], [0, 0, 0], [119, 119, 119]]], np.uint8)).round(2).tolist()
         [[1.0, 0.0, 0.5]]
     """
-    lin = _LINEAR[np.asarray(rgb, dtype=np.uint8)]
-    y = lin @ np.array([0.2126729, 0.7151522, 0.0721750])
-    f = np.where(y > (6 / 29) ** 3, np.cbrt(y), y / (3 * (6 / 29) ** 2) + 4 / 29)
-    return np.asarray((116 * f - 16) / 100)
+    return _y_to_l(luminance(rgb))
 
 
 def _window_mean(x: np.ndarray, k: int) -> np.ndarray:
@@ -137,11 +153,11 @@ def structure_similarity(a: np.ndarray, b: np.ndarray, scales: int = SCALES) -> 
     _check(a, b)
     if np.array_equal(a, b):
         return 1.0
-    levels = [(lightness(a), lightness(b))]
+    levels = [(luminance(a), luminance(b))]  # downsampled in linear light, compared in L*
     while len(levels) < FIRST_SCALE + scales and min(levels[-1][0].shape) // 2 >= WINDOW:
         x, y = levels[-1]
         levels.append((_halve(x), _halve(y)))
-    scores = [ssim(x, y) for x, y in (levels[FIRST_SCALE:] or levels[-1:])]  # tiny images: the coarsest level
+    scores = [ssim(_y_to_l(x), _y_to_l(y)) for x, y in (levels[FIRST_SCALE:] or levels[-1:])]
     return float(np.mean(scores))
 
 
@@ -157,9 +173,9 @@ def colour_similarity(a: np.ndarray, b: np.ndarray, block: int = COLOUR_BLOCK) -
     h, w = a.shape[0] // block * block or a.shape[0], a.shape[1] // block * block or a.shape[1]
     bh, bw = (block, block) if h >= block and w >= block else (h, w)
 
-    def blocks(img: np.ndarray) -> np.ndarray:
-        x = np.asarray(img[:h, :w], dtype=np.float64)
-        return x.reshape(h // bh, bh, w // bw, bw, 3).mean(axis=(1, 3))
+    def blocks(img: np.ndarray) -> np.ndarray:  # rows then columns: contiguous sums, ~5x faster than one reshape
+        rows = np.asarray(img[:h, :w], dtype=np.float32).reshape(h // bh, bh, w * 3).sum(axis=1)
+        return np.asarray(rows.reshape(h // bh, w // bw, bw, 3).sum(axis=2) / (bh * bw))
 
     de = np.linalg.norm(srgb_to_lab(blocks(a)) - srgb_to_lab(blocks(b)), axis=-1)
     return float(np.mean(1.0 - np.minimum(de / DELTA_E_MAX, 1.0)))
