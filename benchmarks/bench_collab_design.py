@@ -10,24 +10,35 @@ Configurations, run side by side in interleaved trials (ABCABC...) on one warm b
 Browser start-up (one per env, paid once) is measured separately. Every trial uses new seeds, so no design
 is rendered twice across trials.
 
+``--quality N`` instead measures what the numbers in ``docs/envs/collab_design.md`` rest on, over N seeds per
+split: final similarity and success rate of the oracle, of the feedback follower and of its answer-at-once
+ablation, and the similarity of the reference to perturbed copies of itself (the metric's calibration).
+
 Run:  python benchmarks/bench_collab_design.py --trials 5 --episodes 20
+      python benchmarks/bench_collab_design.py --quality 10
       (or ``turnkit bench collab_design -- --trials 5``)
 """
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import statistics
+import sys
 import time
 
 import gymnasium
+import numpy as np
 from gymnasium.envs.registration import register
 
 import turnkit
 from turnkit.agents.oracle import OracleAgent
 from turnkit.browser import Browser, RenderCache
 from turnkit.envs.collab_design.baselines import FeedbackFollower
+from turnkit.envs.collab_design.generator import ID_LAYOUTS, ID_PALETTES, reference_html, sample_design
+from turnkit.envs.collab_design.palettes import PALETTES
+from turnkit.envs.collab_design.similarity import visual_similarity
 
 ENV_ID = "turnkit/CollabDesign-v0"
 if ENV_ID not in gymnasium.registry:  # until turnkit/envs/registration.py registers it
@@ -68,12 +79,86 @@ def startup_seconds(trials: int) -> float:
     return statistics.median(times)
 
 
+def baselines(browser: Browser, seeds: int) -> dict[str, dict[str, float]]:
+    """Mean final similarity and success rate per (agent, split)."""
+    agents = {
+        "oracle": OracleAgent(),
+        "answer at once": FeedbackFollower(answer_at_once=True),
+        "feedback follower": FeedbackFollower(),
+    }
+    out = {}
+    for split in ("id", "ood", "combo"):
+        env = gymnasium.make(ENV_ID, split=split, browser=browser)
+        for name, agent in agents.items():
+            trajs = [turnkit.collect(env, agent, seed=s) for s in range(seeds)]  # type: ignore[arg-type]
+            out[f"{name} [{split}]"] = {
+                "similarity": statistics.mean(t.total_reward for t in trajs),
+                "success": statistics.mean(float(t.success) for t in trajs),
+                "turns": statistics.mean(len(t.steps) for t in trajs),
+            }
+    return out
+
+
+def calibration(browser: Browser, seeds: int) -> dict[str, float]:
+    """Median similarity of ID reference pages to perturbed copies of themselves."""
+    scores: dict[str, list[float]] = {}
+    for seed in range(seeds):
+        d = sample_design(np.random.default_rng(seed), "id")
+        html = reference_html(d)
+        other = sample_design(np.random.default_rng(seed + 10_000), "id")
+        layout = ID_LAYOUTS[(ID_LAYOUTS.index(d.layout) + 1) % len(ID_LAYOUTS)]
+        n = 2 if layout == "sidebar" else 3 if layout in ("hero", "split") else len(d.items)
+        variants = {
+            "shifted by 2 px": html.replace("<body>", "<body style='transform:translate(2px,2px)'>"),
+            "shifted by 4 px": html.replace("<body>", "<body style='transform:translate(4px,4px)'>"),
+            "shifted by 16 px": html.replace("<body>", "<body style='transform:translate(16px,16px)'>"),
+            "other wording": reference_html(
+                dataclasses.replace(d, brand=other.brand, headline=other.headline, tagline=other.tagline)
+            ),
+            "other alignment": reference_html(
+                dataclasses.replace(d, align="left" if d.align == "center" else "center")
+            ),
+            "heading 8 px bigger": reference_html(dataclasses.replace(d, heading_px=d.heading_px + 8)),
+            "next palette": reference_html(
+                dataclasses.replace(d, palette=ID_PALETTES[(ID_PALETTES.index(d.palette) + 1) % len(ID_PALETTES)])
+            ),
+            "blank page, same background": f"<body style='background:{PALETTES[d.palette]['bg']}'></body>",
+            "next layout": reference_html(
+                dataclasses.replace(d, layout=layout, items=(d.items * 3)[:n], descriptions=(d.descriptions * 3)[:n])
+            ),
+            "empty white page": "<body></body>",
+        }
+        ref = browser.render(html.strip()).pixels
+        for name, variant in variants.items():
+            scores.setdefault(name, []).append(visual_similarity(ref, browser.render(variant).pixels))
+    return {k: statistics.median(v) for k, v in scores.items()}
+
+
+def quality(seeds: int, as_json: bool) -> int:
+    """Print the baselines and the metric calibration (see the module docstring)."""
+    with Browser() as browser:
+        base, calib = baselines(browser, seeds), calibration(browser, seeds)
+    if as_json:
+        print(json.dumps({"baselines": base, "calibration": calib}, indent=2))
+        return 0
+    print(f"{'agent [split]':<32}{'similarity':>11}{'success':>9}{'turns':>7}")
+    for name, r in base.items():
+        print(f"{name:<32}{r['similarity']:>11.3f}{100 * r['success']:>8.0f}%{r['turns']:>7.1f}")
+    print(f"\n{'reference vs ...':<32}{'similarity (median)':>20}")
+    for name, v in calib.items():
+        print(f"{name:<32}{v:>20.3f}")
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--trials", type=int, default=5)
     parser.add_argument("--episodes", type=int, default=20, help="episodes per configuration and trial")
     parser.add_argument("--json", action="store_true", help="print JSON instead of a table")
-    args = parser.parse_args([a for a in (argv or []) if a != "--"])
+    parser.add_argument("--quality", type=int, default=0, metavar="N", help="baselines + calibration, N seeds")
+    args = parser.parse_args([a for a in (sys.argv[1:] if argv is None else argv) if a != "--"])
+    if args.quality:
+        return quality(args.quality, args.json)
 
     configs = {
         "oracle": (OracleAgent(), 64),
