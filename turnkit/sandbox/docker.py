@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import atexit
 import contextlib
+import dataclasses
 import json
 import os
 import shutil
@@ -428,7 +429,7 @@ class DockerSandbox(SandboxBase):
         """
         self._check_open()
         rel = sandbox_path(path)
-        frame = self._request({"op": "write", "path": f"{WORKDIR}/{rel}"}, [to_bytes(data)], 60.0)
+        frame = self._file_request({"op": "write", "path": f"{WORKDIR}/{rel}"}, [to_bytes(data)], None)
         _wire.check_file_reply(frame, f"write {path!r}")
 
     def read_file(self, path: str, *, max_bytes: int | None = None) -> bytes:
@@ -442,7 +443,7 @@ class DockerSandbox(SandboxBase):
         rel = sandbox_path(path)
         limit = max_bytes or READ_MAX_BYTES
         req = {"op": "read", "path": f"{WORKDIR}/{rel}", "max_bytes": limit}
-        frame = self._request(req, [], 60.0, max_reply=limit + 65536)
+        frame = self._file_request(req, [], limit + 65536)
         blobs = _wire.check_file_reply(frame, f"read {path!r}")
         return blobs[0] if blobs else b""
 
@@ -536,9 +537,7 @@ class DockerSandbox(SandboxBase):
             return infra_result(f"{exc}; the code may have tampered with it", duration_s=time.monotonic() - start)
         after = self.oom_kills()
         if ooms is not None and after is not None and after > ooms and not result.oom_killed:
-            from dataclasses import replace
-
-            result = replace(result, oom_killed=True)
+            result = dataclasses.replace(result, oom_killed=True)
         return result
 
     def _request(
@@ -578,6 +577,12 @@ class DockerSandbox(SandboxBase):
             if reply is None:
                 self._drop_worker()
             return reply
+
+    def _file_request(self, req: dict[str, Any], blobs: list[bytes], max_reply: int | None) -> _wire.Frame | None:
+        try:
+            return self._request(req, blobs, 60.0, max_reply=max_reply)
+        except (TimeoutError, _wire.ProtocolError) as exc:
+            raise SandboxError(f"file transfer with the sandbox failed: {exc}") from exc
 
     def _drop_worker(self) -> None:
         if self._worker is not None:
