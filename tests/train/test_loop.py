@@ -1,0 +1,139 @@
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+from transformers import PreTrainedTokenizerFast
+
+from turnkit.agents.hf import HFPolicy, chat_prompt_ids
+from turnkit.train.config import TrainConfig
+from turnkit.train.demos import completion_ids
+from turnkit.train.loop import rollout_metrics, sample_task_seeds, train, update
+from turnkit.train.metrics import read_metrics
+from turnkit.types import AgentTurn, ErrorCause, Message, Step, Trajectory, TrajectoryError
+
+from .conftest import LETTER_ENV, make_policy
+
+TIMING_KEYS = {"rollout_s", "generate_s", "env_s", "update_s", "gen_tokens_per_s", "train_tokens_per_s"}
+
+
+def scored_turn(policy: HFPolicy, prompt: list[int], completion: list[int]) -> AgentTurn:
+    """A turn as HFPolicy would have recorded it: ids plus their log-probs under the current policy."""
+    logp = policy.sequence_logprobs([prompt], [completion])[0].tolist()
+    return AgentTurn("x", tuple(completion), tuple(logp), tuple(prompt), "stop")
+
+
+def group_of_two(policy: HFPolicy, tokenizer: PreTrainedTokenizerFast) -> tuple[list[Trajectory], list[int], list[int]]:
+    prompt = chat_prompt_ids(tokenizer, [Message("user", "What is 2 plus 2?")])
+    good, bad = completion_ids(tokenizer, "ANSWER: 4"), completion_ids(tokenizer, "ANSWER: 5")
+    trajs = [
+        Trajectory("demo", 0, (Step("q", scored_turn(policy, prompt, good), 1.0, True),), group=0),
+        Trajectory("demo", 0, (Step("q", scored_turn(policy, prompt, bad), 0.0, True),), group=0),
+    ]
+    return trajs, prompt, good
+
+
+def total_logprob(policy: HFPolicy, prompt: list[int], completion: list[int]) -> float:
+    return float(policy.sequence_logprobs([prompt], [completion]).sum())
+
+
+def test_one_grpo_step_raises_the_rewarded_completion(tokenizer: PreTrainedTokenizerFast) -> None:
+    policy = make_policy(tokenizer)
+    trajs, prompt, good = group_of_two(policy, tokenizer)
+    bad = list(trajs[1].steps[0].action.token_ids)
+    before_good, before_bad = total_logprob(policy, prompt, good), total_logprob(policy, prompt, bad)
+    cfg = TrainConfig(group_size=2, lr=1e-3)
+    optimizer = torch.optim.AdamW(policy.model.parameters(), lr=cfg.lr)
+    metrics = update(policy, optimizer, trajs, cfg)
+    assert metrics["optimizer_steps"] == 1
+    assert total_logprob(policy, prompt, good) > before_good
+    assert total_logprob(policy, prompt, bad) < before_bad
+
+
+def test_first_update_is_on_policy(tokenizer: PreTrainedTokenizerFast) -> None:
+    policy = make_policy(tokenizer)
+    trajs, _, _ = group_of_two(policy, tokenizer)
+    cfg = TrainConfig(group_size=2)
+    metrics = update(policy, torch.optim.AdamW(policy.model.parameters(), lr=1e-3), trajs, cfg)
+    assert metrics["ratio_mean"] == pytest.approx(1.0, abs=1e-4)
+    assert metrics["clip_frac"] == 0.0
+
+
+def test_errored_trajectories_are_masked_not_scored_as_zero(tokenizer: PreTrainedTokenizerFast) -> None:
+    clean, masked = make_policy(tokenizer), make_policy(tokenizer)
+    trajs, _, _ = group_of_two(clean, tokenizer)
+    errored = dataclasses.replace(trajs[1], error=TrajectoryError(ErrorCause.ENV, "step: boom", 0))
+    cfg = TrainConfig(group_size=2, lr=1e-3)
+    update(clean, torch.optim.AdamW(clean.model.parameters(), lr=cfg.lr), trajs, cfg)
+    update(masked, torch.optim.AdamW(masked.model.parameters(), lr=cfg.lr), [*trajs, errored], cfg)
+    assert all(torch.equal(a, b) for a, b in zip(clean.model.parameters(), masked.model.parameters(), strict=True))
+    assert rollout_metrics([*trajs, errored], max_new_tokens=8)["masked_errors"] == 1
+
+
+def test_tied_groups_leave_the_policy_unchanged(tokenizer: PreTrainedTokenizerFast) -> None:
+    policy = make_policy(tokenizer)
+    trajs, _, _ = group_of_two(policy, tokenizer)
+    tied = [dataclasses.replace(t, steps=(dataclasses.replace(t.steps[0], reward=1.0),)) for t in trajs]
+    before = [p.detach().clone() for p in policy.model.parameters()]
+    metrics = update(policy, torch.optim.AdamW(policy.model.parameters(), lr=1e-2), tied, TrainConfig(group_size=2))
+    assert metrics["optimizer_steps"] == 0 and metrics["tied_frac"] == 1.0
+    assert all(torch.equal(a, b) for a, b in zip(before, policy.model.parameters(), strict=True))
+
+
+def test_task_seeds_avoid_the_held_out_range() -> None:
+    cfg = TrainConfig(eval_seed=10, eval_episodes=2**31 - 20)  # only 20 legal seeds: 0..9 and 2**31-10..
+    seeds = sample_task_seeds(np.random.default_rng(0), 12, cfg)
+    assert all(s < 10 or 2**31 - 10 <= s < 2**31 for s in seeds) and len(set(seeds)) == 12
+
+
+def fresh_policy(tokenizer: PreTrainedTokenizerFast) -> HFPolicy:
+    return make_policy(tokenizer, max_new_tokens=8)
+
+
+def run_config(out: Path, steps: int) -> TrainConfig:
+    return TrainConfig(
+        env_id=LETTER_ENV, env_kwargs={}, steps=steps, group_size=4, groups_per_step=3, max_new_tokens=8,
+        lr=3e-3, checkpoint_every=1, out_dir=str(out), seed=7,
+    )  # fmt: skip
+
+
+def training_records(path: Path) -> list[dict]:
+    return [{k: v for k, v in r.items() if k not in TIMING_KEYS} for r in read_metrics(path)]
+
+
+def test_resume_continues_the_same_run(tokenizer: PreTrainedTokenizerFast, tmp_path: Path) -> None:
+    full = train(run_config(tmp_path / "full", 3), policy=fresh_policy(tokenizer), progress=False)
+    train(run_config(tmp_path / "part", 1), policy=fresh_policy(tokenizer), progress=False)
+    resumed = train(
+        run_config(tmp_path / "part", 3), policy=fresh_policy(tokenizer), resume=True, progress=False
+    )
+    expected = training_records(tmp_path / "full" / "metrics.jsonl")
+    assert all(r["optimizer_steps"] == 1 for r in expected)  # the policy really changed along the way
+    assert training_records(tmp_path / "part" / "metrics.jsonl") == expected
+    pairs = zip(full.policy.model.parameters(), resumed.policy.model.parameters(), strict=True)
+    assert all(torch.equal(a, b) for a, b in pairs)
+
+
+def test_resume_refuses_a_different_run(tokenizer: PreTrainedTokenizerFast, tmp_path: Path) -> None:
+    from turnkit.errors import ConfigError
+
+    train(run_config(tmp_path, 1), policy=fresh_policy(tokenizer), progress=False)
+    other = dataclasses.replace(run_config(tmp_path, 2), lr=1.0)
+    with pytest.raises(ConfigError, match="lr"):
+        train(other, policy=fresh_policy(tokenizer), resume=True, progress=False)
+
+
+def test_lora_run_trains_only_the_adapter_and_resumes(
+    tokenizer: PreTrainedTokenizerFast, tmp_path: Path
+) -> None:
+    cfg = dataclasses.replace(run_config(tmp_path, 2), lora_r=4, kl_coef=0.1, lr=1e-2)
+    result = train(cfg, policy=fresh_policy(tokenizer), progress=False)
+    assert (tmp_path / "checkpoints" / "step-000002" / "adapter" / "adapter_config.json").is_file()
+    base = fresh_policy(tokenizer).model.state_dict()
+    merged = {k.replace("base_model.model.", "").replace(".base_layer", ""): v
+              for k, v in result.policy.model.state_dict().items() if "lora_" not in k}  # fmt: skip
+    assert all(torch.equal(merged[k], base[k]) for k in base)
+    assert "kl_ref" in read_metrics(tmp_path / "metrics.jsonl")[-1]

@@ -1,0 +1,474 @@
+r"""One readable GRPO/RLOO loop: sample groups, score them against each other, take PPO-clip steps.
+
+Per step ``s`` (all randomness from the run seed, so a resumed run repeats an uninterrupted one exactly):
+
+1. **Tasks.** Draw ``groups_per_step`` task seeds from the run's ``np.random.Generator`` (never inside the
+   held-out evaluation range).
+2. **Rollout.** Play ``group_size`` episodes of each task, *all groups in one batch*
+   (:func:`~turnkit.rollout.collect.collect_batch` over ``group_size * groups_per_step`` envs), sampling at
+   temperature ``T`` with sampling seed ``hash(seed, s)``. Every turn keeps its prompt ids, sampled ids and
+   their log-probs ``log π_old``.
+3. **Advantages.** :func:`~turnkit.learners.advantages.trajectory_advantages`: within each group,
+   ``A_i = (R_i − mean_g R) / (std_g R + ε)`` (GRPO), ``R_i − mean_g R`` (Dr. GRPO) or leave-one-out (RLOO).
+   Errored episodes are masked (no advantage, no loss) and counted as ``masked_errors``.
+4. **Update.** :func:`~turnkit.rollout.batch.build_turn_batch` (one row per turn: the exact ids the
+   policy saw and produced), then ``ppo_epochs`` passes of ``minibatches`` AdamW steps on
+   :func:`~turnkit.learners.grpo.policy_loss`:
+   ``ℓ = −min(ρ A, clip(ρ, 1−ε, 1+ε_high) A) + β KL(π ‖ π_ref)`` with ``ρ = exp(log π − log π_old)``.
+   The reference is the start policy: the base model with the LoRA adapter disabled, or a frozen copy when
+   every weight is trained.
+5. **Log, evaluate, checkpoint.** One JSONL record per step (reward, success, clip fraction, KL,
+   tokens/s, rollout vs update seconds); held-out evaluation every ``eval_every`` steps; an atomic
+   checkpoint (weights or adapter, optimizer, RNG states, step) every ``checkpoint_every`` steps.
+
+Example:
+    >>> import tempfile
+    >>> from turnkit.agents.hf import HFPolicy
+    >>> from turnkit.agents.tiny import TinyModelConfig, build_tiny_model, build_tiny_tokenizer
+    >>> tok = build_tiny_tokenizer()
+    >>> model = build_tiny_model(tok, TinyModelConfig(hidden_size=32, num_layers=1, num_heads=2,
+    ...                                               intermediate_size=64))
+    >>> cfg = TrainConfig(steps=1, group_size=2, groups_per_step=2, max_new_tokens=4, max_turns=1,
+    ...                   out_dir=tempfile.mkdtemp())
+    >>> result = train(cfg, policy=HFPolicy(model, tok, max_new_tokens=4), progress=False)
+    >>> result.steps_done, result.history[-1]["episodes"]
+    (1, 4)
+"""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+import math
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import gymnasium
+import numpy as np
+import torch
+from tqdm.auto import tqdm
+
+import turnkit  # noqa: F401  (registers the built-in envs)
+from turnkit.agents.base import Context
+from turnkit.agents.hf import HFPolicy
+from turnkit.errors import ConfigError
+from turnkit.learners.advantages import trajectory_advantages
+from turnkit.learners.grpo import GRPOConfig, policy_loss
+from turnkit.rollout.batch import TurnBatch, build_turn_batch, gather_token_logprobs
+from turnkit.rollout.collect import collect_batch
+from turnkit.rollout.evaluate import evaluate
+from turnkit.train.checkpoint import latest_checkpoint, read_json, stage_checkpoint, write_json
+from turnkit.train.config import TrainConfig
+from turnkit.train.metrics import MetricsLog, plot_curves, read_metrics
+from turnkit.types import AgentTurn, Trajectory
+
+SEED_SPACE = 2**31
+"""Training task seeds lie in ``[0, SEED_SPACE)`` minus the evaluation range."""
+RESUMABLE_CHANGES = frozenset({"steps", "eval_every", "checkpoint_every", "tensorboard", "out_dir"})
+"""Config fields a resumed run may change; any other difference is a different run (ConfigError)."""
+
+
+@dataclass
+class TrainResult:
+    """What :func:`train` hands back.
+
+    Attributes:
+        run_dir: The run directory.
+        steps_done: The last completed step.
+        history: Every metrics record of the run (training steps and evaluations), in order.
+        final_eval: The last evaluation record, if any.
+        policy: The trained policy.
+    """
+
+    run_dir: Path
+    steps_done: int
+    history: list[dict[str, Any]]
+    final_eval: dict[str, Any] | None
+    policy: HFPolicy
+
+
+class TimedAgent:
+    """Wraps an agent and adds up the wall time spent inside ``act`` (to split policy time from env time).
+
+    Example:
+        >>> from turnkit.agents.scripted import ScriptedAgent
+        >>> agent = TimedAgent(ScriptedAgent(["hi"]))
+        >>> _ = agent.act([Context(messages=())])
+        >>> agent.calls, agent.seconds >= 0
+        (1, True)
+    """
+
+    def __init__(self, agent: Any) -> None:
+        self.agent = agent
+        self.seconds = 0.0
+        self.calls = 0
+        self.uses_privileged = bool(getattr(agent, "uses_privileged", False))
+
+    def act(self, contexts: Sequence[Context]) -> list[AgentTurn]:
+        """Call the wrapped agent, timing it."""
+        start = time.perf_counter()
+        try:
+            return self.agent.act(contexts)
+        finally:
+            self.seconds += time.perf_counter() - start
+            self.calls += 1
+
+
+# ---------------------------------------------------------------------------------------------- set-up
+
+
+def build_policy(cfg: TrainConfig, *, progress: bool = True) -> HFPolicy:
+    """The start policy of a run: the embedded tiny SFT policy or a local HF model, with the run's sampling.
+
+    Example:
+        >>> build_policy(TrainConfig(model="/nonexistent"))
+        Traceback (most recent call last):
+        ...
+        turnkit.errors.ConfigError: no HF model at /nonexistent: expected /nonexistent/config.json
+    """
+    sampling = {"temperature": cfg.temperature, "top_p": cfg.top_p, "max_new_tokens": cfg.max_new_tokens}
+    if cfg.model == "tiny":
+        from turnkit.train.embedded import tiny_policy
+
+        return tiny_policy(progress=progress, **sampling)
+    return HFPolicy.from_pretrained(cfg.model, **sampling)
+
+
+def prepare_policy(policy: HFPolicy, cfg: TrainConfig) -> torch.nn.Module | None:
+    """Apply the run's sampling and LoRA settings in place; return a frozen reference model if one is needed.
+
+    With ``lora_r > 0`` a fresh adapter is attached (the reference is the adapter-disabled base, no copy).
+    With full fine-tuning and ``kl_coef > 0`` the reference is a frozen copy of the start model.
+    """
+    policy.sampling = dataclasses.replace(
+        policy.sampling, temperature=cfg.temperature, top_p=cfg.top_p, max_new_tokens=cfg.max_new_tokens
+    )
+    if cfg.lora_r > 0:
+        if not policy.has_adapter:
+            policy.attach_lora(r=cfg.lora_r, alpha=cfg.lora_alpha, target_modules=cfg.lora_targets, seed=cfg.seed)
+        return None
+    for p in policy.model.parameters():
+        p.requires_grad_(True)
+    if cfg.kl_coef > 0:
+        ref = copy.deepcopy(policy.model).eval()
+        for p in ref.parameters():
+            p.requires_grad_(False)
+        return ref
+    return None
+
+
+def trainable_parameters(policy: HFPolicy) -> list[torch.nn.Parameter]:
+    """The parameters the optimizer updates (the adapter's, or all of them)."""
+    params = [p for p in policy.model.parameters() if p.requires_grad]
+    if not params:
+        raise ConfigError("the policy has no trainable parameters")
+    return params
+
+
+def sample_task_seeds(rng: np.random.Generator, n: int, cfg: TrainConfig) -> list[int]:
+    """``n`` distinct training task seeds, none in the held-out range ``[eval_seed, eval_seed + eval_episodes)``.
+
+    Example:
+        >>> seeds = sample_task_seeds(np.random.default_rng(0), 4, TrainConfig(eval_seed=0, eval_episodes=10))
+        >>> len(set(seeds)), min(seeds) >= 10
+        (4, True)
+    """
+    start, width = cfg.eval_seed, cfg.eval_episodes
+    seeds: list[int] = []
+    while len(seeds) < n:
+        seed = int(rng.integers(0, SEED_SPACE - width))
+        seed += width if seed >= start else 0  # skip over the held-out range
+        if seed not in seeds:
+            seeds.append(seed)
+    return seeds
+
+
+def step_sampling_seed(run_seed: int, step: int) -> int:
+    """The policy's sampling seed at ``step`` (a hash of the run seed and the step; needs no RNG state).
+
+    Example:
+        >>> step_sampling_seed(0, 1) == step_sampling_seed(0, 1) != step_sampling_seed(0, 2)
+        True
+    """
+    return int(np.random.SeedSequence([run_seed, step]).generate_state(1, dtype=np.uint64)[0] >> 1)
+
+
+# ---------------------------------------------------------------------------------------------- one step
+
+
+def rollout(
+    policy: HFPolicy, envs: Sequence[gymnasium.Env], cfg: TrainConfig, seeds: Sequence[int]
+) -> tuple[list[Trajectory], dict[str, float]]:
+    """Play ``group_size`` episodes per task seed, all groups in one batched collection.
+
+    Returns:
+        ``(trajectories, timing)`` with ``rollout_s`` (wall) and ``generate_s`` (inside the policy).
+    """
+    agent = TimedAgent(policy)
+    episode_seeds = [s for s in seeds for _ in range(cfg.group_size)]
+    groups = [g for g in range(len(seeds)) for _ in range(cfg.group_size)]
+    start = time.perf_counter()
+    trajs = collect_batch(envs, agent, episode_seeds, groups=groups, max_turns=cfg.max_turns)
+    return trajs, {"rollout_s": time.perf_counter() - start, "generate_s": agent.seconds}
+
+
+def rollout_metrics(trajs: Sequence[Trajectory], max_new_tokens: int) -> dict[str, float]:
+    """Reward, success, error and length statistics of a rollout batch."""
+    clean = [t for t in trajs if t.error is None]
+    turns = [s.action for t in clean for s in t.steps]
+    n = max(len(clean), 1)
+    return {
+        "episodes": len(trajs),
+        "masked_errors": len(trajs) - len(clean),
+        "reward_mean": sum(t.total_reward for t in clean) / n,
+        "success_rate": sum(t.success for t in clean) / n,
+        "turns_mean": len(turns) / n,
+        "completion_tokens": sum(len(a.token_ids) for a in turns),
+        "truncated_turn_frac": sum(len(a.token_ids) >= max_new_tokens for a in turns) / max(len(turns), 1),
+    }
+
+
+def update(
+    policy: HFPolicy,
+    optimizer: torch.optim.Optimizer,
+    trajs: Sequence[Trajectory],
+    cfg: TrainConfig,
+    *,
+    ref_model: torch.nn.Module | None = None,
+) -> dict[str, float]:
+    """Advantages, token batch and ``ppo_epochs × minibatches`` PPO-clip steps on one rollout batch.
+
+    Returns:
+        Token-weighted means of :func:`~turnkit.learners.grpo.policy_loss`'s metrics over the optimizer
+        steps, plus ``grad_norm``, ``rows``, ``tied_frac`` (episodes with advantage exactly 0) and
+        ``update_tokens``. Without any informative row the policy is left unchanged (``optimizer_steps`` 0).
+    """
+    grpo = cfg.grpo_config()
+    advantages = trajectory_advantages(
+        trajs, estimator=grpo.estimator, per_turn=grpo.per_turn, gamma=grpo.gamma, eps=grpo.adv_eps
+    )
+    scored = [(t, a) for t, a in zip(trajs, advantages, strict=True) if a is not None]
+    tied = sum(all(x == 0.0 for x in a) for _, a in scored)
+    if cfg.skip_zero_advantage and cfg.kl_coef == 0:
+        scored = [(t, a) for t, a in scored if any(x != 0.0 for x in a)]
+    out: dict[str, float] = {"tied_frac": tied / max(len(scored) + tied, 1), "optimizer_steps": 0.0}
+    if not scored:
+        out.update(rows=0.0, update_tokens=0.0)
+        return out
+    pad_id = int(policy.pad_token_id)
+    batch = build_turn_batch([t for t, _ in scored], pad_id=pad_id, advantages=[a for _, a in scored])
+    if batch.old_logprobs is None:
+        raise ConfigError("the policy recorded no sampling log-probs; GRPO needs AgentTurn.logprobs")
+    batch = batch.to(policy.device)
+    size = math.ceil(len(batch) / cfg.minibatches)
+    params = trainable_parameters(policy)
+    sums: dict[str, float] = {}
+    weight = 0.0
+    policy.model.train()
+    for _epoch in range(cfg.ppo_epochs):
+        for mb in batch.minibatches(size):
+            metrics, norm = _minibatch_step(policy, optimizer, params, mb, cfg, grpo, ref_model)
+            w = metrics["num_tokens"]
+            for key, value in (*metrics.items(), ("grad_norm", norm)):
+                if key != "num_tokens":
+                    sums[key] = sums.get(key, 0.0) + w * value
+            weight += w
+            out["optimizer_steps"] += 1
+    policy.model.eval()
+    out.update({k: v / max(weight, 1.0) for k, v in sums.items()})
+    out.update(rows=float(len(batch)), update_tokens=float(batch.attention_mask.sum()))
+    return out
+
+
+def _minibatch_step(
+    policy: HFPolicy,
+    optimizer: torch.optim.Optimizer,
+    params: list[torch.nn.Parameter],
+    mb: TurnBatch,
+    cfg: TrainConfig,
+    grpo: GRPOConfig,
+    ref_model: torch.nn.Module | None,
+) -> tuple[dict[str, float], float]:
+    logits = policy.model(input_ids=mb.input_ids, attention_mask=mb.attention_mask).logits
+    logp = gather_token_logprobs(logits, mb.input_ids, mb.loss_mask, temperature=cfg.temperature)
+    ref = _reference_logprobs(policy, mb, cfg, ref_model) if grpo.kl_coef > 0 else None
+    assert mb.old_logprobs is not None  # checked on the whole batch
+    loss, metrics = policy_loss(logp, mb.old_logprobs, mb.advantages, mb.loss_mask, grpo, ref_logprobs=ref)
+    optimizer.zero_grad(set_to_none=True)
+    loss.backward()
+    limit = cfg.max_grad_norm if cfg.max_grad_norm > 0 else math.inf
+    norm = float(torch.nn.utils.clip_grad_norm_(params, limit))
+    optimizer.step()
+    return metrics, norm
+
+
+@torch.no_grad()
+def _reference_logprobs(
+    policy: HFPolicy, mb: TurnBatch, cfg: TrainConfig, ref_model: torch.nn.Module | None
+) -> torch.Tensor:
+    if ref_model is not None:
+        logits = ref_model(input_ids=mb.input_ids, attention_mask=mb.attention_mask).logits
+    else:
+        with policy.reference():
+            logits = policy.model(input_ids=mb.input_ids, attention_mask=mb.attention_mask).logits
+    return gather_token_logprobs(logits, mb.input_ids, mb.loss_mask, temperature=cfg.temperature)
+
+
+def evaluate_policy(policy: HFPolicy, cfg: TrainConfig, *, progress: bool = False) -> dict[str, Any]:
+    """Held-out evaluation (seeds ``eval_seed ..``) at ``eval_temperature``; an ``eval_*`` metrics record."""
+    view = policy.with_sampling(temperature=cfg.eval_temperature)
+    summary = evaluate(
+        cfg.env_id,
+        view,
+        episodes=cfg.eval_episodes,
+        seed=cfg.eval_seed,
+        split=cfg.split,
+        batch_size=64,
+        env_kwargs=cfg.env_kwargs,
+        progress=progress,
+    )
+    lo, hi = summary.success_ci95
+    return {
+        "eval_success": summary.success_rate,
+        "eval_success_lo": lo,
+        "eval_success_hi": hi,
+        "eval_reward": summary.mean_reward,
+        "eval_turns": summary.mean_turns,
+        "eval_episodes": summary.episodes,
+        "eval_errors": sum(summary.errors.values()),
+        "eval_s": summary.wall_s,
+    }
+
+
+# ---------------------------------------------------------------------------------------------- checkpoints
+
+
+def save_checkpoint(
+    run_dir: Path, step: int, policy: HFPolicy, optimizer: torch.optim.Optimizer, rng: np.random.Generator,
+    cfg: TrainConfig,
+) -> Path:
+    """Write an atomic checkpoint: adapter (LoRA) or full weights, optimizer, RNG states, step and config."""
+    with stage_checkpoint(run_dir, step) as tmp:
+        if policy.has_adapter:
+            policy.save_adapter(tmp / "adapter")
+        else:
+            policy.model.save_pretrained(tmp / "model")
+            policy.tokenizer.save_pretrained(tmp / "model")
+        torch.save(optimizer.state_dict(), tmp / "optimizer.pt")
+        torch.save({"torch": torch.get_rng_state()}, tmp / "rng.pt")
+        write_json(
+            tmp / "state.json",
+            {
+                "step": step,
+                "config": cfg.to_dict(),
+                "task_rng": rng.bit_generator.state,
+                # HFPolicy draws from its own generator only for contexts without an episode seed.
+                "policy_rng": policy._rng.bit_generator.state,
+            },
+        )
+    ckpt = latest_checkpoint(run_dir)
+    assert ckpt is not None
+    return ckpt
+
+
+def load_checkpoint(
+    ckpt: Path, policy: HFPolicy, optimizer: torch.optim.Optimizer, rng: np.random.Generator, cfg: TrainConfig
+) -> int:
+    """Restore weights, optimizer and RNG states in place from ``ckpt``; returns its step.
+
+    Raises:
+        ConfigError: The checkpoint belongs to a run with a different config (other than
+            :data:`RESUMABLE_CHANGES`), or its files are missing.
+    """
+    state = read_json(ckpt / "state.json")
+    saved, current = state["config"], cfg.to_dict()
+    diff = sorted(k for k in current if k not in RESUMABLE_CHANGES and saved.get(k) != current[k])
+    if diff:
+        changes = ", ".join(f"{k}: {saved.get(k)!r} -> {current[k]!r}" for k in diff)
+        raise ConfigError(f"cannot resume {ckpt}: the config differs ({changes}); use a new out_dir")
+    if policy.has_adapter:
+        policy.load_adapter(ckpt / "adapter")
+    else:
+        from transformers import AutoModelForCausalLM
+
+        saved_model = AutoModelForCausalLM.from_pretrained(ckpt / "model", local_files_only=True)
+        policy.model.load_state_dict(saved_model.state_dict())
+    optimizer.load_state_dict(torch.load(ckpt / "optimizer.pt", map_location=policy.device))
+    torch.set_rng_state(torch.load(ckpt / "rng.pt")["torch"])
+    rng.bit_generator.state = state["task_rng"]
+    policy._rng.bit_generator.state = state["policy_rng"]
+    return int(state["step"])
+
+
+# ---------------------------------------------------------------------------------------------- the loop
+
+
+def train(
+    cfg: TrainConfig, *, resume: bool = False, progress: bool = True, policy: HFPolicy | None = None
+) -> TrainResult:
+    """Run (or, with ``resume``, continue) the GRPO/RLOO loop described in the module docstring.
+
+    Args:
+        cfg: The run's settings.
+        resume: Continue from the newest checkpoint in ``cfg.out_dir`` (a fresh start if there is none).
+        progress: Show progress bars.
+        policy: The start policy; default :func:`build_policy` (``cfg.model``). It is trained in place.
+
+    Returns:
+        The run directory, history, final evaluation and trained policy.
+    """
+    run_dir = Path(cfg.out_dir)
+    run_dir.mkdir(parents=True, exist_ok=True)
+    policy = policy if policy is not None else build_policy(cfg, progress=progress)
+    ref_model = prepare_policy(policy, cfg)
+    params = trainable_parameters(policy)
+    optimizer = torch.optim.AdamW(params, lr=cfg.lr, weight_decay=cfg.weight_decay)
+    rng = np.random.default_rng(cfg.seed)
+    log = MetricsLog(run_dir / "metrics.jsonl", tensorboard_dir=run_dir / "tb" if cfg.tensorboard else None)
+    start_step = 0
+    ckpt = latest_checkpoint(run_dir) if resume else None
+    if ckpt is not None:
+        start_step = load_checkpoint(ckpt, policy, optimizer, rng, cfg)
+        log.truncate_after(start_step)
+    elif (run_dir / "metrics.jsonl").exists():
+        (run_dir / "metrics.jsonl").unlink()  # a fresh run owns its log
+    write_json(run_dir / "config.json", cfg.to_dict())
+
+    envs = [
+        gymnasium.make(cfg.env_id, split=cfg.split, **cfg.env_kwargs)
+        for _ in range(cfg.group_size * cfg.groups_per_step)
+    ]
+    final_eval: dict[str, Any] | None = None
+    bar = tqdm(range(start_step + 1, cfg.steps + 1), desc="grpo", disable=not progress, unit="step")
+    for step in bar:
+        lr = cfg.lr * min(1.0, step / cfg.warmup_steps) if cfg.warmup_steps else cfg.lr
+        for group in optimizer.param_groups:
+            group["lr"] = lr
+        policy.sampling = dataclasses.replace(policy.sampling, seed=step_sampling_seed(cfg.seed, step))
+        seeds = sample_task_seeds(rng, cfg.groups_per_step, cfg)
+        trajs, timing = rollout(policy, envs, cfg, seeds)
+        start = time.perf_counter()
+        record: dict[str, Any] = {"step": step, "lr": lr, **rollout_metrics(trajs, cfg.max_new_tokens)}
+        record.update(update(policy, optimizer, trajs, cfg, ref_model=ref_model))
+        record["update_s"] = time.perf_counter() - start
+        record.update(timing)
+        record["env_s"] = timing["rollout_s"] - timing["generate_s"]
+        record["gen_tokens_per_s"] = record["completion_tokens"] / max(timing["generate_s"], 1e-9)
+        record["train_tokens_per_s"] = record["update_tokens"] * cfg.ppo_epochs / max(record["update_s"], 1e-9)
+        log.write(record)
+        bar.set_postfix(reward=f"{record['reward_mean']:.2f}", success=f"{record['success_rate']:.2f}")
+        if cfg.eval_every and (step % cfg.eval_every == 0 or step == cfg.steps):
+            final_eval = {"step": step, **evaluate_policy(policy, cfg)}
+            log.write(final_eval)
+        if (cfg.checkpoint_every and step % cfg.checkpoint_every == 0) or step == cfg.steps:
+            save_checkpoint(run_dir, step, policy, optimizer, rng, cfg)
+    for env in envs:
+        env.close()
+    history = read_metrics(run_dir / "metrics.jsonl") if (run_dir / "metrics.jsonl").exists() else []
+    if history:
+        keys = ["reward_mean", "success_rate", "eval_success", "clip_frac", "approx_kl"]
+        plot_curves(history, keys, run_dir / "curves.png", title=f"{cfg.env_id} GRPO")
+    return TrainResult(run_dir, max(start_step, cfg.steps), history, final_eval, policy)
