@@ -111,8 +111,7 @@ def test_a_broken_browser_is_recorded_on_the_trajectory_not_raised() -> None:
     env = gymnasium.make(ENV_ID, browser=broken)
     traj = turnkit.collect(env, OracleAgent(), seed=0)
     assert traj.error is not None and "BrowserError" in traj.error.message
-    # ErrorCause.BROWSER once rollout/collect.py maps turnkit.browser.BrowserError to it (see the report)
-    assert traj.error.cause in (ErrorCause.ENV, ErrorCause.BROWSER)
+    assert traj.error.cause == ErrorCause.BROWSER
     assert not traj.success
 
 
