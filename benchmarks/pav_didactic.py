@@ -1,0 +1,444 @@
+"""PAV didactic experiment (arXiv 2410.08146, App. B) on CPU: outcome-only RL vs progress rewards.
+
+The task is ``turnkit/PAVDidactic-v0`` (``turnkit.envs.pav_didactic``): write at most 10 tokens from a
+vocabulary of 15 (EOS = 14); reward 1 iff the planted run ``y*`` (5 tokens) appears. For speed the
+training loop runs the env's own vectorised dynamics (``turnkit.envs.pav_didactic.prover``: the match
+automaton the env uses; ``tests/envs/pav_didactic`` checks that both agree step by step).
+
+Protocol (paper values in brackets where they differ):
+
+* base policy: a GRU, 3 layers × 128, SFT on 3,200 sequences of the γ = 5 prover;
+* RL: REINFORCE, batch 64, Adam 1e-3; per-step coefficient ``c_h = (R − b) + α A^μ(s_h, a_h)`` with ``α = 1``,
+  ``b`` the leave-one-out batch mean (RLOO), ``A^μ`` the prover advantage (``turnkit.critics.progress``);
+  outcome-only RL is ``α = 0``;
+* ``Q^μ`` is exact (dynamic programming over the match automaton, ``prover_values``) [> 100 Monte Carlo
+  rollouts]; ``--q mc`` uses fresh Monte Carlo rollouts per prefix instead, as the paper does;
+* accuracy = success rate of 512 fresh samples from the policy, every ``--eval-every`` iterations.
+
+Outputs under ``--out``: ``results.json`` (every curve), ``accuracy_vs_iterations.png`` (outcome vs progress,
+mean ± min/max over seeds) and ``prover_sweep.png`` (iterations to the target accuracy and accuracy at a
+fixed iteration vs prover strength γ).
+
+Usage::
+
+    python benchmarks/pav_didactic.py                       # main comparison + γ sweep, 3 seeds
+    python benchmarks/pav_didactic.py --only main --iters 400
+    python benchmarks/pav_didactic.py --q mc --rollouts 128 --only main
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import time
+from dataclasses import asdict, dataclass, replace
+from pathlib import Path
+
+import numpy as np
+import torch
+from torch import nn
+
+from turnkit.critics.progress import best_of_k, prover_advantages
+from turnkit.envs.pav_didactic.prover import (
+    EOS,
+    SEQ_LEN,
+    VOCAB_SIZE,
+    match_states,
+    mc_values_at,
+    prover_probs,
+    prover_values,
+    q_after_steps,
+    step_mask,
+    transition_table,
+)
+from turnkit.learners.advantages import rloo_advantages
+
+PLANTED = (3, 7, 1, 9, 2, 4, 6, 11)
+"""The planted run is its first ``--target-len`` tokens (distinct tokens behave alike up to relabelling)."""
+
+
+@dataclass(frozen=True)
+class RunConfig:
+    """One RL run."""
+
+    seed: int = 0
+    target: tuple[int, ...] = PLANTED[:6]
+    alpha: float = 1.0
+    gamma: float = 10.0
+    best_of: int = 1
+    iters: int = 600
+    batch: int = 64
+    lr: float = 1e-3
+    q: str = "exact"
+    rollouts: int = 128
+    eval_every: int = 10
+    eval_samples: int = 512
+    target_acc: float = 0.9
+    sft_samples: int = 3200
+    sft_gamma: float = 5.0
+    sft_epochs: int = 8
+
+
+class Policy(nn.Module):
+    """Autoregressive token policy: embedding → 3-layer GRU (128) → logits over the 15 tokens."""
+
+    def __init__(self, hidden: int = 128, layers: int = 3, vocab: int = VOCAB_SIZE) -> None:
+        super().__init__()
+        self.vocab = vocab
+        self.embed = nn.Embedding(vocab + 1, hidden)  # + BOS
+        self.gru = nn.GRU(hidden, hidden, num_layers=layers, batch_first=True)
+        self.head = nn.Linear(hidden, vocab)
+
+    def log_probs(self, tokens: torch.Tensor) -> torch.Tensor:
+        """``log π(a_h | a_<h)`` of every position, ``[N, T]`` (teacher forcing)."""
+        bos = torch.full_like(tokens[:, :1], self.vocab)
+        out, _ = self.gru(self.embed(torch.cat([bos, tokens[:, :-1]], dim=1)))
+        logits = self.head(out).log_softmax(-1)
+        return logits.gather(-1, tokens[..., None]).squeeze(-1)
+
+    @torch.no_grad()
+    def sample(self, n: int, length: int, gen: torch.Generator) -> torch.Tensor:
+        """``n`` sequences of ``length`` tokens (positions after the end are masked by the caller)."""
+        x = torch.full((n, 1), self.vocab, dtype=torch.long)
+        h = None
+        out = []
+        for _ in range(length):
+            o, h = self.gru(self.embed(x), h)
+            x = torch.multinomial(self.head(o[:, -1]).softmax(-1), 1, generator=gen)
+            out.append(x)
+        return torch.cat(out, dim=1)
+
+
+def init_policy(seed: int) -> Policy:
+    """A policy whose parameters come from an explicit generator (uniform ±1/sqrt(fan-in), zero biases)."""
+    policy = Policy()
+    gen = torch.Generator().manual_seed(seed)
+    with torch.no_grad():
+        for name, p in policy.named_parameters():
+            if "bias" in name:
+                p.zero_()
+            else:
+                bound = 1.0 / math.sqrt(p.shape[-1])
+                p.uniform_(-bound, bound, generator=gen)
+    return policy
+
+
+def sample_prover(target: tuple[int, ...], gamma: float, n: int, rng: np.random.Generator) -> np.ndarray:
+    """``n`` sequences from the prover ``μ_γ`` (vectorised over the match automaton)."""
+    table = transition_table(target)
+    cum = np.cumsum(prover_probs(target, gamma), axis=1)
+    m = len(target)
+    k = np.zeros(n, dtype=np.int64)
+    out = np.zeros((n, SEQ_LEN), dtype=np.int64)
+    for h in range(SEQ_LEN):
+        a = np.minimum((rng.random(n)[:, None] > cum[np.minimum(k, m - 1)]).sum(axis=1), EOS)
+        out[:, h] = a
+        k = table[k, a]
+    return out
+
+
+def success(table: np.ndarray, tokens: np.ndarray) -> np.ndarray:
+    """1.0 where the planted run appears before EOS."""
+    states = match_states(table, tokens)
+    mask = step_mask(table, tokens)
+    found = (states[:, 1:] == table.shape[0] - 1) & mask
+    return found.any(axis=1).astype(np.float64)
+
+
+def sft(policy: Policy, cfg: RunConfig, table: np.ndarray) -> float:
+    """Supervised fine-tuning on prover samples; returns the final mean token NLL."""
+    rng = np.random.default_rng([cfg.seed, 1])
+    data = sample_prover(cfg.target, cfg.sft_gamma, cfg.sft_samples, rng)
+    mask = torch.as_tensor(step_mask(table, data), dtype=torch.float32)
+    tokens = torch.as_tensor(data)
+    opt = torch.optim.Adam(policy.parameters(), lr=cfg.lr)
+    nll = float("nan")
+    for _ in range(cfg.sft_epochs):
+        order = rng.permutation(len(data))
+        for i in range(0, len(data), cfg.batch):
+            idx = torch.as_tensor(order[i : i + cfg.batch])
+            lp = policy.log_probs(tokens[idx])
+            loss = -(lp * mask[idx]).sum() / mask[idx].sum()
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+            nll = float(loss.detach())
+    return nll
+
+
+def prover_q(
+    cfg: RunConfig, table: np.ndarray, values: np.ndarray, tokens: np.ndarray, rng: np.random.Generator
+) -> tuple[np.ndarray, np.ndarray]:
+    """``Q^μ(s_h, a_h)`` per step and ``V^μ(s_0)``: exact table lookups or fresh Monte Carlo rollouts."""
+    if cfg.q == "exact":
+        q, v0 = q_after_steps(table, values, tokens)
+    else:
+        states = match_states(table, tokens)[:, 1:]
+        left = np.broadcast_to(SEQ_LEN - 1 - np.arange(SEQ_LEN), states.shape)
+        est = mc_values_at(cfg.target, cfg.gamma, states.ravel(), left.ravel(), cfg.rollouts, rng)
+        q = np.where(tokens == EOS, 0.0, est.reshape(states.shape))
+        q = np.where(states == len(cfg.target), 1.0, q) * step_mask(table, tokens)
+        v0 = np.full(
+            len(tokens), mc_values_at(cfg.target, cfg.gamma, np.zeros(1), np.full(1, SEQ_LEN), cfg.rollouts, rng)[0]
+        )
+    return best_of_k(q, cfg.best_of), best_of_k(v0, cfg.best_of)
+
+
+def evaluate(policy: Policy, table: np.ndarray, n: int, gen: torch.Generator) -> float:
+    """Success rate of ``n`` fresh samples."""
+    return float(success(table, policy.sample(n, SEQ_LEN, gen).numpy()).mean())
+
+
+def run(cfg: RunConfig, base: dict | None = None) -> dict:
+    """SFT (or load ``base`` weights), then RL; returns the accuracy curve and timings."""
+    table = transition_table(cfg.target)
+    values = prover_values(cfg.target, cfg.gamma)
+    policy = init_policy(cfg.seed)
+    start = time.perf_counter()
+    if base is None:
+        sft(policy, cfg, table)
+    else:
+        policy.load_state_dict(base)
+    base_state = {k: v.clone() for k, v in policy.state_dict().items()}
+    gen = torch.Generator().manual_seed(cfg.seed)
+    eval_gen = torch.Generator().manual_seed(10_000 + cfg.seed)
+    rng = np.random.default_rng([cfg.seed, 2])
+    opt = torch.optim.Adam(policy.parameters(), lr=cfg.lr)
+    iters, acc, train_acc = [0], [evaluate(policy, table, cfg.eval_samples, eval_gen)], []
+    for it in range(1, cfg.iters + 1):
+        tokens = policy.sample(cfg.batch, SEQ_LEN, gen).numpy()
+        mask = step_mask(table, tokens)
+        reward = success(table, tokens)
+        coef = rloo_advantages(torch.as_tensor(reward), torch.zeros(cfg.batch, dtype=torch.long)).numpy()
+        coef = np.broadcast_to(coef[:, None], mask.shape).copy()
+        if cfg.alpha != 0.0:
+            q, v0 = prover_q(cfg, table, values, tokens, rng)
+            coef = coef + cfg.alpha * prover_advantages(q, v0)
+        lp = policy.log_probs(torch.as_tensor(tokens))
+        weight = torch.as_tensor(coef * mask, dtype=torch.float32)
+        loss = -(weight * lp).sum() / cfg.batch
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+        train_acc.append(float(reward.mean()))
+        if it % cfg.eval_every == 0:
+            iters.append(it)
+            acc.append(evaluate(policy, table, cfg.eval_samples, eval_gen))
+    reached = [i for i, a in zip(iters, acc, strict=True) if a >= cfg.target_acc]
+    return {
+        "config": asdict(cfg),
+        "iters": iters,
+        "accuracy": acc,
+        "train_accuracy": train_acc,
+        "iters_to_target": reached[0] if reached else None,
+        "prover_v0": float(values[0, SEQ_LEN]),
+        "seconds": time.perf_counter() - start,
+        "base_state": base_state,
+    }
+
+
+# ---------------------------------------------------------------------------------------------- experiments
+def _public(result: dict) -> dict:
+    return {k: v for k, v in result.items() if k != "base_state"}
+
+
+def main_comparison(base_cfg: RunConfig, seeds: list[int], log: list[str]) -> tuple[dict, dict]:
+    """Outcome-only vs progress (and the same with Monte Carlo Q if asked) per seed, sharing each SFT base."""
+    runs: dict[str, list[dict]] = {"outcome": [], "progress": []}
+    bases: dict[int, dict] = {}
+    for seed in seeds:
+        outcome = run(replace(base_cfg, seed=seed, alpha=0.0))
+        bases[seed] = outcome["base_state"]
+        progress = run(replace(base_cfg, seed=seed), base=bases[seed])
+        for name, r in (("outcome", outcome), ("progress", progress)):
+            runs[name].append(_public(r))
+            log.append(
+                f"main seed={seed} {name:8s} iters_to_{base_cfg.target_acc}={r['iters_to_target']} "
+                f"final_acc={r['accuracy'][-1]:.3f} ({r['seconds']:.0f} s)"
+            )
+            print(log[-1], flush=True)
+    return runs, bases
+
+
+def prover_sweep(base_cfg: RunConfig, gammas: list[float], seeds: list[int], bases: dict, log: list[str]) -> dict:
+    """Progress rewards with provers of strength γ (each seed starts from its SFT base)."""
+    out: dict[str, list[dict]] = {}
+    for gamma in gammas:
+        out[str(gamma)] = []
+        for seed in seeds:
+            r = run(replace(base_cfg, seed=seed, gamma=gamma), base=bases.get(seed))
+            bases.setdefault(seed, r["base_state"])
+            out[str(gamma)].append(_public(r))
+            log.append(
+                f"sweep gamma={gamma:g} seed={seed} iters_to_target={r['iters_to_target']} "
+                f"acc@{base_cfg.iters}={r['accuracy'][-1]:.3f} ({r['seconds']:.0f} s)"
+            )
+            print(log[-1], flush=True)
+    return out
+
+
+def _band(runs: list[dict]) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    acc = np.array([r["accuracy"] for r in runs])
+    return np.array(runs[0]["iters"]), acc.mean(0), acc.min(0), acc.max(0)
+
+
+def plot_main(runs: dict[str, list[dict]], cfg: RunConfig, path: Path) -> None:
+    """Accuracy vs RL iterations, mean over seeds with a min-max band."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(6.4, 4.2))
+    labels = {"outcome": "outcome only (α = 0)", "progress": f"outcome + α·A^μ, γ = {cfg.gamma:g} prover"}
+    for i, (name, rs) in enumerate(runs.items()):
+        x, mean, lo, hi = _band(rs)
+        color = f"C{i}"
+        ax.plot(x, mean, color=color, lw=2, label=f"{labels.get(name, name)}: mean of {len(rs)} seeds")
+        ax.fill_between(x, lo, hi, color=color, alpha=0.15)
+        for r in rs:
+            ax.plot(r["iters"], r["accuracy"], color=color, lw=0.7, alpha=0.6)
+    ax.axhline(cfg.target_acc, color="grey", ls=":", lw=1)
+    ax.set_xlabel("RL iteration (batch 64)")
+    ax.set_ylabel("accuracy (512 samples)")
+    ax.set_title(f"PAV didactic: |y*| = {len(cfg.target)}, V = 15, L = 10")
+    ax.set_ylim(-0.02, 1.02)
+    ax.legend(loc="center right", fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+
+
+def plot_sweep(sweep: dict[str, list[dict]], outcome: list[dict], cfg: RunConfig, at: int, path: Path) -> None:
+    """Iterations to the target accuracy and accuracy at iteration ``at`` vs prover strength γ."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    gammas = sorted(sweep, key=float)
+    g = np.array([float(x) for x in gammas])
+    fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(10, 4))
+    cap = cfg.iters
+    for x, key in zip(g, gammas, strict=True):
+        its = [r["iters_to_target"] for r in sweep[key]]
+        ax1.scatter(
+            [x] * len(its),
+            [cap if i is None else i for i in its],
+            c=["C3" if i is None else "C0" for i in its],
+            s=18,
+            alpha=0.7,
+        )
+    med = [np.median([cap if r["iters_to_target"] is None else r["iters_to_target"] for r in sweep[k]]) for k in gammas]
+    ax1.plot(g, med, "C0-", label="progress reward, median")
+    out_its = [min(cap, r["iters_to_target"] or cap) for r in outcome]  # censored at the sweep's length
+    ax1.axhline(np.median(out_its), color="C1", ls="--", label="outcome only, median")
+    ax1.set_xscale("log")
+    ax1.set_xlabel("prover strength γ")
+    ax1.set_ylabel(f"iterations to {cfg.target_acc:.0%} accuracy (red: not reached by {cap})")
+    ax1.legend(fontsize=8)
+    idx = sweep[gammas[0]][0]["iters"].index(at)
+    acc = np.array([[r["accuracy"][idx] for r in sweep[k]] for k in gammas])
+    ax2.errorbar(
+        g,
+        acc.mean(1),
+        yerr=[acc.mean(1) - acc.min(1), acc.max(1) - acc.mean(1)],
+        fmt="o-",
+        capsize=3,
+        label="progress reward (mean, min-max)",
+    )
+    out_acc = [r["accuracy"][r["iters"].index(at)] for r in outcome if at in r["iters"]]
+    if out_acc:
+        ax2.axhline(np.mean(out_acc), color="C1", ls="--", label="outcome only")
+    ax2.set_xscale("log")
+    ax2.set_xlabel("prover strength γ")
+    ax2.set_ylabel(f"accuracy after {at} iterations")
+    ax2.set_ylim(-0.02, 1.02)
+    ax2.legend(fontsize=8)
+    q = "exact Q^μ" if cfg.q == "exact" else f"Monte Carlo Q^μ, {cfg.rollouts} rollouts"
+    seeds = len(sweep[gammas[0]])
+    fig.suptitle(f"PAV didactic: prover strength sweep (|y*| = {len(cfg.target)}, {q}, {seeds} seeds)")
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+
+
+def replot(out: Path) -> None:
+    """Redraw both plots from a finished run's ``results.json``."""
+    results = json.loads((out / "results.json").read_text())
+    cfg = RunConfig(**{**results["config"], "target": tuple(results["config"]["target"])})
+    if "main" in results:
+        plot_main(results["main"], cfg, out / "accuracy_vs_iterations.png")
+    if "sweep" in results:
+        sweep = results["sweep"]
+        first = next(iter(sweep.values()))[0]["config"]
+        sweep_cfg = replace(cfg, iters=first["iters"])
+        outcome = results.get("main", {}).get("outcome", [])
+        if not outcome and "outcome_from" in results:
+            outcome = json.loads(Path(results["outcome_from"]).read_text())["main"]["outcome"]
+        plot_sweep(sweep, outcome, sweep_cfg, results.get("sweep_at", 100), out / "prover_sweep.png")
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--out", default="benchmarks/results/pav_didactic")
+    ap.add_argument("--seeds", type=int, default=3)
+    ap.add_argument("--iters", type=int, default=600, help="RL iterations of the main comparison")
+    ap.add_argument("--sweep-iters", type=int, default=300, help="RL iterations per sweep run")
+    ap.add_argument("--target-len", type=int, default=6)
+    ap.add_argument("--gamma", type=float, default=10.0, help="prover strength of the main comparison")
+    ap.add_argument("--gammas", default="1,2,5,10,15,25,50,100")
+    ap.add_argument("--best-of", type=int, default=1, help="Best-of-K transform of the prover Q")
+    ap.add_argument("--alpha", type=float, default=1.0)
+    ap.add_argument("--q", choices=("exact", "mc"), default="exact")
+    ap.add_argument("--rollouts", type=int, default=128)
+    ap.add_argument("--sweep-at", type=int, default=100, help="iteration at which the sweep compares accuracy")
+    ap.add_argument("--only", choices=("main", "sweep", "all"), default="all")
+    ap.add_argument("--threads", type=int, default=1)
+    ap.add_argument("--replot", action="store_true", help="only redraw the plots from --out/results.json")
+    ap.add_argument("--outcome-from", default=None, help="results.json whose outcome-only runs the sweep reuses")
+    args = ap.parse_args()
+    torch.set_num_threads(args.threads)
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    cfg = RunConfig(
+        target=PLANTED[: args.target_len],
+        gamma=args.gamma,
+        alpha=args.alpha,
+        best_of=args.best_of,
+        iters=args.iters,
+        q=args.q,
+        rollouts=args.rollouts,
+    )
+    seeds = list(range(args.seeds))
+    if args.replot:
+        replot(out)
+        return
+    log: list[str] = []
+    results: dict = {"config": asdict(cfg)}
+    start = time.perf_counter()
+    runs, bases = main_comparison(cfg, seeds, log) if args.only in ("main", "all") else ({}, {})
+    if runs:
+        results["main"] = runs
+        plot_main(runs, cfg, out / "accuracy_vs_iterations.png")
+    if args.only in ("sweep", "all"):
+        sweep_cfg = replace(cfg, iters=args.sweep_iters)
+        gammas = [float(x) for x in args.gammas.split(",")]
+        outcome = list(runs.get("outcome", []))
+        if not outcome and args.outcome_from:
+            outcome = json.loads(Path(args.outcome_from).read_text())["main"]["outcome"]
+            results["outcome_from"] = args.outcome_from
+        if not outcome:
+            outcome = [_public(run(replace(sweep_cfg, seed=s, alpha=0.0), base=bases.get(s))) for s in seeds]
+        results["sweep"] = prover_sweep(sweep_cfg, gammas, seeds, bases, log)
+        plot_sweep(results["sweep"], outcome, sweep_cfg, args.sweep_at, out / "prover_sweep.png")
+    results["sweep_at"] = args.sweep_at
+    results["log"] = log
+    results["seconds"] = time.perf_counter() - start
+    (out / "results.json").write_text(json.dumps(results, indent=1))
+    print(f"done in {results['seconds']:.0f} s; wrote {out}")
+
+
+if __name__ == "__main__":
+    main()
