@@ -155,3 +155,17 @@ def test_close_is_idempotent_and_rendering_again_restarts(browser: Browser) -> N
     assert not browser.running and browser.pid is None
     assert (browser.render(RED_PAGE).pixels == (255, 0, 0)).all()
     assert browser.running
+
+
+@pytest.mark.parametrize(
+    "trick",
+    [
+        "<script>location.href = 'http://example.com/'</script>",
+        "<meta http-equiv=refresh content='0;url=http://example.com/'>",
+        "<script>location.href = 'about:blank'</script>",
+        "<script>window.close()</script>",
+    ],
+)
+def test_pages_cannot_navigate_away(browser: Browser, trick: str) -> None:
+    r = browser.render(f"{trick}<p>still here</p>")
+    assert [t.text for t in r.dom.texts] == ["still here"]

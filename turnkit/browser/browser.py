@@ -5,10 +5,12 @@ and stops on :meth:`Browser.close` (or when the object is collected, or at inter
 
 Isolation: the page is loaded from ``http://turnkit.invalid/`` by answering the browser's own request with
 the HTML (DevTools ``Fetch`` interception); every other request (``http``, ``https``, ``ws``, ``file``,
-relative URLs) is failed, so pages cannot reach the network or the disk. ``data:`` URLs (inline images,
-fonts) still work. Anything that escapes interception meets a proxy on a closed port. Dialogs
-(``alert``, ``confirm``) are dismissed, popups closed, downloads denied, and ``Math.random`` is seeded, so
-that the same HTML renders the same pixels.
+relative URLs) is failed, so pages cannot reach the network or the disk; ``data:`` URLs (inline images,
+fonts) still work. Anything that escapes interception meets a proxy on a closed port. Navigations away from
+the page (``location``, ``<meta http-equiv=refresh>``, links) are cancelled through the Navigation API.
+Dialogs (``alert``, ``confirm``) are dismissed, popups closed, downloads denied, and ``Math.random`` is
+seeded, so that the same HTML renders the same pixels (pages that animate or read the clock may still
+differ).
 
 Failures:
 
@@ -50,8 +52,12 @@ PAGE_URL = "http://turnkit.invalid/"
 PROBE_HTML = "<!doctype html><body style='margin:0;background:#fff'><p>probe</p></body>"
 """The page rendered after a failure to tell a broken browser from a broken page."""
 
-_SEEDED_RANDOM_JS = """(() => { let s = 0x2545F491; Math.random = () => {
-  s ^= s << 13; s >>>= 0; s ^= s >>> 17; s ^= s << 5; s >>>= 0; return s / 4294967296; }; })();"""
+_INIT_JS = """(() => {
+  let s = 0x2545F491;
+  Math.random = () => { s ^= s << 13; s >>>= 0; s ^= s >>> 17; s ^= s << 5; s >>>= 0; return s / 4294967296; };
+  if (self.navigation) navigation.addEventListener('navigate', (e) => { if (e.cancelable) e.preventDefault(); });
+})();"""
+"""Runs before any page script: seeds ``Math.random`` and cancels navigations away from the page."""
 
 
 class _RendererCrashed(BrowserError):
@@ -281,7 +287,7 @@ class Browser:
             deadline=deadline,
         )
         self._call("Emulation.setScriptExecutionDisabled", {"value": not self.javascript}, deadline=deadline)
-        self._call("Page.addScriptToEvaluateOnNewDocument", {"source": _SEEDED_RANDOM_JS}, deadline=deadline)
+        self._call("Page.addScriptToEvaluateOnNewDocument", {"source": _INIT_JS}, deadline=deadline)
         self._call("Fetch.enable", {"patterns": [{"urlPattern": "*"}]}, deadline=deadline)
         self._frame = self._call("Page.getFrameTree", deadline=deadline)["frameTree"]["frame"]["id"]
 
@@ -367,6 +373,15 @@ class Browser:
         if self._proc is None:
             self._launch()
 
+    def _loaded(self, msg: dict[str, Any]) -> bool:
+        """The page finished loading, or stopped (a script navigated away mid-parse and got a 204)."""
+        if msg.get("sessionId") != self._session:
+            return False
+        method = msg.get("method")
+        return method == "Page.loadEventFired" or (
+            method == "Page.frameStoppedLoading" and msg.get("params", {}).get("frameId") == self._frame
+        )
+
     def _render_once(self, html: str, key: str, start: float) -> Render:
         self._ensure_running()
         assert self._proc is not None
@@ -378,11 +393,7 @@ class Browser:
             nav = self._call("Page.navigate", {"url": PAGE_URL, "frameId": self._frame}, deadline=deadline)
             if nav.get("errorText"):
                 raise BrowserError(f"navigation failed: {nav['errorText']}")
-            conn.wait_event(
-                lambda m: m.get("method") == "Page.loadEventFired" and m.get("sessionId") == self._session,
-                deadline=deadline,
-                what="the page's load event",
-            )
+            conn.wait_event(self._loaded, deadline=deadline, what="the page's load event")
         finally:
             self._pending_html = None
         world = self._call(

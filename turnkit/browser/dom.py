@@ -42,10 +42,11 @@ DOM_SUMMARY_JS = r"""
     const d = cx.getImageData(0, 0, 1, 1).data, out = [d[0], d[1], d[2], d[3]];
     memo.set(css, out); return out;
   };
-  const opaque = (el) => {
-    let o = 1;
-    for (let e = el; e && e.nodeType === 1; e = e.parentElement) o *= parseFloat(getComputedStyle(e).opacity);
-    return o;
+  const opacities = new Map();
+  const opaque = (el) => {  // product of the opacities up to the root, memoised (deep trees stay linear)
+    if (!el || el.nodeType !== 1) return 1;
+    if (!opacities.has(el)) opacities.set(el, parseFloat(getComputedStyle(el).opacity) * opaque(el.parentElement));
+    return opacities.get(el);
   };
   const onScreen = (r) => r.width > 0 && r.height > 0 && r.right > 0 && r.bottom > 0 && r.left < W && r.top < H;
   const box = (r) => [r.left, r.top, r.width, r.height].map((v) => Math.round(v * 10) / 10);

@@ -57,7 +57,7 @@ LAUNCH_FLAGS: tuple[str, ...] = (
     "--hide-scrollbars",
     "--force-device-scale-factor=1",
     "--font-render-hinting=none",
-    "--disable-features=BackForwardCache,Translate,MediaRouter,OptimizationHints",
+    "--disable-features=BackForwardCache,PaintHolding,Translate,MediaRouter,OptimizationHints",
     "--proxy-server=127.0.0.1:9",
     "--proxy-bypass-list=<-loopback>",
     "--remote-debugging-pipe",
