@@ -78,7 +78,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--evals", type=int, default=20, help="evaluations per thread for throughput")
     parser.add_argument("--no-docker", action="store_true", help="skip the Docker backends")
     parser.add_argument("--json", action="store_true", help="print JSON instead of a table")
-    args = parser.parse_args([a for a in (argv or []) if a != "--"])
+    args = parser.parse_args(None if argv is None else [a for a in argv if a != "--"])
     use_docker = not args.no_docker and docker_available()
 
     opened: list = []
