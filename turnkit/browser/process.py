@@ -17,7 +17,7 @@ Example:
     >>> find_chromium("/no/such/browser")
     Traceback (most recent call last):
     ...
-    turnkit.browser.errors.BrowserError: no Chromium at '/no/such/browser' (not an executable file)
+    turnkit.errors.BrowserError: no Chromium at '/no/such/browser' (not an executable file)
 """
 
 from __future__ import annotations
