@@ -29,9 +29,11 @@ from turnkit.critics.progress import (
     mrt_critic,
     mrt_objective,
     normalized_regret,
+    plot_regret,
     progress_bonus,
     progress_step_rewards,
     prover_advantages,
+    regret_curve,
     replay_snapshots,
 )
 from turnkit.critics.rules import OutcomeReward
@@ -114,6 +116,20 @@ def test_normalized_regret_rejects_bad_input() -> None:
         normalized_regret([1], [0.1], budget=0)
     with pytest.raises(ConfigError, match="same length"):
         normalized_regret([1, 2], [0.1], budget=3)
+
+
+def test_regret_curve_integrates_to_the_regret() -> None:
+    tokens, j = [3, 7, 12], [0.2, 0.6, 0.9]
+    grid = np.linspace(0, 10, 10_001)
+    area = np.trapezoid(regret_curve(tokens, j, 10, grid), grid)
+    assert 1 - area / 10 == pytest.approx(normalized_regret(tokens, j, 10), abs=1e-6)
+
+
+def test_plot_regret_writes_a_png(tmp_path) -> None:
+    path = tmp_path / "regret.png"
+    regrets = plot_regret({"a": [([4, 8], [0.5, 1.0])], "b": [([4, 12], [0.5, 1.0])]}, 10, str(path))
+    assert regrets == pytest.approx({"a": 0.4, "b": 0.6})
+    assert path.read_bytes()[:4] == b"\x89PNG"
 
 
 def test_balanced_soft_bce_by_hand() -> None:

@@ -206,6 +206,58 @@ def mean_normalized_regret(traces: Sequence[tuple[Sequence[float], Sequence[floa
     return float(np.mean([normalized_regret(t, j, budget) for t, j in traces]))
 
 
+def regret_curve(tokens: Sequence[float], j_values: Sequence[float], budget: float, grid: np.ndarray) -> np.ndarray:
+    """``J(c)`` on ``grid`` (token counts in ``[0, C0]``): the curve :func:`normalized_regret` integrates.
+
+    Example:
+        >>> regret_curve([4, 8], [0.5, 1.0], 10, np.array([0.0, 2.0, 6.0, 10.0])).tolist()
+        [0.0, 0.25, 0.75, 1.0]
+    """
+    normalized_regret(tokens, j_values, budget)  # validates
+    t, j = np.asarray(tokens, dtype=np.float64), np.asarray(j_values, dtype=np.float64)
+    keep = t <= budget
+    xs = np.concatenate([[0.0], t[keep], [budget]])
+    ys = np.concatenate([[0.0], j[keep]])
+    return np.interp(grid, xs, np.concatenate([ys, ys[-1:]]))
+
+
+def plot_regret(
+    traces: Mapping[str, Sequence[tuple[Sequence[float], Sequence[float]]]],
+    budget: float,
+    path: str,
+    title: str = "",
+) -> dict[str, float]:
+    """Plot the mean ``J``-vs-tokens curve of each labelled set of traces; returns each set's mean regret.
+
+    The area above a curve (up to ``J = 1``) is the normalised regret: a policy that makes progress early
+    has a curve that rises early.
+
+    Example:
+        >>> import os, tempfile
+        >>> path = os.path.join(tempfile.mkdtemp(), "regret.png")
+        >>> plot_regret({"base": [([4, 8], [0.5, 1.0])]}, budget=10, path=path)
+        {'base': 0.4}
+    """
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    grid = np.linspace(0.0, budget, 200)
+    fig, ax = plt.subplots(figsize=(6, 4))
+    regrets = {}
+    for label, group in traces.items():
+        regrets[label] = mean_normalized_regret(group, budget)
+        mean = np.mean([regret_curve(t, j, budget, grid) for t, j in group], axis=0)
+        ax.plot(grid, mean, label=f"{label} (regret {regrets[label]:.3f}, {len(group)} traces)")
+    ax.set(xlabel="tokens used", ylabel="J: success if forced to answer", ylim=(-0.02, 1.02), title=title)
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+    return regrets
+
+
 # ---------------------------------------------------------------------------------------------- branching values
 FORCE_ANSWER = "Time is up. Stop thinking and reply now with your final answer as ANSWER: <value>."
 """MRT's forced-termination instruction for :class:`~turnkit.envs.math.env.MathEpisodesEnv` answers."""

@@ -242,17 +242,18 @@ def mc_values_at(
     """
     if rollouts < 1:
         raise ConfigError(f"rollouts must be >= 1, got {rollouts}")
+    y = np.array(check_target(target, vocab_size))
     table = transition_table(target, vocab_size)
-    cum = np.cumsum(prover_probs(target, gamma, vocab_size), axis=1)
-    m, eos = len(table) - 1, vocab_size - 1
+    p_next = float(prover_probs(target, gamma, vocab_size)[0, y[0]])  # same in every state
+    m, eos = len(y), vocab_size - 1
     k = np.repeat(np.asarray(states, dtype=np.int64), rollouts)
     left = np.repeat(np.asarray(remaining, dtype=np.int64), rollouts)
-    alive = (k != m) & (left > 0)
-    for _ in range(int(left.max(initial=0))):
-        u = rng.random(k.shape)
-        a = np.minimum((u[:, None] > cum[np.minimum(k, m - 1)]).sum(axis=1), eos)
-        step = alive & (left > 0)
-        k = np.where(step & (a != eos), table[k, a], k)
-        left = left - 1
-        alive = step & (a != eos) & (k != m)
+    live = np.flatnonzero((k != m) & (left > 0))
+    while live.size:
+        nxt = y[k[live]]
+        other = rng.integers(0, vocab_size - 1, size=live.size)  # uniform over the other V - 1 tokens
+        a = np.where(rng.random(live.size) < p_next, nxt, other + (other >= nxt))
+        k[live] = np.where(a == eos, k[live], table[k[live], a])
+        left[live] -= 1
+        live = live[(a != eos) & (k[live] != m) & (left[live] > 0)]
     return (k == m).reshape(-1, rollouts).mean(axis=1)
