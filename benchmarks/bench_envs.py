@@ -13,6 +13,7 @@ from __future__ import annotations
 import argparse
 import json
 import statistics
+import sys
 import time
 
 import gymnasium
@@ -50,7 +51,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--trials", type=int, default=7)
     parser.add_argument("--episodes", type=int, default=200)
     parser.add_argument("--json", action="store_true", help="print JSON instead of a table")
-    args = parser.parse_args([a for a in (argv or []) if a != "--"])
+    argv = sys.argv[1:] if argv is None else argv
+    args = parser.parse_args([a for a in argv if a != "--"])
 
     base = gymnasium.make("CartPole-v1")
     base_action = 0  # zero-cost policy for the baseline too
