@@ -1,11 +1,10 @@
 #!/usr/bin/env bash
 # Installs what turnkit.browser (and the CollabDesign env) needs on a Debian machine: the Debian `chromium`
 # package (headless; found on PATH or via $TURNKIT_CHROMIUM), the DejaVu fonts the reference pages use, Pillow
-# (screenshot decoding) and the `playwright` pip package. Idempotent and quiet when everything is there.
+# (screenshot decoding). Idempotent and quiet when everything is there.
 #
-# Never run `playwright install`: it downloads a browser, which fails offline. turnkit.browser drives the
-# system Chromium directly over the DevTools pipe; Playwright is installed for code that prefers its API with
-# executable_path="/usr/bin/chromium".
+# turnkit.browser drives the system Chromium directly over the DevTools pipe; it needs no Playwright (and
+# `playwright install` would try to download a browser, which fails offline).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export DEBIAN_FRONTEND=noninteractive PIP_DISABLE_PIP_VERSION_CHECK=1
@@ -21,7 +20,6 @@ fi
 
 py=${PYTHON:-python3}
 "$py" -c "import PIL" 2>/dev/null || { echo "chromium.sh: pip install pillow"; "$py" -m pip install -q pillow; }
-"$py" -c "import playwright" 2>/dev/null || { echo "chromium.sh: pip install playwright"; "$py" -m pip install -q playwright; }
 
 # Smoke test: one render in a fresh browser, which must leave no process behind.
 "$py" - <<'PY'

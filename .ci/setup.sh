@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Installs everything turnkit's tests and main job need on a fresh Debian machine (idempotent, quiet when done).
 # apt: bubblewrap (LocalSandbox), docker.io (DockerSandbox); pip: torch (CPU wheel) + turnkit with extras;
-# then starts dockerd and builds the offline sandbox image (.ci/docker.sh).
+# then Chromium for the design env (.ci/chromium.sh), dockerd and the offline sandbox image (.ci/docker.sh).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export DEBIAN_FRONTEND=noninteractive PIP_DISABLE_PIP_VERSION_CHECK=1
@@ -18,12 +18,11 @@ fi
 py=${PYTHON:-python3}
 # torch first and pinned: the CPU wheel is on disk; an unpinned torch would pull GBs of CUDA packages.
 "$py" -c "import torch" 2>/dev/null || "$py" -m pip install -q "torch==2.13.0"
-if ! "$py" -c "import turnkit, transformers, peft, pexpect, docker, pytest, ruff" 2>/dev/null \
+if ! "$py" -c "import turnkit, transformers, peft, pexpect, docker, PIL, pytest, ruff" 2>/dev/null \
    || [ "$("$py" -c 'import turnkit,os;print(os.path.dirname(os.path.dirname(turnkit.__file__)))')" != "$PWD" ]; then
-  echo "setup: pip install -e .[train,sandbox,dev]"
-  "$py" -m pip install -q -e ".[train,sandbox,dev]"
+  echo "setup: pip install -e .[train,sandbox,browser,dev]"
+  "$py" -m pip install -q -e ".[train,sandbox,browser,dev]"
 fi
 
-if [ -f .ci/docker.sh ]; then
-  bash .ci/docker.sh
-fi
+bash .ci/chromium.sh
+bash .ci/docker.sh

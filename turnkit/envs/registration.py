@@ -24,3 +24,8 @@ register(
     entry_point="turnkit.envs.collab_code.env:CollabCodeEnv",
     max_episode_steps=10,
 )
+register(
+    id="turnkit/CollabDesign-v0",
+    entry_point="turnkit.envs.collab_design.env:CollabDesignEnv",
+    max_episode_steps=10,
+)
