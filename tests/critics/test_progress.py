@@ -49,7 +49,7 @@ from turnkit.envs.pav_didactic.prover import (
 from turnkit.errors import ConfigError, CriticError
 from turnkit.learners.advantages import returns_to_go
 from turnkit.rollout.collect import collect_batch
-from turnkit.types import AgentTurn, Message, Step, Trajectory
+from turnkit.types import AgentTurn, ErrorCause, Message, Step, Trajectory, TrajectoryError
 
 # ---------------------------------------------------------------------------------------------- pure math
 
@@ -349,6 +349,15 @@ def test_replay_detects_a_foreign_trajectory() -> None:
     steps[1] = Step("something else", steps[1].action, steps[1].reward)
     with pytest.raises(CriticError, match="diverged before step 1"):
         replay_snapshots(env, Trajectory(traj.env_id, 0, tuple(steps), traj.initial_observation, task=traj.task))
+
+
+def test_replay_refuses_errored_trajectories() -> None:
+    env, traj = _didactic_traj(["1"])
+    broken = Trajectory(
+        traj.env_id, 0, traj.steps, traj.initial_observation, error=TrajectoryError(ErrorCause.ENV, "x")
+    )
+    with pytest.raises(CriticError, match="errored"):
+        replay_snapshots(env, broken)
 
 
 class _Thinker:

@@ -161,7 +161,9 @@ def progress_step_rewards(
     return p - after
 
 
-def normalized_regret(tokens: Sequence[float], j_values: Sequence[float], budget: float) -> float:
+def normalized_regret(
+    tokens: Sequence[float] | np.ndarray, j_values: Sequence[float] | np.ndarray, budget: float
+) -> float:
     """MRT's normalised regret of one trace: ``1 − ∫_0^{C0} J(c) dc / C0``.
 
     The curve is the points ``(tokens_j, J_j)`` (tokens used at the end of episode ``j`` and the success
@@ -206,7 +208,9 @@ def mean_normalized_regret(traces: Sequence[tuple[Sequence[float], Sequence[floa
     return float(np.mean([normalized_regret(t, j, budget) for t, j in traces]))
 
 
-def regret_curve(tokens: Sequence[float], j_values: Sequence[float], budget: float, grid: np.ndarray) -> np.ndarray:
+def regret_curve(
+    tokens: Sequence[float] | np.ndarray, j_values: Sequence[float] | np.ndarray, budget: float, grid: np.ndarray
+) -> np.ndarray:
     """``J(c)`` on ``grid`` (token counts in ``[0, C0]``): the curve :func:`normalized_regret` integrates.
 
     Example:
@@ -314,10 +318,10 @@ def replay_snapshots(env: gymnasium.Env, trajectory: Trajectory) -> list[EnvSnap
         raise CriticError(f"cannot replay an errored trajectory ({trajectory.error.message})")
     options = {"task": trajectory.task} if trajectory.seed is None and trajectory.task is not None else None
     obs, _ = env.reset(seed=trajectory.seed, options=options)
-    task = env.unwrapped.task
+    snaps = [snapshot_env(env)]
+    task = snaps[0].task
     if trajectory.task is not None and task.task_id != trajectory.task.task_id:
         raise CriticError(f"replay drew task {task.task_id!r}, the trajectory has {trajectory.task.task_id!r}")
-    snaps = [snapshot_env(env)]
     for h, step in enumerate(trajectory.steps):
         if obs != step.observation:
             raise CriticError(f"replay diverged before step {h}: observation {obs[:60]!r} vs {step.observation[:60]!r}")
@@ -380,18 +384,18 @@ class RolloutValue:
         while len(self._pool) < total:
             self._pool.append(clone_env(self.env))
         live: list[tuple[int, gymnasium.Env, list[Message], int]] = []
-        for p, (snap, messages, turn) in enumerate(points):
+        for p, (snap, before, turn) in enumerate(points):
             for k in range(self.samples):
                 env = self._pool[p * self.samples + k]
                 restore_env(env, snap)
-                live.append((p, env, list(messages), turn))
+                live.append((p, env, list(before), turn))
         wins = np.zeros(len(points))
         task = trajectory.task if uses_privileged(self.agent) else None
         rounds = 0
         while live and (self.max_turns is None or rounds < self.max_turns):
             contexts = []
-            for _, _env, messages, turn in live:
-                msgs = tuple(messages)
+            for _, _env, history, turn in live:
+                msgs = tuple(history)
                 if rounds == 0 and self.force is not None:
                     msgs = self.force(msgs)
                 contexts.append(Context(msgs, trajectory.env_id, turn + rounds, trajectory.seed, task))
@@ -402,7 +406,7 @@ class RolloutValue:
             for (p, env, messages, turn), reply in zip(live, turns, strict=True):
                 obs, reward, terminated, truncated, info = env.step(reply.text)
                 if terminated or truncated:
-                    wins[p] += float(info.get("success", reward > 0 and not truncated))
+                    wins[p] += float(info.get("success", float(reward) > 0 and not truncated))
                     continue
                 messages += [Message("assistant", reply.text), Message("user", obs)]
                 still.append((p, env, messages, turn))
