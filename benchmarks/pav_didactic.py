@@ -364,6 +364,25 @@ def plot_sweep(sweep: dict[str, list[dict]], outcome: list[dict], cfg: RunConfig
     plt.close(fig)
 
 
+def advantage_table(target: tuple[int, ...], gammas: list[float], n: int = 20_000) -> list[str]:
+    """Mean prover advantage by kind of token on ``n`` sequences of the γ = 5 policy (the SFT data)."""
+    table = transition_table(target)
+    tokens = sample_prover(target, 5.0, n, np.random.default_rng(0))
+    mask = step_mask(table, tokens)
+    states = match_states(table, tokens)[:, :-1]
+    correct = (tokens == np.array(target)[np.minimum(states, len(target) - 1)]) & mask
+    eos = (tokens == EOS) & mask
+    rows = ["gamma  V0        mean|A|   A(next y* token)  A(EOS)     A(other)"]
+    for g in gammas:
+        q, v0 = q_after_steps(table, prover_values(target, g), tokens)
+        a = prover_advantages(q, v0)
+        rows.append(
+            f"{g:<6g} {v0[0]:.2e}  {np.abs(a[mask]).mean():.2e}  {a[correct].mean():+.2e}         "
+            f"{a[eos].mean():+.2e}  {a[mask & ~correct & ~eos].mean():+.2e}"
+        )
+    return rows
+
+
 def replot(out: Path) -> None:
     """Redraw both plots from a finished run's ``results.json``."""
     results = json.loads((out / "results.json").read_text())
@@ -397,6 +416,7 @@ def main() -> None:
     ap.add_argument("--only", choices=("main", "sweep", "all"), default="all")
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--replot", action="store_true", help="only redraw the plots from --out/results.json")
+    ap.add_argument("--advantages", action="store_true", help="only print the prover advantage table")
     ap.add_argument("--outcome-from", default=None, help="results.json whose outcome-only runs the sweep reuses")
     args = ap.parse_args()
     torch.set_num_threads(args.threads)
@@ -414,6 +434,9 @@ def main() -> None:
     seeds = list(range(args.seeds))
     if args.replot:
         replot(out)
+        return
+    if args.advantages:
+        print("\n".join(advantage_table(PLANTED[: args.target_len], [float(x) for x in args.gammas.split(",")])))
         return
     log: list[str] = []
     results: dict = {"config": asdict(cfg)}
