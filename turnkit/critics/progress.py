@@ -343,7 +343,8 @@ class RolloutValue:
       ``Q^μ(s_h, a_h) = V^μ(s_{h+1})``.
 
     Args:
-        env: An env like the trajectory's (same id and arguments); cloned for parallel branches.
+        env: An env like the trajectory's (same id and arguments), for the critic's own use: it is reset
+            and stepped to replay trajectories, and cloned for the parallel branches.
         agent: The prover; called once per round with every live branch (batched).
         samples: Continuations per point (``K``).
         max_turns: Most prover turns per continuation; ``None`` runs to the end of the episode.
