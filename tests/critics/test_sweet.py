@@ -29,6 +29,15 @@ from turnkit.types import AgentTurn, Message, Step, Task, Trajectory
 TINY = TinyModelConfig(hidden_size=32, num_layers=2, num_heads=2, intermediate_size=64, max_position_embeddings=256)
 
 
+@pytest.fixture(autouse=True, scope="module")
+def _one_thread():
+    """Tiny models run fastest on one thread; on a busy shared box more threads are several times slower."""
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)
+
+
 @pytest.fixture(scope="module")
 def tok():
     return build_tiny_tokenizer()
@@ -45,6 +54,13 @@ def _traj(task_id: str, answer: str, actions: list[str], reward: float) -> Traje
     )
     task = Task(task_id, f"q{task_id}", privileged={"answer": answer})
     return Trajectory("demo", 0, steps, initial_observation=f"q{task_id}", task=task)
+
+
+def _randomise_adapter(critic: SweetCritic) -> None:
+    with torch.no_grad():
+        for name, p in critic.critic.model.named_parameters():
+            if "lora_B" in name:
+                p.normal_(0.0, 0.5, generator=torch.Generator().manual_seed(0))
 
 
 # ----------------------------------------------------------------------------- kernels
@@ -161,6 +177,31 @@ def test_critic_reads_the_reference_in_front_of_the_conversation(tok) -> None:
     assert msgs == [Message("user", "In light that the final answer is: 42.\nWhat?")]
 
 
+def test_suffix_placement_closes_the_last_message(tok) -> None:
+    critic = SweetCritic(_policy(tok), SweetConfig(placement="suffix"))
+    task = Task("t", "q", privileged={"answer": "42"})
+    msgs = critic.critic_messages(task, [Message("user", "Q"), Message("assistant", "A"), Message("user", "Wrong.")])
+    assert msgs[:2] == [Message("user", "Q"), Message("assistant", "A")]
+    assert msgs[2] == Message("user", "Wrong.\nIn light that the final answer is: 42.")
+
+
+def test_config_rejects_unknown_placement_and_score() -> None:
+    with pytest.raises(ConfigError, match="placement"):
+        SweetConfig(placement="middle")
+    with pytest.raises(ConfigError, match="trajectory_score"):
+        SweetConfig(trajectory_score="max")
+
+
+def test_trajectory_score_mean_divides_by_turns(tok) -> None:
+    critic = SweetCritic(_policy(tok), SweetConfig(lora_r=4))
+    _randomise_adapter(critic)
+    traj = _traj("1", "3", ["ANSWER: 1", "ANSWER: 2", "ANSWER: 3"], 1.0)
+    summed = critic.trajectory_scores([traj])[0]
+    critic.config = SweetConfig(lora_r=4, trajectory_score="mean")
+    assert critic.trajectory_scores([traj])[0] == pytest.approx(summed / 3)
+    assert summed == pytest.approx(sum(critic.score(traj).step_rewards))
+
+
 def test_critic_without_privileged_info_reads_the_plain_conversation(tok) -> None:
     critic = SweetCritic(_policy(tok), SweetConfig(reference_key=None))
     msgs = [Message("user", "What?")]
@@ -200,7 +241,7 @@ def test_fit_learns_to_rank_with_privileged_info(tok) -> None:
     for k, a in enumerate(answers):
         wrong = answers[(k + 1) % 4]
         trajs += [_traj(str(k), a, [f"ANSWER: {a}"], 1.0), _traj(str(k), a, [f"ANSWER: {wrong}"], 0.0)]
-    critic = SweetCritic(_policy(tok), SweetConfig(steps=40, batch_size=4, lr=1e-2))
+    critic = SweetCritic(_policy(tok), SweetConfig(steps=20, batch_size=4, lr=1e-2))
     pairs = critic.pairs(trajs, np.random.default_rng(0))
     assert critic.pair_accuracy(trajs, pairs) == 0.5  # identity adapter: all ties
     metrics = critic.fit(trajs)
@@ -217,10 +258,7 @@ def test_fit_without_pairs_is_a_data_error(tok) -> None:
 def test_sweet_pairs_rank_candidates_without_leaking_the_reference(tok) -> None:
     policy = _policy(tok, seed=3)
     critic = SweetCritic(_policy(tok, seed=4), SweetConfig(lora_r=4))
-    with torch.no_grad():  # make the critic's adapter non-trivial so candidates get distinct advantages
-        for name, p in critic.critic.model.named_parameters():
-            if "lora_B" in name:
-                p.normal_(0.0, 0.5, generator=torch.Generator().manual_seed(0))
+    _randomise_adapter(critic)  # non-trivial adapter: candidates get distinct advantages
     traj = _traj("9", "SECRET", ["ANSWER: 1", "ANSWER: 2"], 0.0)
     pairs = sweet_pairs(critic, policy, [traj], num_candidates=6, pairs_per_state=2)
     assert pairs and all(p.source == "sweet" and p.q_chosen > p.q_rejected for p in pairs)

@@ -248,11 +248,17 @@ class SweetConfig:
     reference_key: str | None = "answer"
     """Key of ``Task.privileged`` shown to the critic; ``None`` is the ablation without training-time info."""
     template: str = PRIVILEGED_TEMPLATE
-    """How the reference is written in front of the conversation (must contain ``{reference}``)."""
+    """How the reference is written (must contain ``{reference}``)."""
+    placement: str = "prefix"
+    """``"prefix"``: the reference line opens the first message (the paper's code); ``"suffix"``: it closes the
+    last message, right before the turn being scored (easier for very small critics to attend to)."""
     beta: float = 0.1
     """Bradley–Terry ``β``."""
     length_normalize: bool = True
     """Mean (not sum) of the token log-ratios per turn."""
+    trajectory_score: str = "sum"
+    """How turn advantages make a trajectory's Bradley–Terry score: ``"sum"`` (the paper) or ``"mean"`` over
+    turns (removes a turn-count shortcut in envs where success ends the episode early; see docs)."""
     steps: int = 200
     """Critic optimizer steps in :meth:`SweetCritic.fit`."""
     batch_size: int = 16
@@ -277,6 +283,10 @@ class SweetConfig:
     """LoRA initialisation, pair subsampling and batch order."""
 
     def __post_init__(self) -> None:
+        if self.trajectory_score not in ("sum", "mean"):
+            raise ConfigError(f"SweetConfig.trajectory_score must be 'sum' or 'mean', got {self.trajectory_score!r}")
+        if self.placement not in ("prefix", "suffix"):
+            raise ConfigError(f"SweetConfig.placement must be 'prefix' or 'suffix', got {self.placement!r}")
         if "{reference}" not in self.template:
             raise ConfigError(f"SweetConfig.template must contain '{{reference}}', got {self.template!r}")
         if not (math.isfinite(self.beta) and self.beta > 0) or not (math.isfinite(self.lr) and self.lr > 0):
@@ -337,7 +347,7 @@ class SweetCritic:
     # ------------------------------------------------------------------ inputs
 
     def critic_messages(self, task: Task | None, messages: Sequence[Message]) -> list[Message]:
-        """The conversation the critic reads: the reference line in front of the first message (if privileged).
+        """The conversation the critic reads: with the reference line first (or last, see ``placement``) if privileged.
 
         Raises:
             CriticError: Privileged mode without a task, or the task lacks ``reference_key``.
@@ -362,6 +372,8 @@ class SweetCritic:
         line = self.config.template.format(reference=task.privileged[key])
         if not out:
             return [Message("user", line)]
+        if self.config.placement == "suffix":
+            return [*out[:-1], Message(out[-1].role, f"{out[-1].content}\n{line}")]
         return [Message(out[0].role, f"{line}\n{out[0].content}"), *out[1:]]
 
     def _completion(self, turn: AgentTurn) -> tuple[int, ...]:
@@ -521,14 +533,19 @@ class SweetCritic:
         sizes = torch.tensor([len(segments[i]) for i in members], device=adv.device)
         owner = torch.repeat_interleave(torch.arange(len(members), device=adv.device), sizes)
         scores = torch.zeros(len(members), device=adv.device).index_add(0, owner, adv)
+        if self.config.trajectory_score == "mean":
+            scores = scores / sizes.to(scores.dtype)
         return bradley_terry_loss(scores[0::2], scores[1::2], beta=self.config.beta)
 
+    def trajectory_scores(self, trajectories: Sequence[Trajectory]) -> list[float]:
+        """Each trajectory's Bradley–Terry score: the sum (or mean, see ``trajectory_score``) of its turn advantages."""
+        mean = self.config.trajectory_score == "mean"
+        return [sum(a) / len(a) if mean and a else float(sum(a)) for a in self.turn_advantages(trajectories)]
+
     def pair_accuracy(self, trajectories: Sequence[Trajectory], pairs: Sequence[tuple[int, int]]) -> float:
-        """:func:`ranking_accuracy` of summed turn advantages over ``(chosen, rejected)`` index pairs."""
+        """:func:`ranking_accuracy` of :meth:`trajectory_scores` over ``(chosen, rejected)`` index pairs."""
         needed = sorted({i for p in pairs for i in p})
-        scores = dict(
-            zip(needed, (sum(a) for a in self.turn_advantages([trajectories[i] for i in needed])), strict=True)
-        )
+        scores = dict(zip(needed, self.trajectory_scores([trajectories[i] for i in needed]), strict=True))
         return ranking_accuracy([scores[a] for a, _ in pairs], [scores[b] for _, b in pairs])
 
 
