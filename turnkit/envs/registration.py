@@ -29,3 +29,8 @@ register(
     entry_point="turnkit.envs.collab_design.env:CollabDesignEnv",
     max_episode_steps=10,
 )
+register(
+    id="turnkit/PAVDidactic-v0",
+    entry_point="turnkit.envs.pav_didactic.env:PAVDidacticEnv",
+    max_episode_steps=20,
+)
