@@ -163,3 +163,20 @@ def test_train_dpo_learns_the_preference_and_keeps_the_reference(policy_factory)
 def test_train_dpo_needs_pairs(policy_factory):
     with pytest.raises(DataError, match="no preference pairs"):
         train_dpo(policy_factory(), [], progress=False)
+
+
+def test_nll_term_is_the_length_normalised_chosen_suffix_nll(policy_factory):
+    policy = policy_factory()
+    pairs = [
+        PreferencePair((Message("user", "q"),), "ANSWER: 12", "ANSWER: 3"),
+        PreferencePair((Message("user", "r"),), "yes", "no"),
+    ]
+    examples = [pair_example(p, policy.tokenizer) for p in pairs]
+    policy.attach_lora(r=4)
+    logp = policy.sequence_logprobs(
+        [list(e.prompt_ids) for e in examples], [list(e.chosen_ids) for e in examples], temperature=1.0
+    )
+    expected = sum(-logp[i].sum().item() / len(e.chosen_ids) for i, e in enumerate(examples)) / 2
+    history = train_dpo(policy, pairs, DPOConfig(epochs=1, batch_size=2, nll_weight=0.5), progress=False)
+    assert history[0]["nll"] == pytest.approx(expected, rel=1e-5)
+    assert history[0]["loss"] == pytest.approx(math.log(2) + 0.5 * expected, rel=1e-5)  # h = 0 at the start

@@ -85,10 +85,15 @@ class DPOConfig:
     """LoRA rank when the policy has no adapter yet."""
     lora_alpha: int = 16
     """LoRA alpha when the policy has no adapter yet."""
+    lora_targets: tuple[str, ...] = ("q_proj", "k_proj", "v_proj", "o_proj")
+    """Modules the LoRA adapter wraps when the policy has none yet (add the MLP's for more capacity)."""
+    nll_weight: float = 0.0
+    """Weight of an NLL term on the chosen suffix (RPO, Pang et al. 2024); ``0``: pure DPO (MCTS-DPO)."""
     seed: int = 0
     """Shuffling and LoRA initialisation seed."""
 
     def __post_init__(self) -> None:
+        object.__setattr__(self, "lora_targets", tuple(self.lora_targets))  # lists from JSON configs
         if not (math.isfinite(self.beta) and self.beta > 0):
             raise ConfigError(f"DPOConfig.beta must be a finite number > 0, got {self.beta!r}")
         for name in ("max_epsilon", "label_smoothing"):
@@ -100,6 +105,10 @@ class DPOConfig:
                 raise ConfigError(f"DPOConfig.{name} must be >= 1, got {getattr(self, name)!r}")
         if not (math.isfinite(self.lr) and self.lr > 0):
             raise ConfigError(f"DPOConfig.lr must be a finite number > 0, got {self.lr!r}")
+        if not (math.isfinite(self.nll_weight) and self.nll_weight >= 0):
+            raise ConfigError(f"DPOConfig.nll_weight must be a finite number >= 0, got {self.nll_weight!r}")
+        if not self.lora_targets:
+            raise ConfigError("DPOConfig.lora_targets must name at least one module")
         if not self.max_grad_norm > 0:
             raise ConfigError(f"DPOConfig.max_grad_norm must be > 0, got {self.max_grad_norm!r}")
 
@@ -292,6 +301,7 @@ def train_dpo(
         idx        = next batch_size pairs of a seeded permutation (new each epoch)
         π_w, π_l   = policy.sequence_logprobs(prompt + common prefix, suffixes).sum(-1)   # one forward
         loss       = dpo_loss(π_w, π_l, ref_w, ref_l, β, ε)    # ref_* precomputed once, adapter disabled
+                     + nll_weight · mean(−π_w / |y_w suffix|)    # optional RPO term (default 0)
         AdamW step on the LoRA parameters, gradient norm clipped
 
     Args:
@@ -323,7 +333,9 @@ def train_dpo(
         raise DataError("train_dpo got no preference pairs")
     examples = [pair_example(p, policy.tokenizer) for p in pairs]
     if not policy.has_adapter:
-        policy.attach_lora(r=config.lora_r, alpha=config.lora_alpha, seed=config.seed)
+        policy.attach_lora(
+            r=config.lora_r, alpha=config.lora_alpha, target_modules=config.lora_targets, seed=config.seed
+        )
     ref_chosen, ref_rejected = reference_logprobs(policy, examples, batch_size=max(config.batch_size, 32))
     confidence = torch.tensor([e.confidence for e in examples], dtype=torch.float32)
     if config.conservative:
@@ -351,6 +363,11 @@ def train_dpo(
                 beta=config.beta,
                 epsilon=epsilon[idx].to(device),
             )
+            if config.nll_weight > 0:
+                lengths = torch.tensor([max(1, len(examples[i].chosen_ids)) for i in idx.tolist()], device=device)
+                nll = (-pol_w / lengths).mean()
+                loss = loss + config.nll_weight * nll
+                metrics = {**metrics, "nll": float(nll.detach()), "loss": float(loss.detach())}
             optimizer.zero_grad(set_to_none=True)
             loss.backward()
             torch.nn.utils.clip_grad_norm_(params, config.max_grad_norm)

@@ -94,12 +94,13 @@ def beam_search(
         max_turns=config.max_depth,
     )
     tree = expander.new_tree(seed, meta={"search": "beam", "config": asdict(config)})
-    beams, finished = [0], []
+    beams: list[int] = [0]
+    finished: list[int] = []
     scores: dict[int, float] = {}
     while beams:
         grown = expander.expand(tree, [(b, config.expansions) for b in beams])
         expander.stats.simulations += 1
-        candidates = []
+        candidates: list[int] = []
         for child in (c for kids in grown for c in kids):
             t0 = time.perf_counter()
             scores[child] = float(value_fn(tree.trajectory(child)))

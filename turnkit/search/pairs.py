@@ -188,7 +188,7 @@ class PreferencePair:
             rejected = _completion(rec["rejected"])
             numbers: dict[str, Any] = {k: float(rec[k]) for k in _FLOAT_FIELDS if rec.get(k) is not None}
             numbers.update({k: int(rec[k]) for k in _INT_FIELDS if rec.get(k) is not None})
-            ids = {k: tuple(int(x) for x in rec.get(k) or ()) for k in _ID_FIELDS}
+            ids: dict[str, Any] = {k: tuple(int(x) for x in rec.get(k) or ()) for k in _ID_FIELDS}
             return cls(
                 prompt=prompt,
                 chosen=chosen,

@@ -239,11 +239,12 @@ def _search_chunk(
     config: SynthConfig, envs: list[gymnasium.Env], agent: Agent, seeds: list[int], salt: int, critic: ValueFn | None
 ) -> tuple[list[SearchTree], SearchStats, list[list[PreferencePair]]]:
     """Search a chunk of tasks in lockstep (one policy call per round across the chunk)."""
-    kw = {"seeds": seeds, "env_id": config.env_id, "salt": salt}
     if config.search == "mcts":
-        results = MCTS(config.mcts, critic=critic).search_many(envs, agent, **kw)
+        results = MCTS(config.mcts, critic=critic).search_many(
+            envs, agent, seeds=seeds, env_id=config.env_id, salt=salt
+        )
         return [r.tree for r in results], results[0].stats, [tree_pairs(r.tree, config.pairs) for r in results]
-    bon = best_of_n_many(envs, agent, n=config.best_of_n, **kw)
+    bon = best_of_n_many(envs, agent, seeds=seeds, n=config.best_of_n, env_id=config.env_id, salt=salt)
     found = [b.pair(require_success=config.pairs.require_success) for b in bon]
     return [b.tree for b in bon], bon[0].stats, [[p] if p is not None else [] for p in found]
 
@@ -314,7 +315,12 @@ def _train(
     from turnkit.learners.dpo import train_dpo
 
     if not agent.has_adapter:
-        agent.attach_lora(r=config.dpo.lora_r, alpha=config.dpo.lora_alpha, seed=config.dpo.seed)
+        agent.attach_lora(
+            r=config.dpo.lora_r,
+            alpha=config.dpo.lora_alpha,
+            target_modules=config.dpo.lora_targets,
+            seed=config.dpo.seed,
+        )
     summary: dict[str, Any] = {"pairs": len(pairs), "steps": 0}
     if pairs:
         history = train_dpo(agent, pairs, config.dpo, progress=progress, desc=f"iter {folder.name} dpo")

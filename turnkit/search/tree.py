@@ -196,11 +196,11 @@ class SearchTree:
 
     def node(self, n: int) -> dict[str, Any]:
         """The (mutable) attribute dict of node ``n``."""
-        return self.graph.nodes[n]  # type: ignore[no-any-return]
+        return self.graph.nodes[n]
 
     def edge(self, n: int) -> dict[str, Any]:
         """The (mutable) attribute dict of the edge into node ``n`` (not the root)."""
-        return self.graph.edges[self.parent(n), n]  # type: ignore[no-any-return]
+        return self.graph.edges[self.parent(n), n]
 
     def children(self, n: int) -> list[int]:
         """Children of ``n`` in creation order."""

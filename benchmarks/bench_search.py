@@ -1,0 +1,262 @@
+"""Search benchmarks: where MCTS spends its time, what snapshots cost, and whether MCTS-DPO data helps.
+
+Three parts (medians over trials, configurations interleaved so that machine noise hits all alike):
+
+* ``overhead``: MCTS with the embedded tiny policy on ``turnkit/MathEpisodes-v0`` (difficulty 1): share of
+  wall time spent outside ``agent.act`` (target <= 10%), and the lockstep batching speed-up: the same
+  tasks searched one tree at a time (baseline) vs all trees in lockstep (``MCTS.search_many``), same
+  trees, same number of sampled turns.
+* ``snapshot``: ``snapshot`` + ``restore`` cost against history length, for the math env (O(state):
+  ``get_state``/``set_state``) and for the generic replay fallback (O(history)).
+* ``--study``: MCTS-DPO vs best-of-N DPO vs the SFT start on held-out MathEpisodes (difficulty 1), over
+  several seeds, at equal policy calls (sampled turns) for the two data sources. Success is measured at
+  sampling temperature 1 on the same held-out episodes for every policy of a seed.
+
+Run:  python benchmarks/bench_search.py                 (overhead + snapshot)
+      python benchmarks/bench_search.py --study         (the experiment, about 10 minutes on 2 cores)
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import time
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+import gymnasium
+import numpy as np
+
+import turnkit  # noqa: F401  (registers the built-in envs)
+from turnkit.envs.core import TextEnv, Transition, restore_env, snapshot_env
+from turnkit.search.mcts import MCTS, MCTSConfig
+from turnkit.search.pairs import PairConfig
+from turnkit.stats import mean_ci, wilson_interval
+from turnkit.types import Task
+
+MATH = "turnkit/MathEpisodes-v0"
+MATH_KWARGS = {"difficulty": 1}
+
+
+# ---------------------------------------------------------------------------------------------- overhead
+
+
+def overhead(tasks: int, trials: int, cfg: MCTSConfig) -> dict[str, Any]:
+    from turnkit.train.embedded import tiny_policy
+
+    policy = tiny_policy(progress=False)
+    rows: dict[str, list[dict[str, float]]] = {"one_tree_at_a_time": [], "lockstep": []}
+    for trial in range(trials):
+        seeds = list(range(trial * tasks, (trial + 1) * tasks))
+        for name in rows:  # interleaved
+            envs = [gymnasium.make(MATH, **MATH_KWARGS) for _ in seeds]
+            t0 = time.perf_counter()
+            if name == "lockstep":
+                stats = MCTS(cfg).search_many(envs, policy, seeds=seeds)[0].stats.to_dict()
+            else:
+                parts = [MCTS(cfg).search(e, policy, seed=s).stats.to_dict() for e, s in zip(envs, seeds, strict=True)]
+                stats = {k: sum(p[k] for p in parts) for k in parts[0] if k != "overhead_share"}
+            wall = time.perf_counter() - t0
+            rows[name].append(
+                {
+                    "wall_s": wall,
+                    "policy_s": stats["policy_seconds"],
+                    "outside_policy_share": (wall - stats["policy_seconds"]) / wall,
+                    "env_s": stats["env_seconds"],
+                    "policy_calls": stats["policy_calls"],
+                    "sampled_turns": stats["policy_contexts"],
+                }
+            )
+    out: dict[str, Any] = {"tasks_per_trial": tasks, "trials": trials, "config": cfg.to_dict()}
+    for name, trs in rows.items():
+        out[name] = {k: statistics.median(r[k] for r in trs) for k in trs[0]}
+    out["lockstep_speedup"] = statistics.median(
+        a["wall_s"] / b["wall_s"] for a, b in zip(rows["one_tree_at_a_time"], rows["lockstep"], strict=True)
+    )
+    return out
+
+
+# ---------------------------------------------------------------------------------------------- snapshots
+
+
+class ReplayCounter(TextEnv):
+    """Counts to 10**9 one message at a time; no get_state, so snapshots replay the history."""
+
+    def generate_task(self, rng: np.random.Generator) -> Task:
+        return Task(task_id="count", prompt="Say anything.", family="bench")
+
+    def begin(self, task: Task) -> str:
+        self._n = 0
+        return task.prompt
+
+    def respond(self, action: str) -> Transition:
+        self._n += 1
+        return Transition(f"{self._n} messages so far.", terminated=self._n >= 10**9)
+
+
+def snapshot_cost(lengths: list[int], repeats: int) -> dict[str, Any]:
+    envs = {
+        "math (get_state)": MATH_KWARGS | {"token_budget": 10**9, "max_attempts": 10**9},
+        "replay fallback": None,
+    }
+    out: dict[str, Any] = {}
+    for name, kwargs in envs.items():
+        env = gymnasium.make(MATH, max_episode_steps=10**9, **kwargs) if kwargs is not None else ReplayCounter()
+        env.reset(seed=0)
+        row, taken = {}, 0
+        for length in lengths:
+            while taken < length:
+                env.step("thinking it over")
+                taken += 1
+            times = []
+            for _ in range(repeats):
+                t0 = time.perf_counter()
+                snap = snapshot_env(env)
+                restore_env(env, snap)
+                times.append(time.perf_counter() - t0)
+            row[str(length)] = statistics.median(times) * 1e6
+        out[name] = row
+    return {"unit": "microseconds per snapshot + restore (median)", "history_lengths": lengths, **out}
+
+
+# ---------------------------------------------------------------------------------------------- study
+
+
+def study(args: argparse.Namespace) -> dict[str, Any]:
+    from turnkit.learners.dpo import DPOConfig
+    from turnkit.rollout.evaluate import evaluate
+    from turnkit.search.synth import EVAL_SEED, SynthConfig, synthesize
+    from turnkit.train.embedded import tiny_policy
+
+    out_dir = Path(args.out) / "study"
+    mcts = MCTSConfig(
+        iterations=args.simulations,
+        root_multiplier=args.root_multiplier,
+        n_actions=args.n_actions,
+        root_n_actions=args.root_n_actions,
+        depth_limit=args.depth_limit,
+        gamma=args.gamma,
+    )
+    dpo = DPOConfig(epochs=args.epochs, lr=args.lr, batch_size=8, nll_weight=args.nll_weight)
+    base = SynthConfig(
+        MATH,
+        iterations=args.iterations,
+        tasks_per_iteration=args.tasks,
+        env_kwargs=MATH_KWARGS,
+        mcts=mcts,
+        pairs=PairConfig(rejected=args.rejected),
+        dpo=dpo,
+        render_trees=1,
+        batch_tasks=args.tasks,
+    )
+
+    def held_out(policy: Any) -> dict[str, float]:
+        s = evaluate(
+            MATH,
+            policy,
+            episodes=args.eval_episodes,
+            seed=EVAL_SEED,
+            env_kwargs=MATH_KWARGS,
+            batch_size=64,
+            progress=False,
+        )
+        return {"success": s.success_rate, "mean_turns": s.mean_turns}
+
+    runs = []
+    t_start = time.perf_counter()
+    for seed in args.seeds:
+        row: dict[str, Any] = {"seed": seed}
+        sft = tiny_policy(progress=False, seed=seed, max_new_tokens=args.max_new_tokens)
+        row["sft"] = held_out(sft)
+        cfg = replace(base, seed=seed, mcts=replace(mcts, seed=seed), dpo=replace(dpo, seed=seed))
+        policy = tiny_policy(progress=False, seed=seed, max_new_tokens=args.max_new_tokens)
+        res = synthesize(cfg, policy, out_dir / f"mcts-s{seed}", progress=False)
+        row["mcts_dpo"] = held_out(policy)
+        ctx = sum(m["search"]["policy_contexts"] for m in res.iterations)
+        row["mcts_dpo"].update(sampled_turns=ctx, pairs=len(res.pairs))
+        # best-of-N at the same number of sampled turns: n episodes of ~mean_turns turns per task
+        n = max(2, round(ctx / (args.iterations * args.tasks * row["sft"]["mean_turns"])))
+        policy = tiny_policy(progress=False, seed=seed, max_new_tokens=args.max_new_tokens)
+        res = synthesize(
+            replace(cfg, search="best_of_n", best_of_n=n), policy, out_dir / f"bon-s{seed}", progress=False
+        )
+        row["bon_dpo"] = held_out(policy)
+        row["bon_dpo"].update(
+            sampled_turns=sum(m["search"]["policy_contexts"] for m in res.iterations), pairs=len(res.pairs), n=n
+        )
+        runs.append(row)
+        print(json.dumps(row), flush=True)
+    summary: dict[str, Any] = {}
+    e = args.eval_episodes
+    for method in ("sft", "mcts_dpo", "bon_dpo"):
+        rates = [r[method]["success"] for r in runs]
+        m, lo, hi = mean_ci(rates)
+        wins = round(sum(rates) * e)
+        summary[method] = {
+            "mean": m,
+            "ci95_over_seeds": [lo, hi],
+            "pooled_wilson95": wilson_interval(wins, e * len(runs)),
+        }
+    for a, b in (("mcts_dpo", "sft"), ("mcts_dpo", "bon_dpo"), ("bon_dpo", "sft")):
+        diffs = [r[a]["success"] - r[b]["success"] for r in runs]
+        m, lo, hi = mean_ci(diffs)
+        summary[f"{a} - {b}"] = {"mean": m, "ci95_over_seeds": [lo, hi], "per_seed": diffs}
+    return {
+        "config": {k: v for k, v in vars(args).items()},
+        "runs": runs,
+        "summary": summary,
+        "wall_s": time.perf_counter() - t_start,
+    }
+
+
+# ---------------------------------------------------------------------------------------------- main
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--study", action="store_true", help="run the MCTS-DPO vs best-of-N DPO vs SFT experiment")
+    p.add_argument("--out", default="runs/bench_search")
+    p.add_argument("--tasks", type=int, default=32)
+    p.add_argument("--trials", type=int, default=3)
+    p.add_argument("--simulations", type=int, default=8)
+    p.add_argument("--root-multiplier", type=int, default=2)
+    p.add_argument("--n-actions", type=int, default=2)
+    p.add_argument("--root-n-actions", type=int, default=4)
+    p.add_argument("--depth-limit", type=int, default=3)
+    p.add_argument("--gamma", type=float, default=0.9, help="< 1: an early success beats a late one (retries)")
+    p.add_argument("--rejected", default="lowest_q")
+    p.add_argument("--iterations", type=int, default=2)
+    p.add_argument("--epochs", type=int, default=3)
+    p.add_argument("--lr", type=float, default=1e-3)
+    p.add_argument("--nll-weight", type=float, default=0.5, help="RPO term on the chosen suffix (0: pure DPO)")
+    p.add_argument("--max-new-tokens", type=int, default=12, help="answers are ~5 tokens; caps degenerate turns")
+    p.add_argument("--eval-episodes", type=int, default=256)
+    p.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
+    args = p.parse_args(argv)
+    Path(args.out).mkdir(parents=True, exist_ok=True)
+    if args.study:
+        result = study(args)
+        name = "study.json"
+    else:
+        cfg = MCTSConfig(
+            iterations=args.simulations,
+            root_multiplier=args.root_multiplier,
+            n_actions=args.n_actions,
+            root_n_actions=args.root_n_actions,
+            depth_limit=args.depth_limit,
+        )
+        result = {
+            "overhead": overhead(args.tasks, args.trials, cfg),
+            "snapshot": snapshot_cost([1, 10, 100, 1000], repeats=50),
+        }
+        name = "bench.json"
+    text = json.dumps(result, indent=2)
+    (Path(args.out) / name).write_text(text + "\n")
+    print(text)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
