@@ -16,8 +16,7 @@ lint:
 	ruff format --check turnkit tests benchmarks
 
 quickstart: setup
-	$(PYTHON) -m turnkit.cli eval turnkit/MathEpisodes-v0 --agent oracle --episodes 200 --seed 1000
-	$(PYTHON) -m turnkit.cli eval turnkit/MathEpisodes-v0 --agent random --episodes 200 --seed 1000
+	$(PYTHON) -m turnkit.cli quickstart
 
 bench: setup
 	$(PYTHON) benchmarks/bench_envs.py

@@ -169,6 +169,10 @@ def build_parser() -> argparse.ArgumentParser:
     bench.add_argument("name")
     bench.add_argument("bench_args", nargs=argparse.REMAINDER)
     bench.set_defaults(func=cmd_bench)
+
+    from turnkit.train.cli import add_commands  # train, quickstart (torch is imported only when they run)
+
+    add_commands(sub)
     return parser
 
 

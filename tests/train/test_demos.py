@@ -22,7 +22,11 @@ def test_demo_prompt_is_the_policy_chat_template_of_the_conversation(tokenizer: 
     rows = demo_rows([two_turn_demo()], tokenizer)
     expected = chat_prompt_ids(
         tokenizer,
-        [Message("user", "What is 2 plus 2?"), Message("assistant", "ANSWER: 5"), Message("user", "Incorrect. 2 attempts left.")],
+        [
+            Message("user", "What is 2 plus 2?"),
+            Message("assistant", "ANSWER: 5"),
+            Message("user", "Incorrect. 2 attempts left."),
+        ],
     )
     second = rows[1]
     n_prompt = second.loss_mask.index(True)

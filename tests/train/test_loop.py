@@ -107,9 +107,7 @@ def training_records(path: Path) -> list[dict]:
 def test_resume_continues_the_same_run(tokenizer: PreTrainedTokenizerFast, tmp_path: Path) -> None:
     full = train(run_config(tmp_path / "full", 3), policy=fresh_policy(tokenizer), progress=False)
     train(run_config(tmp_path / "part", 1), policy=fresh_policy(tokenizer), progress=False)
-    resumed = train(
-        run_config(tmp_path / "part", 3), policy=fresh_policy(tokenizer), resume=True, progress=False
-    )
+    resumed = train(run_config(tmp_path / "part", 3), policy=fresh_policy(tokenizer), resume=True, progress=False)
     expected = training_records(tmp_path / "full" / "metrics.jsonl")
     assert all(r["optimizer_steps"] == 1 for r in expected)  # the policy really changed along the way
     assert training_records(tmp_path / "part" / "metrics.jsonl") == expected
@@ -126,9 +124,7 @@ def test_resume_refuses_a_different_run(tokenizer: PreTrainedTokenizerFast, tmp_
         train(other, policy=fresh_policy(tokenizer), resume=True, progress=False)
 
 
-def test_lora_run_trains_only_the_adapter_and_resumes(
-    tokenizer: PreTrainedTokenizerFast, tmp_path: Path
-) -> None:
+def test_lora_run_trains_only_the_adapter_and_resumes(tokenizer: PreTrainedTokenizerFast, tmp_path: Path) -> None:
     cfg = dataclasses.replace(run_config(tmp_path, 2), lora_r=4, kl_coef=0.1, lr=1e-2)
     result = train(cfg, policy=fresh_policy(tokenizer), progress=False)
     assert (tmp_path / "checkpoints" / "step-000002" / "adapter" / "adapter_config.json").is_file()

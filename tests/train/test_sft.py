@@ -33,7 +33,12 @@ def test_sft_lowers_the_demonstration_nll(tokenizer: PreTrainedTokenizerFast, ro
     before = mean_nll(policy.model, rows, tokenizer.pad_token_id)
     log = MetricsLog(tmp_path / "sft.jsonl")
     history = train_sft(
-        policy.model, rows, SFTConfig(steps=30, batch_size=16, lr=1e-2, warmup_steps=2), pad_id=0, progress=False, log=log
+        policy.model,
+        rows,
+        SFTConfig(steps=30, batch_size=16, lr=1e-2, warmup_steps=2),
+        pad_id=0,
+        progress=False,
+        log=log,
     )
     after = mean_nll(policy.model, rows, tokenizer.pad_token_id)
     assert after < 0.6 * before

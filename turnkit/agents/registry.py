@@ -45,9 +45,9 @@ def make_agent(spec: str, *, seed: int = 0) -> Agent:
 
         return HFPolicy.from_pretrained(arg)
     if kind == "tiny" and not arg:
-        from turnkit.agents.tiny import tiny_policy
+        from turnkit.train.embedded import tiny_policy
 
-        return tiny_policy()
+        return tiny_policy(seed=seed)
     if kind == "openai" and arg:
         from turnkit.agents.openai import OpenAIAgent
 

@@ -44,9 +44,7 @@ def cmd_quickstart(args: argparse.Namespace) -> int:
     """SFT start policy -> held-out eval -> GRPO -> held-out eval, with a before/after table and plot."""
     from turnkit.train.quickstart import QuickstartConfig, run_quickstart, run_seeds
 
-    qcfg = QuickstartConfig(
-        out_dir=args.out, seed=args.seed, eval_episodes=args.eval_episodes, steps=args.steps
-    )
+    qcfg = QuickstartConfig(out_dir=args.out, seed=args.seed, eval_episodes=args.eval_episodes, steps=args.steps)
     if args.seeds > 1:
         run_seeds(qcfg, list(range(args.seed, args.seed + args.seeds)), progress=not args.quiet)
     else:

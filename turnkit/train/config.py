@@ -214,9 +214,7 @@ def _check_int(cfg: TrainConfig, *names: str, low: int = 1) -> None:
             raise ConfigError(f"TrainConfig.{name} must be an int >= {low}, got {value!r}")
 
 
-def _check_float(
-    cfg: TrainConfig, *names: str, low: float, high: float = math.inf, open_low: bool = False
-) -> None:
+def _check_float(cfg: TrainConfig, *names: str, low: float, high: float = math.inf, open_low: bool = False) -> None:
     for name in names:
         value = getattr(cfg, name)
         ok = not isinstance(value, bool) and isinstance(value, (int, float)) and math.isfinite(value)

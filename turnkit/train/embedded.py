@@ -8,7 +8,8 @@ point) is built locally, deterministically, and cached:
 2. a randomly initialised :func:`~turnkit.agents.tiny.build_tiny_model` (about 0.5M parameters by default);
 3. SFT (:func:`turnkit.train.sft.train_sft`) on oracle demonstrations of ``turnkit/MathEpisodes-v0``
    (:func:`turnkit.train.demos.collect_demos`), deliberately short, so that the policy is competent but far
-   from perfect and RL has something to improve.
+   from reliable (it always answers in the right format, but a sampled answer is right only about half the
+   time) and RL has something to improve.
 
 The result is saved with ``save_pretrained`` under ``cache_dir()/tiny/<key>``, where ``key`` hashes the
 recipe and :data:`RECIPE_VERSION`; later calls load it (about a second) instead of training again.
@@ -97,8 +98,8 @@ class TinyRecipe:
     """``gymnasium.make`` arguments of the demonstration env (``turnkit/MathEpisodes-v0``)."""
     demo_episodes: int = 2000
     """Oracle episodes (seeds ``0 .. demo_episodes - 1``, split ``id``) used as SFT data."""
-    sft_steps: int = 150
-    """SFT optimizer steps (few on purpose: the start policy should leave room for RL)."""
+    sft_steps: int = 400
+    """SFT optimizer steps (not many on purpose: the start policy should leave room for RL)."""
     sft_batch_size: int = 32
     """SFT rows per step."""
     sft_lr: float = 3e-3

@@ -347,7 +347,11 @@ def evaluate_policy(policy: HFPolicy, cfg: TrainConfig, *, progress: bool = Fals
 
 
 def save_checkpoint(
-    run_dir: Path, step: int, policy: HFPolicy, optimizer: torch.optim.Optimizer, rng: np.random.Generator,
+    run_dir: Path,
+    step: int,
+    policy: HFPolicy,
+    optimizer: torch.optim.Optimizer,
+    rng: np.random.Generator,
     cfg: TrainConfig,
 ) -> Path:
     """Write an atomic checkpoint: adapter (LoRA) or full weights, optimizer, RNG states, step and config."""

@@ -1,8 +1,9 @@
 """``turnkit quickstart``: the main job, end to end on a laptop CPU in a few minutes.
 
 1. Build (or load from the cache) the embedded tiny SFT policy (:func:`turnkit.train.embedded.tiny_policy`).
-2. Evaluate it on held-out seeds of ``turnkit/MathEpisodes-v0`` (greedy; seeds from 10⁹ on, disjoint from
-   the SFT demonstration seeds ``0 .. 1999`` and from every RL training seed).
+2. Evaluate it on held-out seeds of ``turnkit/MathEpisodes-v0`` (greedy, and sampled at the training
+   temperature; seeds from 10⁹ on, disjoint from the SFT demonstration seeds ``0 .. 1999`` and from every RL
+   training seed).
 3. Train it with the GRPO loop (:func:`turnkit.train.loop.train`) on the same task distribution.
 4. Evaluate again on the same held-out seeds; print a before/after table with Wilson 95% intervals; write
    ``summary.json`` and ``quickstart.png`` (training curve + before/after bars) into the output folder.
@@ -34,17 +35,17 @@ from turnkit.train.embedded import DEFAULT_RECIPE, TinyRecipe, tiny_policy
 from turnkit.train.loop import evaluate_policy, train
 
 QUICKSTART_TRAIN: dict[str, Any] = {
-    "env_kwargs": {"difficulty": 1},
-    "max_turns": 4,
+    "env_kwargs": {"difficulty": 1, "kinds": ["arithmetic"], "max_attempts": 1},
     "group_size": 8,
     "groups_per_step": 16,
-    "steps": 40,
-    "lr": 2e-4,
+    "steps": 150,
+    "lr": 5e-4,
+    "kl_coef": 0.05,
     "temperature": 1.0,
-    "max_new_tokens": 24,
+    "max_new_tokens": 12,
     "eval_temperature": 0.0,
     "eval_episodes": 300,
-    "checkpoint_every": 0,
+    "checkpoint_every": 50,
 }
 """The quickstart's RL recipe (any :class:`~turnkit.train.config.TrainConfig` key); see docs/training.md."""
 
@@ -121,9 +122,12 @@ def run_quickstart(
     if policy is None:
         policy = tiny_policy(recipe=qcfg.recipe, cache=qcfg.cache, progress=progress)
     build_s = time.perf_counter() - start
+    sampled = dataclasses.replace(cfg, eval_temperature=cfg.temperature)
     before = evaluate_policy(policy, cfg, progress=progress)
+    before_sampled = evaluate_policy(policy, sampled, progress=progress)
     result = train(cfg, policy=policy, progress=progress)
     after = evaluate_policy(result.policy, cfg, progress=progress)
+    after_sampled = evaluate_policy(result.policy, sampled, progress=progress)
     wall = time.perf_counter() - start
     steps = [r for r in result.history if "reward_mean" in r]
     summary = {
@@ -136,14 +140,20 @@ def run_quickstart(
         "before": _success(before),
         "after": _success(after),
         "improvement": after["eval_success"] - before["eval_success"],
+        "sampled": {
+            "temperature": cfg.temperature,
+            "before": _success(before_sampled),
+            "after": _success(after_sampled),
+            "improvement": after_sampled["eval_success"] - before_sampled["eval_success"],
+        },
         "wall_s": wall,
         "time_s": {
             "build_or_load_policy": build_s,
-            "eval_before": before["eval_s"],
+            "eval_before": before["eval_s"] + before_sampled["eval_s"],
             "train": sum(r["rollout_s"] + r["update_s"] for r in steps),
             "train_rollout": sum(r["rollout_s"] for r in steps),
             "train_update": sum(r["update_s"] for r in steps),
-            "eval_after": after["eval_s"],
+            "eval_after": after["eval_s"] + after_sampled["eval_s"],
         },
         "train_config": cfg.to_dict(),
         "recipe": dataclasses.asdict(qcfg.recipe),
@@ -157,22 +167,27 @@ def run_quickstart(
 
 
 def format_table(summaries: Sequence[dict[str, Any]]) -> str:
-    """A before/after table, one line per training seed.
+    """A before/after table (sampled at the training temperature, and greedy), one line per training seed.
 
     Example:
-        >>> s = {"seed": 0, "before": {"success": 0.3, "ci95": [0.25, 0.35], "episodes": 300},
-        ...      "after": {"success": 0.6, "ci95": [0.55, 0.65], "episodes": 300}, "improvement": 0.3}
+        >>> ev = lambda p: {"success": p, "ci95": [p - 0.05, p + 0.05], "episodes": 300}
+        >>> s = {"seed": 0, "before": ev(0.8), "after": ev(0.8), "improvement": 0.0,
+        ...      "sampled": {"before": ev(0.5), "after": ev(0.7), "improvement": 0.2}}
         >>> print(format_table([s]))
-        seed  held-out success before   held-out success after    change
-           0  0.300 [0.250, 0.350]      0.600 [0.550, 0.650]      +0.300
+        seed  decoding         SFT start                after RL            change
+           0  sampled T=1   0.500 [0.450, 0.550]   0.700 [0.650, 0.750]   +0.200
+           0  greedy        0.800 [0.750, 0.850]   0.800 [0.750, 0.850]   +0.000
     """
-    lines = ["seed  held-out success before   held-out success after    change"]
+
+    def cell(e: dict[str, Any]) -> str:
+        return f"{e['success']:.3f} [{e['ci95'][0]:.3f}, {e['ci95'][1]:.3f}]"
+
+    lines = ["seed  decoding         SFT start                after RL            change"]
     for s in summaries:
-        b, a = s["before"], s["after"]
-        lines.append(
-            f"{s['seed']:>4}  {b['success']:.3f} [{b['ci95'][0]:.3f}, {b['ci95'][1]:.3f}]      "
-            f"{a['success']:.3f} [{a['ci95'][0]:.3f}, {a['ci95'][1]:.3f}]      {s['improvement']:+.3f}"
-        )
+        sampled = f"sampled T={s['sampled'].get('temperature', 1.0):g}"
+        for label, part in ((sampled, s["sampled"]), ("greedy", s)):
+            before, after = cell(part["before"]), cell(part["after"])
+            lines.append(f"{s['seed']:>4}  {label:<12}  {before}   {after}   {part['improvement']:+.3f}")
     return "\n".join(lines)
 
 
@@ -185,22 +200,31 @@ def plot_quickstart(steps: Sequence[dict[str, Any]], summary: dict[str, Any], pa
 
     fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(9.5, 3.4), gridspec_kw={"width_ratios": [2, 1]})
     xs = [r["step"] for r in steps]
-    ax1.plot(xs, [r["success_rate"] for r in steps], marker=".", lw=1.2, label="training batch success (T=1)")
+    ys = [r["success_rate"] for r in steps]
+    ax1.plot(xs, ys, lw=0.8, alpha=0.45, label="training batch success (sampled)")
+    window = max(1, len(ys) // 10)
+    smooth = [sum(ys[max(0, i - window + 1) : i + 1]) / len(ys[max(0, i - window + 1) : i + 1]) for i in range(len(ys))]
+    ax1.plot(xs, smooth, lw=2.0, label=f"moving average ({window} steps)")
     ax1.set_xlabel("GRPO step")
     ax1.set_ylabel("success rate")
     ax1.set_ylim(0, 1)
     ax1.grid(alpha=0.3)
     ax1.legend(loc="lower right", fontsize=8)
-    labels = ["SFT start", "after RL"]
-    values = [summary["before"]["success"], summary["after"]["success"]]
-    errs = [
-        [v - s["ci95"][0] for v, s in zip(values, (summary["before"], summary["after"]), strict=True)],
-        [s["ci95"][1] - v for v, s in zip(values, (summary["before"], summary["after"]), strict=True)],
+    bars = [
+        ("SFT\ngreedy", summary["before"]),
+        ("RL\ngreedy", summary["after"]),
+        ("SFT\nsampled", summary["sampled"]["before"]),
+        ("RL\nsampled", summary["sampled"]["after"]),
     ]
-    ax2.bar(labels, values, yerr=errs, capsize=6, color=["#999999", "#3a7bd5"])
+    values = [b["success"] for _, b in bars]
+    errs = [[v - b["ci95"][0] for v, (_, b) in zip(values, bars, strict=True)],
+            [b["ci95"][1] - v for v, (_, b) in zip(values, bars, strict=True)]]  # fmt: skip
+    ax2.bar([label for label, _ in bars], values, yerr=errs, capsize=5, color=["#999999", "#3a7bd5"] * 2)
     ax2.set_ylim(0, 1)
     ax2.set_title(f"held-out success ({summary['before']['episodes']} episodes, 95% CI)", fontsize=9)
-    fig.suptitle(f"turnkit quickstart: {summary['env_id']} {summary['env_kwargs']}, seed {summary['seed']}", fontsize=10)
+    fig.suptitle(
+        f"turnkit quickstart: {summary['env_id']} {summary['env_kwargs']}, seed {summary['seed']}", fontsize=10
+    )
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)
@@ -219,25 +243,29 @@ def run_seeds(qcfg: QuickstartConfig, seeds: Sequence[int], *, progress: bool = 
     for seed in seeds:
         sub = dataclasses.replace(qcfg, seed=seed, out_dir=str(Path(qcfg.out_dir) / f"seed-{seed}"))
         runs.append(run_quickstart(sub, progress=progress, verbose=False))
-    deltas = [r["improvement"] for r in runs]
-    mean, lo, hi = mean_ci(deltas)
-    after_mean, after_lo, after_hi = mean_ci([r["after"]["success"] for r in runs])
-    agg = {
-        "seeds": list(seeds),
-        "before_success": runs[0]["before"]["success"],
-        "after_success_mean": after_mean,
-        "after_success_ci95": [after_lo, after_hi],
-        "improvement_mean": mean,
-        "improvement_ci95": [lo, hi],
-        "wall_s_per_seed": [r["wall_s"] for r in runs],
-        "runs": runs,
-    }
+    agg: dict[str, Any] = {"seeds": list(seeds), "wall_s_per_seed": [r["wall_s"] for r in runs]}
+    for name, pick in (("sampled", lambda r: r["sampled"]), ("greedy", lambda r: r)):
+        mean, lo, hi = mean_ci([pick(r)["improvement"] for r in runs])
+        after_mean, after_lo, after_hi = mean_ci([pick(r)["after"]["success"] for r in runs])
+        agg[name] = {
+            "before_success": pick(runs[0])["before"]["success"],
+            "after_success_mean": after_mean,
+            "after_success_ci95": [after_lo, after_hi],
+            "improvement_mean": mean,
+            "improvement_ci95": [lo, hi],
+        }
+    agg["runs"] = runs
     out = Path(qcfg.out_dir)
     out.mkdir(parents=True, exist_ok=True)
     (out / "summary.json").write_text(json.dumps(agg, indent=2, sort_keys=True) + "\n", encoding="utf-8")
     print(format_table(runs))
-    print(
-        f"over {len(seeds)} seeds: after {after_mean:.3f} [{after_lo:.3f}, {after_hi:.3f}], "
-        f"change {mean:+.3f} [{lo:+.3f}, {hi:+.3f}] (mean, 95% CI over seeds) -> {out / 'summary.json'}"
-    )
+    for name in ("sampled", "greedy"):
+        a = agg[name]
+        print(
+            f"{name} over {len(seeds)} seeds: {a['before_success']:.3f} -> {a['after_success_mean']:.3f} "
+            f"[{a['after_success_ci95'][0]:.3f}, {a['after_success_ci95'][1]:.3f}], change "
+            f"{a['improvement_mean']:+.3f} [{a['improvement_ci95'][0]:+.3f}, {a['improvement_ci95'][1]:+.3f}] "
+            "(mean, 95% CI over seeds)"
+        )
+    print(f"-> {out / 'summary.json'}")
     return agg

@@ -1,0 +1,130 @@
+"""Training throughput of the embedded tiny policy on CPU, and the rollout layer's own overhead.
+
+Measures, with medians over ``--repeats`` trials:
+
+* generation tokens/s of ``HFPolicy.act`` (T = 1) over MathEpisodes prompts at batch sizes 1, 16 and 64;
+* training tokens/s of one GRPO update (forward + backward + AdamW over a real rollout batch);
+* rollout overhead: the share of ``collect_batch`` wall time spent outside the policy (env reset/step and
+  the collector's bookkeeping) for one GRPO step's batch (16 groups x 8 episodes). Target: <= 5%.
+  The baseline it is a ratio against is the policy's own time inside the same run.
+
+``--quickstart-seeds 0 1 2`` also runs the quickstart once per training seed (into
+``runs/quickstart-seeds``) and prints the before/after table with the mean change and its 95% interval.
+
+Run:  python benchmarks/bench_training.py --repeats 5
+      python benchmarks/bench_training.py --skip-throughput --quickstart-seeds 0 1 2
+      (or ``turnkit bench training -- --repeats 5``)
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import time
+
+import gymnasium
+import torch
+
+import turnkit  # noqa: F401  (registers envs)
+from turnkit.agents.base import Context
+from turnkit.rollout.collect import collect_batch
+from turnkit.train.config import TrainConfig
+from turnkit.train.embedded import tiny_policy
+from turnkit.train.loop import TimedAgent, prepare_policy, update
+from turnkit.types import Message
+
+ENV = "turnkit/MathEpisodes-v0"
+
+
+def prompts(n: int) -> list[Context]:
+    env = gymnasium.make(ENV, difficulty=1)
+    out = []
+    for i in range(n):
+        obs, _ = env.reset(seed=10_000 + i)
+        out.append(Context(messages=(Message("user", obs),), episode_seed=10_000 + i))
+    return out
+
+
+def generation_tps(policy, batch: int, repeats: int) -> float:
+    ctxs = prompts(batch)
+    policy.act(ctxs[:1])  # warm-up
+    rates = []
+    for r in range(repeats):
+        view = policy.with_sampling(seed=r)
+        start = time.perf_counter()
+        turns = view.act(ctxs)
+        rates.append(sum(len(t.token_ids) for t in turns) / (time.perf_counter() - start))
+    return statistics.median(rates)
+
+
+def rollout_overhead(policy, repeats: int, groups: int = 16, group_size: int = 8) -> dict[str, float]:
+    envs = [gymnasium.make(ENV, difficulty=1) for _ in range(groups * group_size)]
+    fractions, walls, trajs = [], [], []
+    for r in range(repeats):
+        agent = TimedAgent(policy.with_sampling(seed=r))
+        seeds = [s for s in range(20_000 + r * groups, 20_000 + (r + 1) * groups) for _ in range(group_size)]
+        groups_ids = [i // group_size for i in range(len(seeds))]
+        start = time.perf_counter()
+        trajs = collect_batch(envs, agent, seeds, groups=groups_ids)
+        wall = time.perf_counter() - start
+        fractions.append((wall - agent.seconds) / wall)
+        walls.append(wall)
+    return {"overhead_frac": statistics.median(fractions), "rollout_s": statistics.median(walls), "trajs": trajs}
+
+
+def training_tps(policy, trajs, repeats: int) -> float:
+    cfg = TrainConfig(group_size=8, lr=1e-6, skip_zero_advantage=False)
+    prepare_policy(policy, cfg)
+    optimizer = torch.optim.AdamW([p for p in policy.model.parameters() if p.requires_grad], lr=cfg.lr)
+    rates = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        metrics = update(policy, optimizer, trajs, cfg)
+        rates.append(metrics["update_tokens"] / (time.perf_counter() - start))
+    return statistics.median(rates)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--repeats", type=int, default=5)
+    parser.add_argument("--threads", type=int, default=2, help="torch CPU threads (the target machine has 2 cores)")
+    parser.add_argument("--skip-throughput", action="store_true")
+    parser.add_argument("--quickstart-seeds", type=int, nargs="*", default=[])
+    parser.add_argument("--json", action="store_true", help="print JSON instead of a table")
+    args = parser.parse_args([a for a in (argv or []) if a != "--"])
+    torch.set_num_threads(args.threads)
+    results: dict[str, object] = {"threads": args.threads, "repeats": args.repeats}
+    if not args.skip_throughput:
+        policy = tiny_policy(progress=False, temperature=1.0)
+        params = sum(p.numel() for p in policy.model.parameters())
+        results["params"] = params
+        for batch in (1, 16, 64):
+            results[f"gen_tokens_per_s_b{batch}"] = generation_tps(policy, batch, args.repeats)
+        over = rollout_overhead(policy, args.repeats)
+        results["rollout_overhead_frac"] = over["overhead_frac"]
+        results["rollout_s_128_episodes"] = over["rollout_s"]
+        results["train_tokens_per_s"] = training_tps(policy, over["trajs"], args.repeats)
+        if not args.json:
+            print(
+                f"tiny policy: {params / 1e6:.2f}M parameters, torch threads {args.threads}, medians of {args.repeats}"
+            )
+            for batch in (1, 16, 64):
+                print(f"  generation, batch {batch:>2}:  {results[f'gen_tokens_per_s_b{batch}']:>9.0f} tokens/s")
+            print(f"  GRPO update (fwd+bwd+AdamW): {results['train_tokens_per_s']:>9.0f} tokens/s")
+            print(
+                f"  rollout of 128 episodes: {over['rollout_s']:.2f}s, outside the policy "
+                f"{100 * over['overhead_frac']:.2f}% (target <= 5%)"
+            )
+    if args.quickstart_seeds:
+        from turnkit.train.quickstart import QuickstartConfig, run_seeds
+
+        agg = run_seeds(QuickstartConfig(out_dir="runs/quickstart-seeds"), args.quickstart_seeds, progress=False)
+        results["quickstart"] = {k: v for k, v in agg.items() if k != "runs"}
+    if args.json:
+        print(json.dumps(results, indent=2))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main(__import__("sys").argv[1:]))

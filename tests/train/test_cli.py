@@ -1,0 +1,48 @@
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from transformers import PreTrainedTokenizerFast
+
+from turnkit.agents.tiny import build_tiny_model, save_tiny
+from turnkit.cli import main
+
+from .conftest import SMALL
+
+
+def test_parser_building_does_not_import_torch() -> None:
+    code = "import sys; from turnkit.cli import build_parser; build_parser(); print('torch' in sys.modules)"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "False"
+
+
+def test_train_command_runs_a_config_file_with_overrides(
+    tokenizer: PreTrainedTokenizerFast, tmp_path: Path, capsys: pytest.CaptureFixture
+) -> None:
+    model_dir = save_tiny(build_tiny_model(tokenizer, SMALL), tokenizer, tmp_path / "model")
+    config = tmp_path / "run.toml"
+    config.write_text(f'model = "{model_dir}"\nsteps = 5\ngroup_size = 2\ngroups_per_step = 2\nmax_new_tokens = 4\n')
+    argv = [
+        "train",
+        "--config",
+        str(config),
+        "--set",
+        "steps=1",
+        "--set",
+        "max_turns=1",
+        "--out",
+        str(tmp_path / "run"),
+        "--quiet",
+    ]
+    assert main(argv) == 0
+    assert "trained 1 steps" in capsys.readouterr().out
+    assert json.loads((tmp_path / "run" / "config.json").read_text())["steps"] == 1
+
+
+def test_train_command_reports_config_errors(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    assert main(["train", "--set", "lr=-1", "--out", str(tmp_path)]) == 2
+    assert "TrainConfig.lr" in capsys.readouterr().err
