@@ -2,6 +2,7 @@
 
 Example:
     >>> main(["list"])  # doctest: +ELLIPSIS
+    turnkit/CollabCode-v0 ...
     turnkit/MathEpisodes-v0 ...
     0
 """
