@@ -22,6 +22,7 @@ import argparse
 import json
 import statistics
 import time
+from typing import Any
 
 import gymnasium
 import torch
@@ -58,7 +59,7 @@ def generation_tps(policy, batch: int, repeats: int) -> float:
     return statistics.median(rates)
 
 
-def rollout_overhead(policy, repeats: int, groups: int = 16, group_size: int = 8) -> dict[str, float]:
+def rollout_overhead(policy, repeats: int, groups: int = 16, group_size: int = 8) -> dict[str, Any]:
     envs = [gymnasium.make(ENV, difficulty=1) for _ in range(groups * group_size)]
     fractions, walls, trajs = [], [], []
     for r in range(repeats):

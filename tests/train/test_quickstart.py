@@ -28,7 +28,7 @@ def test_quickstart_writes_summary_and_plot(tmp_path: Path, capsys: pytest.Captu
     assert lo <= on_disk["after"]["success"] <= hi
     assert on_disk["eval_seeds"] == [1_000_000_000, 1_000_000_005]
     assert (tmp_path / "quickstart.png").stat().st_size > 1000
-    assert "held-out success before" in capsys.readouterr().out
+    assert "SFT start" in capsys.readouterr().out
 
 
 @pytest.mark.slow

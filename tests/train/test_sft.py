@@ -14,7 +14,7 @@ from .conftest import make_policy
 
 @pytest.fixture(scope="module")
 def rows(tokenizer: PreTrainedTokenizerFast) -> list:
-    demos = collect_demos("turnkit/MathEpisodes-v0", episodes=32, seed=0, env_kwargs={"difficulty": 1})
+    demos = collect_demos("turnkit/MathEpisodes-v0", episodes=16, seed=0, env_kwargs={"difficulty": 1})
     return demo_rows(demos.trajectories, tokenizer)
 
 
@@ -35,14 +35,14 @@ def test_sft_lowers_the_demonstration_nll(tokenizer: PreTrainedTokenizerFast, ro
     history = train_sft(
         policy.model,
         rows,
-        SFTConfig(steps=30, batch_size=16, lr=1e-2, warmup_steps=2),
+        SFTConfig(steps=20, batch_size=16, lr=1e-2, warmup_steps=2),
         pad_id=0,
         progress=False,
         log=log,
     )
     after = mean_nll(policy.model, rows, tokenizer.pad_token_id)
     assert after < 0.6 * before
-    assert [r["step"] for r in read_metrics(tmp_path / "sft.jsonl")] == list(range(1, 31))
+    assert [r["step"] for r in read_metrics(tmp_path / "sft.jsonl")] == list(range(1, 21))
     assert history[-1]["loss"] < history[0]["loss"]
 
 

@@ -129,7 +129,11 @@ def build_policy(cfg: TrainConfig, *, progress: bool = True) -> HFPolicy:
         ...
         turnkit.errors.ConfigError: no HF model at /nonexistent: expected /nonexistent/config.json
     """
-    sampling = {"temperature": cfg.temperature, "top_p": cfg.top_p, "max_new_tokens": cfg.max_new_tokens}
+    sampling: dict[str, Any] = {
+        "temperature": cfg.temperature,
+        "top_p": cfg.top_p,
+        "max_new_tokens": cfg.max_new_tokens,
+    }
     if cfg.model == "tiny":
         from turnkit.train.embedded import tiny_policy
 
