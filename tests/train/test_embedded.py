@@ -43,9 +43,6 @@ def test_make_agent_tiny_uses_the_embedded_policy(tmp_path: Path, monkeypatch) -
     import turnkit.train.embedded as embedded
 
     monkeypatch.setattr(embedded, "DEFAULT_RECIPE", MICRO_RECIPE)
-    monkeypatch.setattr(
-        embedded.tiny_policy, "__kwdefaults__", {**embedded.tiny_policy.__kwdefaults__, "recipe": MICRO_RECIPE}
-    )
     agent = make_agent("tiny", seed=3)
     assert type(agent).__name__ == "HFPolicy" and agent.sampling.seed == 3
     assert (tmp_path / "tiny" / MICRO_RECIPE.key() / "config.json").is_file()

@@ -206,7 +206,7 @@ def tiny_policy(
     rebuild: bool = False,
     cache: str | Path | None = None,
     progress: bool = True,
-    recipe: TinyRecipe = DEFAULT_RECIPE,
+    recipe: TinyRecipe | None = None,
     **policy_kwargs: Any,
 ) -> HFPolicy:
     """The embedded default policy: load it from the cache, or build it (about a minute on 2 CPU cores).
@@ -215,13 +215,14 @@ def tiny_policy(
         rebuild: Train again even if a cached copy exists (and replace it).
         cache: Cache root; defaults to ``turnkit.agents.tiny.cache_dir()`` (``$TURNKIT_CACHE``).
         progress: Show progress bars while building.
-        recipe: What to build (the default is the quickstart's start policy).
+        recipe: What to build; default :data:`DEFAULT_RECIPE` (the quickstart's start policy).
         **policy_kwargs: Passed to :class:`~turnkit.agents.hf.HFPolicy` (e.g. ``temperature``, ``seed``);
             ``max_new_tokens`` defaults to ``recipe.max_new_tokens``.
 
     Returns:
         A fresh :class:`~turnkit.agents.hf.HFPolicy` (its own model copy, safe to train).
     """
+    recipe = recipe if recipe is not None else DEFAULT_RECIPE
     root = Path(cache) if cache is not None else cache_dir()
     folder = root / "tiny" / recipe.key()
     if rebuild or not (folder / "config.json").is_file():

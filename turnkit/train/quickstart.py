@@ -30,8 +30,9 @@ from typing import Any
 from turnkit.agents.hf import HFPolicy
 from turnkit.errors import ConfigError
 from turnkit.stats import mean_ci
+from turnkit.train import embedded
 from turnkit.train.config import TrainConfig
-from turnkit.train.embedded import DEFAULT_RECIPE, TinyRecipe, tiny_policy
+from turnkit.train.embedded import TinyRecipe, tiny_policy
 from turnkit.train.loop import evaluate_policy, train
 
 QUICKSTART_TRAIN: dict[str, Any] = {
@@ -69,8 +70,8 @@ class QuickstartConfig:
     """Held-out episodes per evaluation (default: the recipe's 300)."""
     steps: int | None = None
     """RL steps (default: the recipe's)."""
-    recipe: TinyRecipe = DEFAULT_RECIPE
-    """The start policy's recipe."""
+    recipe: TinyRecipe | None = None
+    """The start policy's recipe (default: :data:`turnkit.train.embedded.DEFAULT_RECIPE`)."""
     train_overrides: dict[str, Any] = field(default_factory=dict)
     """Extra :class:`TrainConfig` values on top of :data:`QUICKSTART_TRAIN`."""
     cache: str | None = None
@@ -156,7 +157,7 @@ def run_quickstart(
             "eval_after": after["eval_s"] + after_sampled["eval_s"],
         },
         "train_config": cfg.to_dict(),
-        "recipe": dataclasses.asdict(qcfg.recipe),
+        "recipe": dataclasses.asdict(qcfg.recipe or embedded.DEFAULT_RECIPE),
     }
     (out / "summary.json").write_text(json.dumps(summary, indent=2, sort_keys=True) + "\n", encoding="utf-8")
     plot_quickstart(steps, summary, out / "quickstart.png")
