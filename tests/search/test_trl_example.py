@@ -47,4 +47,5 @@ def test_docs_trl_example_trains_on_exported_pairs(tmp_path):
     scope: dict = {}
     exec(compile(code, str(DOC), "exec"), scope)
     history = scope["trainer"].state.log_history
-    assert scope["trainer"].state.global_step == 3 and any("loss" in h for h in history)
+    assert scope["trainer"].state.global_step == 3
+    assert any(h.get("train_loss", 0) > 0 for h in history)
