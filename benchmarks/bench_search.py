@@ -14,6 +14,7 @@ Three parts (medians over trials, configurations interleaved so that machine noi
 
 Run:  python benchmarks/bench_search.py                 (overhead + snapshot)
       python benchmarks/bench_search.py --study         (the experiment, about 10 minutes on 2 cores)
+      python benchmarks/bench_search.py --study --sft-steps 150   (the start policy of docs/synth.md's table)
 """
 
 from __future__ import annotations
@@ -128,9 +129,15 @@ def study(args: argparse.Namespace) -> dict[str, Any]:
     from turnkit.learners.dpo import DPOConfig
     from turnkit.rollout.evaluate import evaluate
     from turnkit.search.synth import EVAL_SEED, SynthConfig, synthesize
-    from turnkit.train.embedded import tiny_policy
+    from turnkit.train.embedded import DEFAULT_RECIPE
+    from turnkit.train.embedded import tiny_policy as build
 
-    out_dir = Path(args.out) / "study"
+    recipe = DEFAULT_RECIPE if args.sft_steps is None else replace(DEFAULT_RECIPE, sft_steps=args.sft_steps)
+
+    def tiny_policy(**kwargs: Any) -> Any:
+        return build(recipe=recipe, **kwargs)
+
+    out_dir = Path(args.out) / f"study-sft{recipe.sft_steps}"
     mcts = MCTSConfig(
         iterations=args.simulations,
         root_multiplier=args.root_multiplier,
@@ -234,11 +241,12 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--max-new-tokens", type=int, default=12, help="answers are ~5 tokens; caps degenerate turns")
     p.add_argument("--eval-episodes", type=int, default=256)
     p.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
+    p.add_argument("--sft-steps", type=int, default=None, help="SFT steps of the start policy (default: the recipe's)")
     args = p.parse_args(argv)
     Path(args.out).mkdir(parents=True, exist_ok=True)
     if args.study:
         result = study(args)
-        name = "study.json"
+        name = f"study-sft{args.sft_steps or 'default'}.json"
     else:
         cfg = MCTSConfig(
             iterations=args.simulations,
