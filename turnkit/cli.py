@@ -1,4 +1,4 @@
-"""The ``turnkit`` command line: ``list``, ``play``, ``eval`` and ``bench``.
+"""The ``turnkit`` command line: ``list``, ``play``, ``eval``, ``bench``, ``train``, ``quickstart``, ``synth``.
 
 Example:
     >>> main(["list"])  # doctest: +ELLIPSIS
@@ -138,7 +138,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
 
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser of the ``turnkit`` command."""
-    parser = argparse.ArgumentParser(prog="turnkit", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="turnkit", description="Text environments, sandboxes and learners for multi-turn LLM agents.")
     sub = parser.add_subparsers(dest="command", required=True)
 
     sub.add_parser("list", help="list registered envs").set_defaults(func=cmd_list)
@@ -171,9 +171,12 @@ def build_parser() -> argparse.ArgumentParser:
     bench.add_argument("bench_args", nargs=argparse.REMAINDER)
     bench.set_defaults(func=cmd_bench)
 
-    from turnkit.train.cli import add_commands  # train, quickstart (torch is imported only when they run)
+    # Training and synthesis commands; torch is imported only when one of them runs.
+    from turnkit.search.cli import add_commands as add_search_commands
+    from turnkit.train.cli import add_commands as add_train_commands
 
-    add_commands(sub)
+    add_train_commands(sub)
+    add_search_commands(sub)
     return parser
 
 
