@@ -56,9 +56,7 @@ def main(argv: list[str] | None = None) -> int:
 
     base = gymnasium.make("CartPole-v1")
     base_action = 0  # zero-cost policy for the baseline too
-    results: dict[str, dict[str, list[float]]] = {
-        k: {"reset_us": [], "step_us": []} for k in SCRIPTED_ACTIONS
-    }
+    results: dict[str, dict[str, list[float]]] = {k: {"reset_us": [], "step_us": []} for k in SCRIPTED_ACTIONS}
     baseline: dict[str, list[float]] = {"reset_us": [], "step_us": []}
     envs = {k: gymnasium.make(k) for k in SCRIPTED_ACTIONS}
     for trial in range(args.trials):

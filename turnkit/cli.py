@@ -138,7 +138,9 @@ def cmd_bench(args: argparse.Namespace) -> int:
 
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser of the ``turnkit`` command."""
-    parser = argparse.ArgumentParser(prog="turnkit", description="Text environments, sandboxes and learners for multi-turn LLM agents.")
+    parser = argparse.ArgumentParser(
+        prog="turnkit", description="Text environments, sandboxes and learners for multi-turn LLM agents."
+    )
     sub = parser.add_subparsers(dest="command", required=True)
 
     sub.add_parser("list", help="list registered envs").set_defaults(func=cmd_list)
