@@ -95,9 +95,7 @@ class AgentTurn:
 
     def __post_init__(self) -> None:
         if self.logprobs and len(self.logprobs) != len(self.token_ids):
-            raise ValueError(
-                f"AgentTurn has {len(self.token_ids)} token ids but {len(self.logprobs)} logprobs"
-            )
+            raise ValueError(f"AgentTurn has {len(self.token_ids)} token ids but {len(self.logprobs)} logprobs")
 
 
 @dataclass(frozen=True)

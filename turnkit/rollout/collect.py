@@ -163,9 +163,7 @@ def _freeze(ep: _Episode) -> Trajectory:
     )
 
 
-def collect(
-    env: gymnasium.Env, agent: Agent, *, seed: int | None = None, max_turns: int | None = None
-) -> Trajectory:
+def collect(env: gymnasium.Env, agent: Agent, *, seed: int | None = None, max_turns: int | None = None) -> Trajectory:
     """Play one episode of ``env`` with ``agent``.
 
     Example:

@@ -57,9 +57,7 @@ def trajectory_to_record(traj: Trajectory, *, include_privileged: bool = False, 
         "final_observation": traj.final_observation,
         "total_reward": traj.total_reward,
         "success": traj.success,
-        "error": None
-        if traj.error is None
-        else {"cause": traj.error.cause.value, "message": traj.error.message},
+        "error": None if traj.error is None else {"cause": traj.error.cause.value, "message": traj.error.message},
     }
     if include_privileged and traj.task is not None:
         rec["privileged"] = _jsonable(dict(traj.task.privileged))
