@@ -36,7 +36,13 @@ def _describe(env_id: str) -> str:
     return doc[0] if doc else ""
 
 
-def _parse_env_kwargs(pairs: Sequence[str]) -> dict[str, Any]:
+def parse_env_kwargs(pairs: Sequence[str]) -> dict[str, Any]:
+    """Parse ``--env-kwarg KEY=VALUE`` pairs; values are JSON when they parse, else strings.
+
+    Example:
+        >>> parse_env_kwargs(["difficulty=3", "kinds=[\\"word\\"]", "split=ood"])
+        {'difficulty': 3, 'kinds': ['word'], 'split': 'ood'}
+    """
     out: dict[str, Any] = {}
     for pair in pairs:
         key, sep, raw = pair.partition("=")
@@ -60,7 +66,7 @@ def cmd_list(args: argparse.Namespace) -> int:
 
 def cmd_play(args: argparse.Namespace) -> int:
     """Let a person play an env in the terminal."""
-    env = gymnasium.make(args.env_id, split=args.split, **_parse_env_kwargs(args.env_kwarg))
+    env = gymnasium.make(args.env_id, split=args.split, **parse_env_kwargs(args.env_kwarg))
     obs, info = env.reset(seed=args.seed)
     print(f"== {args.env_id} [{args.split}] seed={args.seed} (end a line with '\\' to continue it; Ctrl-D quits)")
     total = 0.0
@@ -102,7 +108,7 @@ def cmd_eval(args: argparse.Namespace) -> int:
         seed=args.seed,
         split=args.split,
         batch_size=args.batch_size,
-        env_kwargs=_parse_env_kwargs(args.env_kwarg),
+        env_kwargs=parse_env_kwargs(args.env_kwarg),
         out_dir=out_dir,
         progress=not args.quiet,
     )

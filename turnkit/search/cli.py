@@ -15,27 +15,13 @@ Example:
 from __future__ import annotations
 
 import argparse
-import json
 from typing import Any
 
-from turnkit.errors import ConfigError
+from turnkit.cli import parse_env_kwargs
 from turnkit.search.mcts import MCTSConfig
 from turnkit.search.pairs import PairConfig
 
 _MCTS = MCTSConfig()
-
-
-def _env_kwargs(pairs: list[str]) -> dict[str, Any]:
-    out: dict[str, Any] = {}
-    for pair in pairs:
-        key, sep, raw = pair.partition("=")
-        if not sep or not key:
-            raise ConfigError(f"--env-kwarg expects KEY=VALUE, got {pair!r}")
-        try:
-            out[key] = json.loads(raw)
-        except json.JSONDecodeError:
-            out[key] = raw
-    return out
 
 
 def add_commands(subparsers: Any) -> None:
@@ -126,7 +112,7 @@ def config_from_args(args: argparse.Namespace) -> Any:
         tasks_per_iteration=args.tasks,
         seed=args.seed,
         split=args.split,
-        env_kwargs=_env_kwargs(args.env_kwarg),
+        env_kwargs=parse_env_kwargs(args.env_kwarg),
         search=args.search,
         best_of_n=args.best_of_n,
         mcts=mcts,
