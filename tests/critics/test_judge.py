@@ -5,7 +5,6 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 import pytest
-import torch
 
 from turnkit.agents.base import Context
 from turnkit.agents.hf import HFPolicy
@@ -15,15 +14,6 @@ from turnkit.critics.base import Critic, score_all
 from turnkit.critics.judge import JudgeConfig, JudgeCritic, JudgeParseError, parse_score, render_transcript
 from turnkit.errors import ConfigError, CriticError
 from turnkit.types import AgentTurn, Message, Step, Task, Trajectory
-
-
-@pytest.fixture(autouse=True, scope="module")
-def _one_thread():
-    """Tiny models run fastest on one thread; on a busy shared box more threads are several times slower."""
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
 
 
 def _traj(actions: Sequence[str] = ("let me think", "ANSWER: 4"), answer: str = "4") -> Trajectory:

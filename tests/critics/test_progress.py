@@ -452,16 +452,7 @@ def test_fit_needs_a_learned_value_function() -> None:
         ProgressCritic(_Table([0.0, 1.0])).fit([])
 
 
-@pytest.fixture
-def one_torch_thread():
-    """Tiny models run fastest on one thread (and a loaded shared box makes two threads spin)."""
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
-
-
-def test_progress_verifier_learns_prover_values(one_torch_thread) -> None:
+def test_progress_verifier_learns_prover_values() -> None:
     """Fit on exact prover values of prover rollouts; predictions beat the best constant on held-out ones."""
     target, gamma, vocab, length = (1, 2), 3.0, 4, 5
     table = transition_table(target, vocab)

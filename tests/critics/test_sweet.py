@@ -10,7 +10,7 @@ import pytest
 import torch
 
 from turnkit.agents.hf import HFPolicy, chat_prompt_ids
-from turnkit.agents.tiny import TinyModelConfig, build_tiny_model, build_tiny_tokenizer
+from turnkit.agents.tiny import TinyModelConfig, build_tiny_model
 from turnkit.critics.base import Critic, LearnedCritic, score_all
 from turnkit.critics.sweet import (
     SweetConfig,
@@ -27,20 +27,6 @@ from turnkit.train.demos import turn_messages
 from turnkit.types import AgentTurn, Message, Step, Task, Trajectory
 
 TINY = TinyModelConfig(hidden_size=32, num_layers=2, num_heads=2, intermediate_size=64, max_position_embeddings=256)
-
-
-@pytest.fixture(autouse=True, scope="module")
-def _one_thread():
-    """Tiny models run fastest on one thread; on a busy shared box more threads are several times slower."""
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
-
-
-@pytest.fixture(scope="module")
-def tok():
-    return build_tiny_tokenizer()
 
 
 def _policy(tok, seed: int = 0) -> HFPolicy:
