@@ -1,4 +1,4 @@
-"""Procedural math tasks with ``id`` / ``ood`` / ``combo`` splits and sympy-verified answers.
+"""Procedural math tasks with ``id`` / ``ood`` / ``combo`` splits and independently verified answers.
 
 Every task is a *plan*: a start value and ``(op, operand)`` steps with ``op`` in ``add, sub, mul, div``,
 written down in one of two *styles* per kind (see :data:`STYLES`). The four kinds:
@@ -17,10 +17,10 @@ Splits (PhyWorld protocol, see ``DESIGN.md``):
 * ``combo``: ``id`` number ranges, but every task uses at least one held-out ``(op, style)`` pair
   (:data:`HELD_OUT`); each op and each style alone does appear in ``id``.
 
-Each reference answer is computed with exact fractions and then verified with sympy: the plan is
-re-evaluated by ``sympy.parse_expr`` of a fully parenthesised expression (linear: the equation is checked
-to be linear in ``x`` with the answer as its root), and symbolic prompts are re-read with
-:func:`~turnkit.envs.math.answers.parse_answer`. Prompts never contain the answer as a number token.
+Each reference answer is computed with exact fractions and then verified independently: the plan's fully
+parenthesised text is parsed and evaluated exactly (:mod:`turnkit.envs.math.exact`; linear: the equation is
+checked to be affine in ``x`` with the answer as its root), and symbolic prompts are re-read with the env's
+sympy-based :func:`~turnkit.envs.math.answers.parse_answer`. Prompts never contain the answer as a number token.
 
 Example:
     >>> import numpy as np
@@ -40,9 +40,8 @@ from fractions import Fraction
 
 import numpy as np
 import sympy
-from sympy.parsing.sympy_parser import parse_expr
 
-from turnkit.envs.math import templates
+from turnkit.envs.math import exact, templates
 from turnkit.envs.math.answers import format_value, parse_answer
 from turnkit.errors import ConfigError, EnvError
 from turnkit.types import Task
@@ -294,19 +293,23 @@ def _verify(
     answer: Fraction,
     prompt: str,
 ) -> None:
-    """Re-derive the answer with sympy; a mismatch is a generator bug (``EnvError``)."""
+    """Re-derive the answer from the plan's text and re-read symbolic prompts; a mismatch is a generator bug.
+
+    The plan's fully parenthesised text is evaluated exactly (:mod:`turnkit.envs.math.exact`; linear: the
+    equation must be affine in ``x`` with the answer as its root). A symbolic prompt is read back with the
+    env's own answer parser (:func:`~turnkit.envs.math.answers.parse_answer`), so what the agent sees is
+    checked too.
+    """
     ref = sympy.Rational(answer.numerator, answer.denominator)
     if kind == "linear":
-        x = sympy.Symbol("x")
-        lhs = parse_expr(templates.check_expression("x", steps), local_dict={"x": x})
-        eq = sympy.expand(lhs - sympy.Rational(value.numerator, value.denominator))
-        ok = sympy.degree(eq, x) == 1 and sympy.solve(eq, x) == [ref]
+        ok = exact.is_affine_root(templates.check_expression("x", steps), root=answer, value=value)
         if ok and style == "symbols":
             left, right = prompt.removeprefix("Solve for x: ").removesuffix(".").split(" = ")
             shown_l, shown_r = parse_answer(left), parse_answer(right)
-            ok = shown_l is not None and shown_r is not None and sympy.expand(shown_l - shown_r).subs(x, ref) == 0
+            ok = shown_l is not None and shown_r is not None
+            ok = ok and sympy.expand(shown_l - shown_r).subs(sympy.Symbol("x"), ref) == 0
     else:
-        ok = parse_expr(templates.check_expression(f"({templates.fmt(start)})", steps)) == ref
+        ok = exact.evaluate(templates.check_expression(f"({templates.fmt(start)})", steps)) == answer
         if ok and style == "symbols" and kind != "word":
             ok = parse_answer(prompt.removeprefix("Compute ").removesuffix(".")) == ref
     if not ok or parse_answer(format_value(ref)) != ref:
