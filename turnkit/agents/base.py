@@ -3,6 +3,12 @@
 An agent maps a batch of :class:`Context` (one per live episode) to one :class:`~turnkit.types.AgentTurn`
 each. Batching across episodes lets a model-backed policy see full batches.
 
+Continuing a partial turn is opt-in too: step-level search (:mod:`turnkit.search.mcts` with
+``step_delimiter``) sends contexts with ``prefix_text``/``prefix_token_ids`` (the assistant text generated
+so far this turn) and ``stop`` strings. Only agents whose ``supports_prefix`` attribute is ``True`` honour
+them (they continue after the prefix, stop after the first stop string and report
+``finish_reason="stop_string"`` when they did); the search refuses other agents with a clear error.
+
 Privileged data is opt-in and explicit: the rollout layer fills ``Context.task`` only for agents whose
 ``uses_privileged`` attribute is ``True`` (oracle agents, simulated humans). A trained policy never sees it.
 
@@ -36,6 +42,11 @@ class Context:
         turn: Zero-based index of the turn about to be taken.
         episode_seed: The episode's reset seed, for agents that derive per-episode sampling seeds.
         task: The full task including privileged data; set only for agents with ``uses_privileged``.
+        prefix_text: Assistant text already generated this turn; the agent continues it and returns only the
+            continuation (agents with ``supports_prefix`` only).
+        prefix_token_ids: The exact ids of ``prefix_text`` (token-in/token-out); empty: tokenise the text.
+        stop: Stop strings: generation ends after the first token whose text completes one of them, with
+            ``finish_reason="stop_string"`` (agents with ``supports_prefix`` only).
     """
 
     messages: tuple[Message, ...]
@@ -43,6 +54,9 @@ class Context:
     turn: int = 0
     episode_seed: int | None = None
     task: Task | None = None
+    prefix_text: str = ""
+    prefix_token_ids: tuple[int, ...] = ()
+    stop: tuple[str, ...] = ()
 
 
 @runtime_checkable

@@ -15,6 +15,15 @@ learner needs comes from the very logits the token was drawn from:
   the same tokens as running its contexts one at a time. Prompts are left-padded and position ids follow the
   attention mask, so padding does not change the result.
 
+**Continuing a partial turn** (``supports_prefix``; used by step-level search): a context with
+``prefix_token_ids`` (or only ``prefix_text``, then tokenised) is prompted with the chat-template generation
+prompt followed by those ids, so the continuation is conditioned exactly as if the model had generated the
+prefix itself; ``prompt_token_ids`` includes the prefix and ``max_new_tokens`` bounds the whole turn
+(prefix + continuation). With ``stop`` strings, generation ends at the first token whose decoded
+continuation contains one (``finish_reason="stop_string"``); ``token_ids``/``logprobs`` end with that token
+and ``text`` is their decoding (it runs past the stop string only when one token straddles it). Under greedy
+decoding, a turn generated step by step has the same ids and log-probs as the same turn generated at once.
+
 LoRA adapters use ``peft`` in its standard on-disk format; the reference policy for KL terms is the same
 model with the adapter disabled (:meth:`HFPolicy.reference`), never a second copy.
 
@@ -136,6 +145,9 @@ class HFPolicy:
         stop_token_ids: Ids that end a turn.
     """
 
+    supports_prefix = True
+    """Honours ``Context.prefix_text``, ``prefix_token_ids`` and ``stop`` (see the module docstring)."""
+
     def __init__(
         self,
         model: PreTrainedModel,
@@ -229,30 +241,53 @@ class HFPolicy:
         """
         if not contexts:
             return []
-        prompts = [chat_prompt_ids(self.tokenizer, ctx.messages) for ctx in contexts]
-        seeds = context_seeds(contexts, seed=self.sampling.seed, rng=self._rng)
-        budgets = [self._budget(len(p)) for p in prompts]
+        prefixes = [self._prefix_ids(ctx) for ctx in contexts]
+        prompts = [chat_prompt_ids(self.tokenizer, ctx.messages) + p for ctx, p in zip(contexts, prefixes, strict=True)]
+        seeds = context_seeds([_seed_view(ctx) for ctx in contexts], seed=self.sampling.seed, rng=self._rng)
+        budgets = [self._budget(len(p), len(f)) for p, f in zip(prompts, prefixes, strict=True)]
         turns: list[AgentTurn] = [
-            AgentTurn(text="", prompt_token_ids=tuple(p), finish_reason="prompt_too_long") for p in prompts
+            AgentTurn(
+                text="",
+                prompt_token_ids=tuple(p),
+                finish_reason="length" if f and len(f) >= self.sampling.max_new_tokens else "prompt_too_long",
+            )
+            for p, f in zip(prompts, prefixes, strict=True)
         ]
         order = sorted((i for i, b in enumerate(budgets) if b > 0), key=lambda i: len(prompts[i]))
         with _eval_mode(self.model), torch.inference_mode():
             for start in range(0, len(order), self.max_batch_size):
                 chunk = order[start : start + self.max_batch_size]
                 results = self._generate(
-                    [prompts[i] for i in chunk], [seeds[i] for i in chunk], [budgets[i] for i in chunk]
+                    [prompts[i] for i in chunk],
+                    [seeds[i] for i in chunk],
+                    [budgets[i] for i in chunk],
+                    [(prefixes[i], tuple(contexts[i].stop)) for i in chunk],
                 )
                 for i, turn in zip(chunk, results, strict=True):
                     turns[i] = turn
         return turns
 
-    def _budget(self, prompt_len: int) -> int:
+    def _prefix_ids(self, ctx: Context) -> list[int]:
+        if ctx.prefix_token_ids:
+            return [int(t) for t in ctx.prefix_token_ids]
+        if ctx.prefix_text:
+            return list(self.tokenizer(ctx.prefix_text, add_special_tokens=False)["input_ids"])
+        return []
+
+    def _budget(self, prompt_len: int, prefix_len: int = 0) -> int:
         limit = getattr(self.model.config, "max_position_embeddings", None)
         room = self.sampling.max_new_tokens if limit is None else int(limit) - prompt_len
-        return max(0, min(self.sampling.max_new_tokens, room))
+        return max(0, min(self.sampling.max_new_tokens - prefix_len, room))
 
-    def _generate(self, prompts: list[list[int]], seeds: list[int], budgets: list[int]) -> list[AgentTurn]:
-        """Sample for one left-padded batch; every budget is >= 1."""
+    def _generate(
+        self,
+        prompts: list[list[int]],
+        seeds: list[int],
+        budgets: list[int],
+        steps: list[tuple[list[int], tuple[str, ...]]] | None = None,
+    ) -> list[AgentTurn]:
+        """Sample for one left-padded batch; every budget is >= 1; ``steps``: per row (prefix ids, stop strings)."""
+        steps = steps or [([], ())] * len(prompts)
         device, n = self.device, len(prompts)
         width = max(len(p) for p in prompts)
         input_ids = torch.full((n, width), self.pad_token_id, dtype=torch.long)
@@ -283,6 +318,8 @@ class HFPolicy:
                 logprobs[i].append(lp)
                 if tok in self.stop_token_ids:
                     finish[i] = "stop"
+                elif steps[i][1] and any(s in self._decode(tokens[i], steps[i][0]) for s in steps[i][1]):
+                    finish[i] = "stop_string"
                 elif len(tokens[i]) >= budgets[i]:
                     finish[i] = "length"
             if all(f is not None for f in finish):
@@ -299,7 +336,7 @@ class HFPolicy:
             next_pos = next_pos + 1
         return [
             AgentTurn(
-                text=self._decode(tokens[i]),
+                text=self._decode(tokens[i], steps[i][0]),
                 token_ids=tuple(tokens[i]),
                 logprobs=tuple(logprobs[i]),
                 prompt_token_ids=tuple(prompts[i]),
@@ -308,9 +345,21 @@ class HFPolicy:
             for i in range(n)
         ]
 
-    def _decode(self, ids: list[int]) -> str:
+    def _decode(self, ids: list[int], prefix: Sequence[int] = ()) -> str:
+        """The text of ``ids`` (closing stop token dropped); after a prefix, as it reads following the prefix.
+
+        Decoding ``prefix + ids`` and cutting off the decoded prefix keeps tokenizers whose pieces decode
+        differently at the start of a text (e.g. a leading-space marker) consistent: the step texts of a turn
+        concatenate to the text of the whole turn.
+        """
         if ids and ids[-1] in self.stop_token_ids:
             ids = ids[:-1]
+        if not prefix:
+            return str(self.tokenizer.decode(ids, skip_special_tokens=True))
+        head = str(self.tokenizer.decode(list(prefix), skip_special_tokens=True))
+        full = str(self.tokenizer.decode([*prefix, *ids], skip_special_tokens=True))
+        if full.startswith(head):
+            return full[len(head) :]
         return str(self.tokenizer.decode(ids, skip_special_tokens=True))
 
     # ------------------------------------------------------------------ scoring
@@ -496,6 +545,14 @@ class HFPolicy:
             raise ConfigError("reference() needs a LoRA adapter: without one the policy *is* the reference")
         with self.model.disable_adapter():
             yield self
+
+
+def _seed_view(ctx: Context) -> Context:
+    """The context as seen by :func:`context_seeds`: a prefix counts as part of the conversation."""
+    if not (ctx.prefix_text or ctx.prefix_token_ids):
+        return ctx
+    text = ctx.prefix_text or " ".join(str(t) for t in ctx.prefix_token_ids)
+    return dataclasses.replace(ctx, messages=(*ctx.messages, Message("assistant", text)))
 
 
 def _stop_ids(model: Any, tokenizer: PreTrainedTokenizerBase) -> set[int]:

@@ -6,6 +6,16 @@ the env from each parent's snapshot and records the children. :class:`SearchStat
 the policy, the env and the value function, so benchmarks can report the share of wall time spent outside
 policy calls.
 
+**Reasoning steps** (``step_delimiter``, e.g. ``"\n"`` for lines or ``"\n\n"`` for paragraphs): each
+sample is ONE step of the turn. The policy continues the turn so far (``Context.prefix_text`` and
+``prefix_token_ids``) and stops at the delimiter (``Context.stop``; it reports ``finish_reason="stop_string"``).
+A step that does not finish the turn becomes a *partial* child (no env step; it shares its parent's env
+snapshot). A step finishes the turn when the policy ended it otherwise (EOS, length), when it contains one
+of the ``final_markers`` (default: the env's ``final_answer_markers`` attribute, if any), or when the turn
+reached ``max_turn_steps`` steps; then the whole turn text goes to ``env.step``. Envs never see steps, so
+every env supports them; only the agent must (``supports_prefix``, e.g.
+:class:`~turnkit.agents.hf.HFPolicy`); other agents are refused with an :class:`~turnkit.errors.AgentError`.
+
 Sampling seeds: every context carries ``episode_seed = salt`` (a mix of the tree's seed and the search
 seed), ``turn = depth``; model-backed agents derive per-context seeds from that plus the conversation, and
 identical contexts in one batch get distinct ranks (see :mod:`turnkit.agents.sampling`). So a search is
@@ -135,8 +145,16 @@ class Expander:
         breadth_limit: Most children per node.
         dedupe: Drop samples whose text equals an existing sibling's.
         prior_exponent: Length exponent of :func:`length_normalised_prior`.
-        max_turns: Treat a node at this depth as truncated (for envs without a ``TimeLimit``).
+        max_turns: Treat a node after this many turns as truncated (for envs without a ``TimeLimit``).
         stats: Counters to update (a fresh :class:`SearchStats` by default).
+        step_delimiter: Expand by reasoning steps ending at this string (see the module docstring);
+            ``None``: whole turns.
+        final_markers: Strings whose presence in a step finishes the turn; ``None``: the env's
+            ``final_answer_markers`` attribute (or none).
+        max_turn_steps: Most steps in one turn; the step reaching it finishes the turn.
+
+    Raises:
+        AgentError: ``step_delimiter`` is set and the agent cannot continue a partial turn.
     """
 
     def __init__(
@@ -151,7 +169,17 @@ class Expander:
         prior_exponent: float = 1.25,
         max_turns: int | None = None,
         stats: SearchStats | None = None,
+        step_delimiter: str | None = None,
+        final_markers: Sequence[str] | None = None,
+        max_turn_steps: int = 32,
     ) -> None:
+        check_step_options(step_delimiter, final_markers, max_turn_steps, owner="Expander")
+        if step_delimiter is not None and not getattr(agent, "supports_prefix", False):
+            raise AgentError(
+                f"step-level search (step_delimiter={step_delimiter!r}) needs an agent that continues a partial "
+                f"turn and stops at a string (supports_prefix = True, e.g. HFPolicy); {type(agent).__name__} "
+                "does not"
+            )
         if breadth_limit < 1:
             raise ConfigError(f"breadth_limit must be >= 1, got {breadth_limit}")
         if max_turns is not None and max_turns < 1:
@@ -166,6 +194,11 @@ class Expander:
         self.max_turns = max_turns
         self.stats = stats if stats is not None else SearchStats()
         self._privileged = uses_privileged(agent)
+        self.step_delimiter = step_delimiter
+        if final_markers is None:
+            final_markers = getattr(env.unwrapped, "final_answer_markers", ())
+        self.final_markers = tuple(final_markers)
+        self.max_turn_steps = max_turn_steps
 
     def new_tree(self, seed: int | None, *, meta: dict[str, Any] | None = None) -> SearchTree:
         """Reset the env with ``seed`` and return a one-node tree holding the reset snapshot."""
@@ -177,14 +210,39 @@ class Expander:
         return SearchTree(env_id=self.env_id, seed=seed, observation=obs, task=task, root_snapshot=snap, meta=meta)
 
     def context(self, tree: SearchTree, node: int) -> Context:
-        """The policy context at ``node`` (privileged task only for agents that use it)."""
+        """The policy context at ``node`` (privileged task only for agents that use it).
+
+        In step-level search it asks for one step: the turn so far as the prefix, the delimiter as the stop.
+        """
+        partial = node != 0 and tree.is_partial(node)
+        prefix = tree.turn_action(node) if partial else None
         return Context(
-            messages=tree.messages(node),
+            messages=tree.messages(tree.turn_start(node) if partial else node),
             env_id=tree.env_id,
-            turn=tree.depth(node),
+            turn=tree.turn(node),
             episode_seed=mix_seed(tree.seed, self.salt),
             task=tree.task if self._privileged else None,
+            prefix_text=prefix.text if prefix else "",
+            prefix_token_ids=prefix.token_ids if prefix else (),
+            stop=(self.step_delimiter,) if self.step_delimiter is not None else (),
         )
+
+    def finishes_turn(self, tree: SearchTree, node: int, step: AgentTurn) -> bool:
+        """Whether ``step``, sampled at ``node``, completes the turn (always, without ``step_delimiter``).
+
+        Example:
+            >>> import gymnasium, turnkit
+            >>> from turnkit.agents.oracle import OracleAgent
+            >>> exp = Expander(gymnasium.make("turnkit/MathEpisodes-v0"), OracleAgent())
+            >>> exp.finishes_turn(SearchTree(env_id="demo", seed=0, observation="q"), 0, AgentTurn("x\\n"))
+            True
+        """
+        if self.step_delimiter is None or step.finish_reason != "stop_string":
+            return True
+        if any(m in step.text for m in self.final_markers):
+            return True
+        steps_so_far = tree.depth(node) - tree.depth(tree.turn_start(node)) if tree.is_partial(node) else 0
+        return steps_so_far + 1 >= self.max_turn_steps
 
     def expand(self, tree: SearchTree, requests: Sequence[tuple[int, int]]) -> list[list[int]]:
         """Sample ``n`` turns at each ``(node, n)`` (one policy call) and add the distinct ones as children.
@@ -227,11 +285,23 @@ class Expander:
         return new
 
     def step(self, tree: SearchTree, node: int, turn: AgentTurn, prior: float) -> int:
-        """Restore ``node``'s snapshot, play ``turn`` and add the resulting child (with its snapshot)."""
+        """Restore ``node``'s snapshot, play ``turn`` and add the resulting child (with its snapshot).
+
+        In step-level search ``turn`` is one step: a step that does not finish the turn adds a partial
+        child without touching the env; one that does plays the whole turn (the steps since the turn began).
+        """
+        if not self.finishes_turn(tree, node, turn):
+            child = tree.add_child(node, turn, observation="", prior=prior, partial=True)
+            if node in tree.snapshots:  # same env state: the turn is not played yet
+                tree.snapshots[child] = tree.snapshots[node]
+            return child
+        text = turn.text
+        if node != 0 and tree.is_partial(node):
+            text = tree.turn_action(node).text + turn.text
         start = time.perf_counter()
         restore_env(self.env, tree.snapshots[node])
-        obs, reward, terminated, truncated, info = self.env.step(turn.text)
-        if self.max_turns is not None and tree.depth(node) + 1 >= self.max_turns and not terminated:
+        obs, reward, terminated, truncated, info = self.env.step(text)
+        if self.max_turns is not None and tree.turn(node) + 1 >= self.max_turns and not terminated:
             truncated = True
         snap = snapshot_env(self.env)
         self.stats.env_seconds += time.perf_counter() - start
@@ -247,6 +317,29 @@ class Expander:
             prior=prior,
             snapshot=snap,
         )
+
+
+def check_step_options(
+    step_delimiter: str | None, final_markers: Sequence[str] | None, max_turn_steps: int, *, owner: str
+) -> None:
+    """Raise :class:`~turnkit.errors.ConfigError` for unusable step-search options (shared by the configs).
+
+    Example:
+        >>> check_step_options("", None, 32, owner="MCTSConfig")
+        Traceback (most recent call last):
+        ...
+        turnkit.errors.ConfigError: MCTSConfig.step_delimiter must be a non-empty string or None, got ''
+    """
+    if step_delimiter is not None and (not isinstance(step_delimiter, str) or not step_delimiter):
+        raise ConfigError(f"{owner}.step_delimiter must be a non-empty string or None, got {step_delimiter!r}")
+    if final_markers is not None and (
+        isinstance(final_markers, str) or not all(isinstance(m, str) and m for m in final_markers)
+    ):
+        raise ConfigError(
+            f"{owner}.final_markers must be a sequence of non-empty strings or None, got {final_markers!r}"
+        )
+    if not isinstance(max_turn_steps, int) or max_turn_steps < 1:
+        raise ConfigError(f"{owner}.max_turn_steps must be an int >= 1, got {max_turn_steps!r}")
 
 
 Job = tuple[Expander, SearchTree, Sequence[tuple[int, int]]]

@@ -1,7 +1,11 @@
 """MCTS over any :class:`~turnkit.TextEnv` through snapshot/restore, after MCTS-DPO (arXiv 2405.00451).
 
-An action is one whole agent turn (one assistant message); a node is the env state after it. The search
-is the MCTS-DPO scheme adapted to multi-turn envs:
+An action is one whole agent turn (one assistant message); a node is the env state after it. With
+``step_delimiter`` set (``"\n"``: lines, MCTS-DPO's steps; ``"\n\n"``: paragraphs) an action is instead
+one reasoning step inside a turn: mid-turn nodes hold the turn so far, and a turn reaches the env only once
+a step finishes it (see :mod:`turnkit.search.expand` and "Reasoning steps inside a turn" in ``docs/synth.md``).
+Depths, ``depth_limit`` and commits then count steps; ``max_turns`` still counts turns. The search is the
+MCTS-DPO scheme adapted to multi-turn envs:
 
 * **Selection** (PUCT): ``argmax_c Q(c) + w_exp · p(c) · sqrt(N(parent)) / (1 + N(c))`` with the
   length-normalised policy prior ``p(c) = exp(Σ_t log π(a_t) / |a|^1.25)`` (the agent's log-probs at its
@@ -25,11 +29,8 @@ carries a virtual loss (``Q`` pulled towards ``-virtual_loss`` and ``N`` raised 
 the simulations spread out. All leaves the round must expand are sampled with ONE ``agent.act`` call; a
 round takes at most ``depth_limit`` such calls. The policy, not the search, dominates wall time.
 
-**Not implemented** (future work): splitting a turn into newline-separated reasoning steps inside one
-assistant message (MCTS-DPO's step granularity). Turnkit envs take whole turns, so partial steps would
-need an env hook to accept them; a multi-turn env that asks for one step per turn gets the same effect.
-Near-duplicate filtering (only exact duplicates are dropped) and the self-evaluation critic (pass any
-``Trajectory -> float`` as ``critic``) are also left to the caller.
+**Not implemented** (future work): near-duplicate filtering (only exact duplicates are dropped); the
+self-evaluation critic is left to the caller (pass any ``Trajectory -> float`` as ``critic``).
 
 Example:
     >>> import gymnasium, turnkit
@@ -53,7 +54,7 @@ import gymnasium
 
 from turnkit.agents.base import Agent
 from turnkit.errors import ConfigError
-from turnkit.search.expand import Expander, SearchStats, expand_many
+from turnkit.search.expand import Expander, SearchStats, check_step_options, expand_many
 from turnkit.search.tree import SearchTree
 from turnkit.search.values import ValueFn
 from turnkit.types import Trajectory
@@ -106,6 +107,14 @@ class MCTSConfig:
     """Drop sampled turns identical to an existing sibling."""
     seed: int = 0
     """Mixed into every sampling seed (vary it to get fresh samples on the same tasks)."""
+    step_delimiter: str | None = None
+    """Search over reasoning steps that end at this string (``"\n"`` lines, ``"\n\n"`` paragraphs) instead
+    of whole turns; needs an agent with ``supports_prefix`` (e.g. ``HFPolicy``). ``None``: whole turns."""
+    final_markers: tuple[str, ...] | None = None
+    """With steps: a step containing one of these finishes the turn (e.g. ``("ANSWER:",)``); ``None``: the
+    env's ``final_answer_markers`` attribute, if it has one."""
+    max_turn_steps: int = 32
+    """With steps: most steps in one turn (the step reaching it finishes the turn)."""
 
     def __post_init__(self) -> None:
         positive = ("iterations", "root_multiplier", "n_actions", "breadth_limit", "depth_limit", "parallel")
@@ -127,6 +136,9 @@ class MCTSConfig:
                 raise ConfigError(f"MCTSConfig.{name} must be a finite number >= 0, got {value!r}")
         if not 0 < self.gamma <= 1:
             raise ConfigError(f"MCTSConfig.gamma must be in (0, 1], got {self.gamma!r}")
+        check_step_options(self.step_delimiter, self.final_markers, self.max_turn_steps, owner="MCTSConfig")
+        if self.final_markers is not None:
+            object.__setattr__(self, "final_markers", tuple(self.final_markers))
 
     def to_dict(self) -> dict[str, Any]:
         """The config as a JSON-ready dict."""
@@ -270,6 +282,9 @@ class MCTS:
             prior_exponent=cfg.prior_exponent,
             max_turns=cfg.max_turns,
             stats=stats,
+            step_delimiter=cfg.step_delimiter,
+            final_markers=cfg.final_markers,
+            max_turn_steps=cfg.max_turn_steps,
         )
 
     def run(self, tree: SearchTree, expander: Expander, root: int, simulations: int) -> None:
@@ -281,7 +296,7 @@ class MCTS:
     # ------------------------------------------------------------------ commit
     def _check_done(self, run: _Run) -> None:
         max_turns = self.config.max_turns
-        if run.tree.is_terminal(run.root) or (max_turns is not None and run.tree.depth(run.root) >= max_turns):
+        if run.tree.is_terminal(run.root) or (max_turns is not None and run.tree.turn(run.root) >= max_turns):
             run.done = True
 
     def _commit(self, run: _Run) -> None:

@@ -1,13 +1,16 @@
 """`SearchTree`: a search tree over env states, kept in a ``networkx.DiGraph``.
 
-A node is an env state reached by a sequence of agent turns; an edge is one whole agent turn. Node 0 is
-the state after ``reset``. Every node has exactly one incoming edge, so the statistics of an action
-(visits ``N``, value ``Q``) live on the child node it leads to.
+A node is an env state reached by a sequence of agent turns; an edge is one whole agent turn, or one
+reasoning step of a turn in step-level search (see *Steps* below). Node 0 is the state after ``reset``.
+Every node has exactly one incoming edge, so the statistics of an action (visits ``N``, value ``Q``) live
+on the child node it leads to.
 
 Node attributes (all JSON values):
 
 ============== =======================================================================================
-``depth``      turns from the root
+``depth``      edges from the root (turns; steps in step-level search)
+``turn``       completed turns from the root (= ``depth`` without steps)
+``partial``    a mid-turn node: the turn so far is its steps since the last non-partial ancestor
 ``observation`` the env's message at this node (the reset observation at the root)
 ``env_reward`` the env reward of the step into this node (0 at the root)
 ``terminal``   the episode ended here (terminated or truncated)
@@ -24,6 +27,15 @@ Node attributes (all JSON values):
 
 Edge attributes: ``text``, ``token_ids``, ``logprobs``, ``prompt_token_ids``, ``finish_reason`` (the exact
 :class:`~turnkit.types.AgentTurn`) and ``prior``.
+
+**Steps.** In step-level search an edge holds one reasoning step (a line or paragraph of a turn, with its
+exact ids). A step that does not finish the turn leads to a ``partial`` node: same env state (it shares its
+turn-start node's snapshot), reward 0, no observation. A step that finishes it leads to an ordinary node,
+reached by the whole turn: :meth:`SearchTree.turn_action` concatenates the steps since the turn started,
+:meth:`SearchTree.messages` and :meth:`SearchTree.trajectory` show whole turns, and at a partial node they
+end with the turn so far (an ``assistant`` message; a last :class:`~turnkit.types.Step` with
+``info={"partial": True}``). :meth:`SearchTree.action` is always the edge's own step, so siblings compare as
+steps after a shared prefix.
 
 Env snapshots (:class:`~turnkit.envs.core.EnvSnapshot`) and the privileged :class:`~turnkit.types.Task` live
 in side tables (``tree.snapshots``, ``tree.task``) and are never written to disk.
@@ -141,8 +153,12 @@ class SearchTree:
         info: Mapping[str, Any] | None = None,
         prior: float = 1.0,
         snapshot: EnvSnapshot | None = None,
+        partial: bool = False,
     ) -> int:
         """Add the state reached from ``parent`` by ``turn`` and return its node id.
+
+        With ``partial``, ``turn`` is a reasoning step that does not finish the turn (see *Steps* in the
+        module docstring): the new node is mid-turn and cannot be terminal.
 
         Example:
             >>> from turnkit.types import AgentTurn
@@ -157,8 +173,12 @@ class SearchTree:
         success = bool(info["success"]) if (terminal or truncated) and "success" in info else None
         if (terminal or truncated) and success is None:
             success = False if truncated else float(env_reward) > 0
+        if partial and (terminal or truncated):
+            raise ValueError("a partial (mid-turn) node cannot be terminal")
         depth = int(self.graph.nodes[parent]["depth"]) + 1
         attrs = _node_attrs(depth, observation, env_reward, terminal or truncated, truncated, success, info)
+        attrs["turn"] = self.turn(parent) + (0 if partial else 1)
+        attrs["partial"] = bool(partial)
         self.graph.add_node(child, **attrs)
         self.graph.add_edge(
             parent,
@@ -214,8 +234,33 @@ class SearchTree:
         return int(preds[0])
 
     def depth(self, n: int) -> int:
-        """Turns from the root to ``n``."""
+        """Edges from the root to ``n`` (turns, or steps in step-level search)."""
         return int(self.graph.nodes[n]["depth"])
+
+    def turn(self, n: int) -> int:
+        """Completed turns from the root to ``n`` (equals :meth:`depth` in a tree without steps)."""
+        attrs = self.graph.nodes[n]
+        return int(attrs.get("turn", attrs["depth"]))
+
+    def is_partial(self, n: int) -> bool:
+        """Whether ``n`` is mid-turn (reached by a step that did not finish the turn)."""
+        return bool(self.graph.nodes[n].get("partial", False))
+
+    def turn_start(self, n: int) -> int:
+        """The non-partial node where the turn into ``n`` (or in progress at ``n``) began.
+
+        Example:
+            >>> from turnkit.types import AgentTurn
+            >>> tree = SearchTree(env_id="demo", seed=0, observation="q")
+            >>> a = tree.add_child(0, AgentTurn("x\\n"), observation="", partial=True)
+            >>> b = tree.add_child(a, AgentTurn("y"), observation="o")
+            >>> tree.turn_start(a), tree.turn_start(b), tree.turn(a), tree.turn(b), tree.depth(b)
+            (0, 0, 0, 1, 2)
+        """
+        node = self.parent(n)
+        while self.is_partial(node):
+            node = self.parent(node)
+        return node
 
     def is_terminal(self, n: int) -> bool:
         """Whether the episode ended at ``n``."""
@@ -246,13 +291,46 @@ class SearchTree:
             finish_reason=e.get("finish_reason"),
         )
 
+    def turn_action(self, n: int) -> AgentTurn:
+        """The whole turn into ``n`` (the turn so far at a partial node): its steps concatenated.
+
+        Text, ids and log-probs are concatenated; ``prompt_token_ids`` are the first step's (the prompt of
+        the turn) and ``finish_reason`` the last step's. Log-probs are kept only when every step has them.
+        Without steps this is :meth:`action`.
+
+        Example:
+            >>> from turnkit.types import AgentTurn
+            >>> tree = SearchTree(env_id="demo", seed=0, observation="q")
+            >>> a = tree.add_child(0, AgentTurn("x\\n", (5,), (-0.5,), (1, 2)), observation="", partial=True)
+            >>> b = tree.add_child(a, AgentTurn("y", (6,), (-0.25,), (1, 2, 5)), observation="o")
+            >>> turn = tree.turn_action(b)
+            >>> turn.text, turn.token_ids, turn.logprobs, turn.prompt_token_ids
+            ('x\\ny', (5, 6), (-0.5, -0.25), (1, 2))
+        """
+        if not self.is_partial(self.parent(n)):
+            return self.action(n)
+        steps = [self.action(c) for c in self.path(n)[len(self.path(self.turn_start(n))) :]]
+        with_logprobs = all(len(s.logprobs) == len(s.token_ids) for s in steps)
+        return AgentTurn(
+            text="".join(s.text for s in steps),
+            token_ids=tuple(t for s in steps for t in s.token_ids),
+            logprobs=tuple(x for s in steps for x in s.logprobs) if with_logprobs else (),
+            prompt_token_ids=steps[0].prompt_token_ids,
+            finish_reason=steps[-1].finish_reason,
+        )
+
     def messages(self, n: int) -> tuple[Message, ...]:
-        """The conversation at ``n``: observations as ``user``, turns as ``assistant``, ending with ``user``."""
-        path = self.path(n)
+        """The conversation at ``n``: observations as ``user``, turns as ``assistant``, ending with ``user``.
+
+        At a partial node it ends instead with the turn so far, as an ``assistant`` message.
+        """
         out = [Message("user", self.graph.nodes[0]["observation"])]
-        for child in path[1:]:
-            out.append(Message("assistant", self.graph.edges[self.parent(child), child]["text"]))
-            out.append(Message("user", self.graph.nodes[child]["observation"]))
+        for child in self.path(n)[1:]:
+            if not self.is_partial(child):
+                out.append(Message("assistant", self.turn_action(child).text))
+                out.append(Message("user", self.graph.nodes[child]["observation"]))
+        if n != 0 and self.is_partial(n):
+            out.append(Message("assistant", self.turn_action(n).text))
         return tuple(out)
 
     def trajectory(self, n: int) -> Trajectory:
@@ -266,27 +344,33 @@ class SearchTree:
             >>> (t.initial_observation, t.steps[0].observation, t.final_observation, t.total_reward)
             ('q', 'q', 'o', 0.5)
         """
-        path = self.path(n)
         steps = []
-        for child in path[1:]:
-            parent = self.parent(child)
+        for child in self.path(n)[1:]:
+            if self.is_partial(child):
+                continue
             attrs = self.graph.nodes[child]
             steps.append(
                 Step(
-                    observation=self.graph.nodes[parent]["observation"],
-                    action=self.action(child),
+                    observation=self.graph.nodes[self.turn_start(child)]["observation"],
+                    action=self.turn_action(child),
                     reward=float(attrs["env_reward"]),
                     terminated=bool(attrs["terminal"] and not attrs["truncated"]),
                     truncated=bool(attrs["truncated"]),
                     info=dict(attrs["info"]),
                 )
             )
+        final = self.graph.nodes[n]["observation"] if n != 0 else ""
+        if n != 0 and self.is_partial(n):
+            start = self.turn_start(n)
+            turn = self.turn_action(n)
+            steps.append(Step(self.graph.nodes[start]["observation"], turn, 0.0, info={"partial": True}))
+            final = ""
         return Trajectory(
             env_id=self.env_id,
             seed=self.seed,
             steps=tuple(steps),
             initial_observation=self.graph.nodes[0]["observation"],
-            final_observation=self.graph.nodes[n]["observation"] if n != 0 else "",
+            final_observation=final,
             task=self.task,
         )
 
