@@ -2,7 +2,8 @@
 
 :class:`Browser` starts one Chromium lazily, renders HTML strings to a :class:`Render` (pixels plus a
 :class:`~turnkit.browser.dom.DomSummary`), caches renders by HTML hash, recovers from crashes and hangs,
-and never leaves a process behind. Failures are typed: :class:`BrowserError` (the browser; the rollout
+and never leaves a process behind. :class:`BrowserPool` (:func:`shared_pool`) lets many envs share one
+Chromium, reference-counted. Failures are typed: :class:`BrowserError` (the browser; the rollout
 layer records it as ``ErrorCause.BROWSER``) and :class:`PageError` (the page's fault; envs turn it into
 feedback).
 
@@ -16,15 +17,18 @@ from turnkit.browser.browser import PAGE_URL, Browser, Render, decode_png
 from turnkit.browser.cache import RenderCache, shared_cache
 from turnkit.browser.dom import DomItem, DomSummary
 from turnkit.browser.errors import BrowserError, PageError
+from turnkit.browser.pool import BrowserPool, Lease, shared_pool
 from turnkit.browser.process import ChromiumProcess, find_chromium, launched_profiles, owned_chromium_pids, pids_with
 
 __all__ = [
     "PAGE_URL",
     "Browser",
     "BrowserError",
+    "BrowserPool",
     "ChromiumProcess",
     "DomItem",
     "DomSummary",
+    "Lease",
     "PageError",
     "Render",
     "RenderCache",
@@ -34,4 +38,5 @@ __all__ = [
     "owned_chromium_pids",
     "pids_with",
     "shared_cache",
+    "shared_pool",
 ]

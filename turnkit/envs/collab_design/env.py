@@ -15,9 +15,10 @@ HTML. ``I WANT TO ANSWER:`` followed by HTML ends the episode with that HTML as 
 The human's reply (at most ``reply_chars`` characters), or the final score after the last turn.
 
 ## Rewards
-0 on every turn but the last; the last turn scores the visual similarity of the final render to the
-reference (:func:`~turnkit.envs.collab_design.similarity.visual_similarity`, in [0, 1]). ``info`` reports
-``similarity`` of every rendered turn (a progress signal for critics; the policy never sees it).
+0 on every turn but the last; the last turn scores the final render against the reference
+(:func:`~turnkit.envs.collab_design.score.design_score`, in [0, 1]: half pixels, half text blocks, so
+wording counts). ``info`` reports ``similarity`` (that score), ``visual_similarity`` and
+``text_similarity`` of every rendered turn (progress signals for critics; the policy never sees them).
 
 ## Episode end
 At ``I WANT TO ANSWER:`` or after ``max_turns`` turns (the last message is then the answer).
@@ -32,9 +33,11 @@ rollout layer records as ``ErrorCause.BROWSER``.
 ## Arguments
 ``split``, ``max_turns``, ``success_threshold``, ``human`` (``None`` for :class:`RuleBasedHuman`, a
 :class:`DesignHuman`, or any turnkit Agent, wrapped in :class:`LLMHuman`), ``feedback_items``,
-``reply_chars``, ``render_timeout_s``, ``javascript``, ``browser`` (a :class:`~turnkit.browser.Browser` to
-share between envs; by default each env starts its own, lazily, and stops it in ``close()``), plus the
-:class:`~turnkit.TextEnv` arguments.
+``reply_chars``, ``render_timeout_s``, ``javascript``, ``browser`` (a :class:`~turnkit.browser.Browser`
+owned by the caller), ``share_browser`` (without ``browser``: ``True`` (default) takes the process-wide
+reference-counted browser of :func:`~turnkit.browser.shared_pool`, so the G copies of a group or batch
+cost one Chromium, released in ``close()`` or when the env is collected; ``False`` starts a private
+browser, stopped in ``close()``), plus the :class:`~turnkit.TextEnv` arguments.
 
 Example:
     >>> env = CollabDesignEnv()  # gymnasium.make("turnkit/CollabDesign-v0") adds the 10-turn TimeLimit
@@ -56,12 +59,13 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from turnkit.browser import Browser, BrowserError, PageError, Render
+from turnkit.browser import Browser, BrowserError, PageError, Render, shared_pool
+from turnkit.browser.pool import Lease
 from turnkit.envs.collab_design.differences import find_differences
 from turnkit.envs.collab_design.generator import SPLITS, VIEWPORT, design_task, sample_design
 from turnkit.envs.collab_design.human import DesignHuman, LLMHuman, RuleBasedHuman, View
 from turnkit.envs.collab_design.protocol import NO_HTML_REPLY, PAGE_ERROR_REPLY, extract_html, split_answer
-from turnkit.envs.collab_design.similarity import visual_similarity
+from turnkit.envs.collab_design.score import design_score
 from turnkit.envs.core import TextEnv, Transition
 from turnkit.errors import ConfigError
 from turnkit.types import Task
@@ -88,6 +92,7 @@ class CollabDesignEnv(TextEnv):
         render_timeout_s: float = 5.0,
         javascript: bool = True,
         browser: Browser | None = None,
+        share_browser: bool = True,
         max_invalid_actions: int = 3,
         max_action_chars: int = 32_000,
         render_mode: str | None = None,
@@ -113,7 +118,9 @@ class CollabDesignEnv(TextEnv):
             human = LLMHuman(human, max_chars=reply_chars)
         self.human: DesignHuman = human
         self._owns_browser = browser is None
+        self._share_browser = share_browser
         self._browser = browser
+        self._lease: Lease | None = None
         self._render_timeout_s = render_timeout_s
         self._javascript = javascript
         self._similarities: list[float] = []
@@ -137,6 +144,7 @@ class CollabDesignEnv(TextEnv):
         html = extract_html(body)
         info: dict[str, Any] = {"answered": answered, "rendered": False, "page_error": None}
         sim, reply = 0.0, NO_HTML_REPLY
+        info["visual_similarity"] = info["text_similarity"] = 0.0
         if html is not None:
             reference = self._render_reference()
             try:
@@ -146,7 +154,9 @@ class CollabDesignEnv(TextEnv):
                 reply = PAGE_ERROR_REPLY.get(exc.reason, PAGE_ERROR_REPLY["crash"])
             else:
                 info["rendered"] = True
-                sim = visual_similarity(mine.pixels, reference.pixels)
+                score = design_score(mine, reference)
+                sim = score.total
+                info["visual_similarity"], info["text_similarity"] = score.visual, score.text
                 if not final:
                     diffs = tuple(find_differences(mine, reference))
                     reply = self.human.reply(View(self.task, mine, reference, sim, diffs))
@@ -157,7 +167,7 @@ class CollabDesignEnv(TextEnv):
         success = sim >= self.success_threshold
         verdict = "that matches my design" if success else "that is not quite my design"
         how = "You answered" if answered else "That was the last turn"
-        obs = f"{how}. Your final page scores {sim:.3f} in visual similarity to the page I wanted: {verdict}."
+        obs = f"{how}. Your final page scores {sim:.3f} in similarity to the page I wanted: {verdict}."
         return Transition(obs, sim, True, {**info, "success": success})
 
     def extra_info(self) -> dict[str, Any]:
@@ -175,9 +185,15 @@ class CollabDesignEnv(TextEnv):
     # ------------------------------------------------------------------ browser
     @property
     def browser(self) -> Browser:
-        """The env's browser (started lazily on the first render)."""
+        """The env's browser (started lazily on the first render; shared by default, see ``share_browser``)."""
         if self._browser is None:
-            self._browser = Browser(viewport=VIEWPORT, timeout_s=self._render_timeout_s, javascript=self._javascript)
+            settings = {"viewport": VIEWPORT, "timeout_s": self._render_timeout_s, "javascript": self._javascript}
+            if self._share_browser:
+                # released in close(), or when an unclosed env (a group's clone) is garbage-collected
+                self._lease = shared_pool().lease(**settings)
+                self._browser = self._lease.browser
+            else:
+                self._browser = Browser(**settings)  # type: ignore[arg-type]
         return self._browser
 
     @property
@@ -193,8 +209,16 @@ class CollabDesignEnv(TextEnv):
             raise BrowserError(f"the reference page of {self.task.task_id} failed to render: {exc}") from exc
 
     def close(self) -> None:
-        """Stop the browser if this env started it (a shared browser is left to its owner)."""
-        if self._owns_browser and self._browser is not None:
+        """Stop the env's private browser, or release its hold on the pool's shared one.
+
+        The pool stops a shared browser when its last holder lets go; a browser passed as ``browser=`` is left
+        to its owner.
+        """
+        if self._lease is not None:
+            self._lease.release()
+            self._lease = None
+            self._browser = None
+        elif self._owns_browser and self._browser is not None:
             self._browser.close()
             self._browser = None
         super().close()
