@@ -168,3 +168,90 @@ def test_sampler_reports_temperature_scaled_logprobs():
     # softmax([4, 0]) by hand: log(e^4 / (e^4 + 1)) = -0.018149, log(1 / (e^4 + 1)) = -4.018149
     expected = {0: -0.018149, 1: -4.018149}[int(tokens)]
     assert float(lp) == pytest.approx(expected, abs=1e-5)
+
+
+# ---------------------------------------------------------------------------------------------- partial turns
+
+LINED = "one plus\ntwo is\n\nANSWER: 3"
+LINED_PROMPT = (Message("user", "Add 1 and 2."),)
+
+
+@pytest.fixture(scope="module")
+def lined_policy(tokenizer):
+    """A tiny model overfit (60 Adam steps, ~1 s) to answer LINED_PROMPT with the three-line LINED text."""
+    from tests.agents.conftest import TEST_CONFIG
+    from turnkit.agents.tiny import build_tiny_model
+
+    torch.manual_seed(0)
+    model = build_tiny_model(tokenizer, TEST_CONFIG, seed=0)
+    prompt = chat_prompt_ids(tokenizer, LINED_PROMPT)
+    completion = tokenizer(LINED, add_special_tokens=False)["input_ids"] + [tokenizer.eos_token_id]
+    ids = torch.tensor([prompt + completion])
+    labels = torch.tensor([[-100] * len(prompt) + completion])
+    opt = torch.optim.Adam(model.parameters(), lr=3e-3)
+    model.train()
+    for _ in range(60):
+        loss = model(input_ids=ids, labels=labels).loss
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+    return HFPolicy(model, tokenizer, temperature=0.0, max_new_tokens=40)
+
+
+def _lined_context(**fields):
+    return dataclasses.replace(make_context(""), messages=LINED_PROMPT, episode_seed=3, **fields)
+
+
+def test_step_by_step_generation_equals_one_generation_split_at_the_delimiter(lined_policy):
+    whole = lined_policy.act([_lined_context()])[0]
+    assert whole.text == LINED and whole.finish_reason == "stop"  # the fixture learned its text
+    steps, ids, logprobs = [], (), ()
+    while not steps or steps[-1].finish_reason == "stop_string":
+        text = "".join(s.text for s in steps)
+        steps.append(lined_policy.act([_lined_context(prefix_text=text, prefix_token_ids=ids, stop=("\n",))])[0])
+        assert steps[-1].prompt_token_ids == whole.prompt_token_ids + ids  # the prefix ids, as given
+        ids, logprobs = ids + steps[-1].token_ids, logprobs + steps[-1].logprobs
+    assert [s.text for s in steps] == ["one plus\n", "two is\n", "\n", "ANSWER: 3"]
+    assert [s.finish_reason for s in steps] == ["stop_string"] * 3 + ["stop"]
+    assert ids == whole.token_ids
+    assert torch.allclose(torch.tensor(logprobs), torch.tensor(whole.logprobs), atol=1e-5)
+
+
+def test_prefix_text_alone_is_tokenised(lined_policy, tokenizer):
+    by_text = lined_policy.act([_lined_context(prefix_text="one plus\n", stop=("\n",))])[0]
+    ids = tuple(tokenizer("one plus\n", add_special_tokens=False)["input_ids"])
+    by_ids = lined_policy.act([_lined_context(prefix_text="one plus\n", prefix_token_ids=ids, stop=("\n",))])[0]
+    assert by_text == by_ids and by_text.text == "two is\n"
+
+
+def test_a_stop_string_inside_a_line_ends_the_step_at_its_token(lined_policy):
+    turn = lined_policy.act([_lined_context(stop=("us",))])[0]
+    assert turn.finish_reason == "stop_string" and turn.text == "one plus"
+
+
+def test_sampled_step_logprobs_match_sequence_logprobs_after_the_prefix(lined_policy):
+    sampled = lined_policy.with_sampling(temperature=1.0)
+    first = sampled.act([_lined_context(stop=("\n",))])[0]
+    ctx = _lined_context(prefix_text=first.text, prefix_token_ids=first.token_ids, stop=("\n",))
+    second = sampled.act([ctx])[0]
+    recomputed = sampled.sequence_logprobs([second.prompt_token_ids], [second.token_ids])[0]
+    assert torch.allclose(recomputed, torch.tensor(second.logprobs), atol=1e-4)
+
+
+def test_the_prefix_counts_against_max_new_tokens(lined_policy):
+    short = lined_policy.with_sampling(max_new_tokens=10)
+    first = short.act([_lined_context(stop=("\n",))])[0]
+    rest = short.act([_lined_context(prefix_text=first.text, prefix_token_ids=first.token_ids)])[0]
+    assert len(first.token_ids) + len(rest.token_ids) == 10 and rest.finish_reason == "length"
+    full = short.act([_lined_context(prefix_token_ids=tuple(range(5, 15)))])[0]
+    assert (full.token_ids, full.finish_reason) == ((), "length")
+
+
+def test_different_prefixes_in_one_batch_sample_as_they_would_alone(lined_policy):
+    sampled = lined_policy.with_sampling(temperature=1.0)
+    contexts = [_lined_context(prefix_text=p, stop=("\n",)) for p in ("one plus\n", "two\n", "one plus\n")]
+    batched = sampled.act(contexts)
+    alone = [sampled.act([c])[0] for c in contexts[:2]]
+    for b, a in zip(batched, alone, strict=False):
+        assert (b.token_ids, b.text, b.prompt_token_ids) == (a.token_ids, a.text, a.prompt_token_ids)
+        assert torch.allclose(torch.tensor(b.logprobs), torch.tensor(a.logprobs), atol=1e-5)
