@@ -161,8 +161,32 @@ class LLMHuman:
         Raises:
             AgentError: The model failed or returned no turn.
         """
-        turns = self.agent.act([self.context(task, dialogue)])
-        if len(turns) != 1:
-            raise AgentError(f"the simulated human's agent returned {len(turns)} turns for 1 context")
-        text = cap_reply(turns[0].text, max_chars=self.max_chars, max_sentences=self.max_sentences)
-        return text or self.empty_reply
+        return self.replies([(task, dialogue)])[0]
+
+    def replies(self, items: Sequence[tuple[Task, Sequence[Message]]]) -> list[str]:
+        """Replies to many ``(task, dialogue)`` pairs in one ``agent.act`` call (for evaluation and data).
+
+        Each reply is the one :meth:`reply` would give, up to the agent's own batching (a greedy
+        :class:`~turnkit.agents.hf.HFPolicy` pads a batch; its numerics may differ in the last bits).
+
+        Raises:
+            AgentError: The model failed or returned the wrong number of turns.
+
+        Example:
+            >>> from turnkit.agents.scripted import ScriptedAgent
+            >>> human = LLMHuman(ScriptedAgent(lambda ctx: "  " + ctx.messages[-1].content.upper()))
+            >>> t = Task("t", "Write f.")
+            >>> human.replies([(t, [Message("user", "p"), Message("assistant", "a?")]),
+            ...                (t, [Message("user", "p"), Message("assistant", "")])])
+            ['A?', "I don't know."]
+        """
+        if not items:
+            return []
+        turns = self.agent.act([self.context(task, dialogue) for task, dialogue in items])
+        if len(turns) != len(items):
+            raise AgentError(f"the simulated human's agent returned {len(turns)} turns for {len(items)} contexts")
+        out = []
+        for turn in turns:
+            text = cap_reply(turn.text, max_chars=self.max_chars, max_sentences=self.max_sentences)
+            out.append(text or self.empty_reply)
+        return out
