@@ -52,6 +52,7 @@ from turnkit.envs.pav_didactic.prover import (
     step_mask,
     transition_table,
 )
+from turnkit.errors import ConfigError
 from turnkit.learners.advantages import rloo_advantages
 
 PLANTED = (3, 7, 1, 9, 2, 4, 6, 11)
@@ -70,6 +71,8 @@ class RunConfig:
     iters: int = 600
     batch: int = 64
     lr: float = 1e-3
+    optimizer: str = "adam"
+    momentum: float = 0.9
     q: str = "exact"
     rollouts: int = 128
     eval_every: int = 10
@@ -78,6 +81,7 @@ class RunConfig:
     sft_samples: int = 3200
     sft_gamma: float = 5.0
     sft_epochs: int = 8
+    sft_lr: float = 1e-3
 
 
 class Policy(nn.Module):
@@ -152,7 +156,7 @@ def sft(policy: Policy, cfg: RunConfig, table: np.ndarray) -> float:
     data = sample_prover(cfg.target, cfg.sft_gamma, cfg.sft_samples, rng)
     mask = torch.as_tensor(step_mask(table, data), dtype=torch.float32)
     tokens = torch.as_tensor(data)
-    opt = torch.optim.Adam(policy.parameters(), lr=cfg.lr)
+    opt = torch.optim.Adam(policy.parameters(), lr=cfg.sft_lr)  # SFT is the same whatever the RL optimizer
     nll = float("nan")
     for _ in range(cfg.sft_epochs):
         order = rng.permutation(len(data))
@@ -185,6 +189,42 @@ def prover_q(
     return best_of_k(q, cfg.best_of), best_of_k(v0, cfg.best_of)
 
 
+def rl_optimizer(policy: Policy, cfg: RunConfig) -> torch.optim.Optimizer:
+    """The RL optimizer.
+
+    * ``adam`` (the paper's): per-parameter steps ``lr · m / sqrt(v)`` with ``v`` the running mean of the
+      squared gradient, so multiplying the advantages by any constant leaves the steps unchanged;
+    * ``sgd``: SGD with momentum; steps are proportional to the gradient;
+    * ``frozen-adam``: SGD with momentum on the gradient divided by a *fixed* per-parameter scale (see
+      :func:`frozen_second_moment`): Adam's conditioning, without its invariance to the advantages' scale.
+    """
+    if cfg.optimizer == "adam":
+        return torch.optim.Adam(policy.parameters(), lr=cfg.lr)
+    if cfg.optimizer in ("sgd", "frozen-adam"):
+        return torch.optim.SGD(policy.parameters(), lr=cfg.lr, momentum=cfg.momentum)
+    raise ConfigError(f"unknown optimizer {cfg.optimizer!r} (adam, sgd or frozen-adam)")
+
+
+def frozen_second_moment(
+    policy: Policy, table: np.ndarray, seed: int, batches: int = 32, batch: int = 64
+) -> list[torch.Tensor]:
+    """``sqrt(E[g²]) + 1e-8`` per parameter, ``g`` the batch gradient of the token NLL on the policy's own samples.
+
+    This is the denominator Adam would use for the SFT policy, measured once at the start of RL and then
+    held fixed; it depends on the base policy and the seed only, not on the prover.
+    """
+    gen = torch.Generator().manual_seed(20_000 + seed)
+    params = list(policy.parameters())
+    sq = [torch.zeros_like(p) for p in params]
+    for _ in range(batches):
+        tokens = policy.sample(batch, SEQ_LEN, gen)
+        mask = torch.as_tensor(step_mask(table, tokens.numpy()), dtype=torch.float32)
+        loss = -(policy.log_probs(tokens) * mask).sum() / mask.sum()
+        for s, g in zip(sq, torch.autograd.grad(loss, params), strict=True):
+            s += g.pow(2) / batches
+    return [s.sqrt() + 1e-8 for s in sq]
+
+
 def evaluate(policy: Policy, table: np.ndarray, n: int, gen: torch.Generator) -> float:
     """Success rate of ``n`` fresh samples."""
     return float(success(table, policy.sample(n, SEQ_LEN, gen).numpy()).mean())
@@ -204,7 +244,8 @@ def run(cfg: RunConfig, base: dict | None = None) -> dict:
     gen = torch.Generator().manual_seed(cfg.seed)
     eval_gen = torch.Generator().manual_seed(10_000 + cfg.seed)
     rng = np.random.default_rng([cfg.seed, 2])
-    opt = torch.optim.Adam(policy.parameters(), lr=cfg.lr)
+    opt = rl_optimizer(policy, cfg)
+    denom = frozen_second_moment(policy, table, cfg.seed) if cfg.optimizer == "frozen-adam" else None
     iters, acc, train_acc = [0], [evaluate(policy, table, cfg.eval_samples, eval_gen)], []
     for it in range(1, cfg.iters + 1):
         tokens = policy.sample(cfg.batch, SEQ_LEN, gen).numpy()
@@ -220,6 +261,9 @@ def run(cfg: RunConfig, base: dict | None = None) -> dict:
         loss = -(weight * lp).sum() / cfg.batch
         opt.zero_grad()
         loss.backward()
+        if denom is not None:
+            for p, d in zip(policy.parameters(), denom, strict=True):
+                p.grad /= d
         opt.step()
         train_acc.append(float(reward.mean()))
         if it % cfg.eval_every == 0:
@@ -383,6 +427,42 @@ def advantage_table(target: tuple[int, ...], gammas: list[float], n: int = 20_00
     return rows
 
 
+def lr_tune(base_cfg: RunConfig, lrs: list[float], log: list[str]) -> dict:
+    """Progress runs (γ = ``base_cfg.gamma``, seed ``base_cfg.seed``) at each learning rate, one SFT base."""
+    out: dict[str, dict] = {}
+    base = None
+    for lr in lrs:
+        r = run(replace(base_cfg, lr=lr), base=base)
+        base = r["base_state"]
+        out[str(lr)] = _public(r)
+        log.append(
+            f"tune {base_cfg.optimizer} lr={lr:g} gamma={base_cfg.gamma:g} iters_to_target={r['iters_to_target']} "
+            f"acc={[round(a, 2) for a in r['accuracy'][::5]]} ({r['seconds']:.0f} s)"
+        )
+        print(log[-1], flush=True)
+    return out
+
+
+def sweep_summary(sweep: dict[str, list[dict]], outcome: list[dict], at: int) -> list[str]:
+    """One row per prover (and outcome-only): iterations to the target per seed, median, accuracy at ``at``."""
+
+    def row(name: str, runs: list[dict]) -> str:
+        its = [r["iters_to_target"] for r in runs]
+        cap = runs[0]["iters"][-1]
+        med = np.median([cap + 1 if i is None else i for i in its])
+        acc = [r["accuracy"][r["iters"].index(at)] for r in runs if at in r["iters"]]
+        med_s = "—" if med > cap else f"{med:g}"
+        its_s = ", ".join("—" if i is None else str(i) for i in its)
+        return f"| {name} | {its_s} | {med_s} | {', '.join(f'{a:.3f}' for a in acc)} | {np.mean(acc):.3f} |"
+
+    rows = [f"| prover | iterations to target (per seed) | median | accuracy at {at} (per seed) | mean |"]
+    rows.append("|---|---|---|---|---|")
+    if outcome:
+        rows.append(row("outcome only", outcome))
+    rows += [row(f"γ = {float(k):g}", sweep[k]) for k in sorted(sweep, key=float)]
+    return rows
+
+
 def replot(out: Path) -> None:
     """Redraw both plots from a finished run's ``results.json``."""
     results = json.loads((out / "results.json").read_text())
@@ -393,10 +473,60 @@ def replot(out: Path) -> None:
         sweep = results["sweep"]
         first = next(iter(sweep.values()))[0]["config"]
         sweep_cfg = replace(cfg, iters=first["iters"])
-        outcome = results.get("main", {}).get("outcome", [])
+        outcome = results.get("main", {}).get("outcome", []) or results.get("sweep_outcome", [])
         if not outcome and "outcome_from" in results:
             outcome = json.loads(Path(results["outcome_from"]).read_text())["main"]["outcome"]
         plot_sweep(sweep, outcome, sweep_cfg, results.get("sweep_at", 100), out / "prover_sweep.png")
+
+
+def load_sweeps(spec: str) -> dict[str, tuple[dict[str, list[dict]], list[dict]]]:
+    """``"label=dir+dir;label=dir"`` → per label the merged prover sweeps and outcome-only runs of those dirs."""
+    out = {}
+    for item in spec.split(";"):
+        label, dirs = item.split("=", 1)
+        sweep: dict[str, list[dict]] = {}
+        outcome: list[dict] = []
+        for d in dirs.split("+"):
+            res = json.loads((Path(d) / "results.json").read_text())
+            sweep.update(res.get("sweep", {}))
+            runs = res.get("main", {}).get("outcome") or res.get("sweep_outcome", [])
+            if not runs and "outcome_from" in res:
+                runs = json.loads(Path(res["outcome_from"]).read_text())["main"]["outcome"]
+            outcome = outcome or runs
+        out[label] = (sweep, outcome)
+    return out
+
+
+def plot_compare(sweeps: dict[str, tuple[dict, list[dict]]], at: int, path: Path) -> list[str]:
+    """Accuracy at iteration ``at`` vs γ, one line per setting, outcome-only as a dashed line of the same colour."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(7, 4.4))
+    rows = []
+    for i, (label, (sweep, outcome)) in enumerate(sweeps.items()):
+        keys = sorted(sweep, key=float)
+        acc = np.array([[r["accuracy"][r["iters"].index(at)] for r in sweep[k]] for k in keys])
+        g = np.array([float(k) for k in keys])
+        m = acc.mean(1)
+        ax.errorbar(g, m, yerr=[m - acc.min(1), acc.max(1) - m], fmt="o-", color=f"C{i}", capsize=3, label=label)
+        out_acc = [r["accuracy"][r["iters"].index(at)] for r in outcome if at in r["iters"]]
+        if out_acc:
+            ax.axhline(np.mean(out_acc), color=f"C{i}", ls="--", lw=1, label=f"{label}: outcome only")
+        rows.append(f"{label}: " + ", ".join(f"γ={x:g}: {a:.3f}" for x, a in zip(g, m, strict=True)))
+        rows[-1] += f"; outcome only: {np.mean(out_acc):.3f}" if out_acc else ""
+    ax.set_xscale("log")
+    ax.set_xlabel("prover strength γ (the SFT base policy imitates γ = 5)")
+    ax.set_ylabel(f"accuracy after {at} RL iterations (mean, min-max of seeds)")
+    ax.set_ylim(-0.02, 1.02)
+    ax.legend(fontsize=7, loc="best")
+    ax.set_title("PAV didactic: progress reward vs prover strength")
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+    return rows
 
 
 def main() -> None:
@@ -413,10 +543,17 @@ def main() -> None:
     ap.add_argument("--q", choices=("exact", "mc"), default="exact")
     ap.add_argument("--rollouts", type=int, default=128)
     ap.add_argument("--sweep-at", type=int, default=100, help="iteration at which the sweep compares accuracy")
-    ap.add_argument("--only", choices=("main", "sweep", "all"), default="all")
+    ap.add_argument("--only", choices=("main", "sweep", "all", "tune"), default="all")
+    ap.add_argument(
+        "--optimizer", choices=("adam", "sgd", "frozen-adam"), default="adam", help="RL optimizer (SFT is always Adam)"
+    )
+    ap.add_argument("--lr", type=float, default=1e-3, help="RL learning rate")
+    ap.add_argument("--momentum", type=float, default=0.9, help="SGD momentum")
+    ap.add_argument("--lrs", default="1,10,100", help="learning rates tried by --only tune (γ = --gamma, seed 0)")
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--replot", action="store_true", help="only redraw the plots from --out/results.json")
     ap.add_argument("--advantages", action="store_true", help="only print the prover advantage table")
+    ap.add_argument("--compare", default=None, help='only plot accuracy at --sweep-at vs γ: "label=dir+dir;label=dir"')
     ap.add_argument("--outcome-from", default=None, help="results.json whose outcome-only runs the sweep reuses")
     args = ap.parse_args()
     torch.set_num_threads(args.threads)
@@ -428,6 +565,9 @@ def main() -> None:
         alpha=args.alpha,
         best_of=args.best_of,
         iters=args.iters,
+        lr=args.lr,
+        optimizer=args.optimizer,
+        momentum=args.momentum,
         q=args.q,
         rollouts=args.rollouts,
     )
@@ -435,12 +575,21 @@ def main() -> None:
     if args.replot:
         replot(out)
         return
+    if args.compare:
+        rows = plot_compare(load_sweeps(args.compare), args.sweep_at, out / f"accuracy_at_{args.sweep_at}_vs_gamma.png")
+        print("\n".join(rows))
+        return
     if args.advantages:
         print("\n".join(advantage_table(PLANTED[: args.target_len], [float(x) for x in args.gammas.split(",")])))
         return
     log: list[str] = []
     results: dict = {"config": asdict(cfg)}
     start = time.perf_counter()
+    if args.only == "tune":
+        results["tune"] = lr_tune(replace(cfg, iters=args.sweep_iters), [float(x) for x in args.lrs.split(",")], log)
+        results["log"] = log
+        (out / "results.json").write_text(json.dumps(results, indent=1))
+        return
     runs, bases = main_comparison(cfg, seeds, log) if args.only in ("main", "all") else ({}, {})
     if runs:
         results["main"] = runs
@@ -453,8 +602,16 @@ def main() -> None:
             outcome = json.loads(Path(args.outcome_from).read_text())["main"]["outcome"]
             results["outcome_from"] = args.outcome_from
         if not outcome:
-            outcome = [_public(run(replace(sweep_cfg, seed=s, alpha=0.0), base=bases.get(s))) for s in seeds]
+            for s in seeds:
+                r = run(replace(sweep_cfg, seed=s, alpha=0.0), base=bases.get(s))
+                bases.setdefault(s, r["base_state"])
+                outcome.append(_public(r))
+                log.append(f"sweep outcome seed={s} iters_to_target={r['iters_to_target']} ({r['seconds']:.0f} s)")
+                print(log[-1], flush=True)
+            results["sweep_outcome"] = outcome
         results["sweep"] = prover_sweep(sweep_cfg, gammas, seeds, bases, log)
+        results["summary"] = sweep_summary(results["sweep"], outcome, args.sweep_at)
+        print("\n".join(results["summary"]), flush=True)
         plot_sweep(results["sweep"], outcome, sweep_cfg, args.sweep_at, out / "prover_sweep.png")
     results["sweep_at"] = args.sweep_at
     results["log"] = log
