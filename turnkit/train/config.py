@@ -25,9 +25,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from turnkit.critics.progress import FORCE_ANSWER
 from turnkit.errors import ConfigError
 from turnkit.learners.grpo import GRPOConfig
 
+CRITICS = ("mrt",)
+"""Names :attr:`TrainConfig.critic` accepts."""
 EVAL_SEED_START = 1_000_000_000
 """Default first held-out evaluation seed; training seeds never fall in the evaluation range."""
 
@@ -94,6 +97,20 @@ class TrainConfig:
     """Token-loss reduction: ``"token_mean"``, ``"seq_mean"`` or ``"seq_sum_norm"``."""
     skip_zero_advantage: bool = True
     """Leave out turns whose advantage is exactly 0 (tied groups); they carry no policy gradient."""
+    # --- dense per-turn rewards from a critic (see turnkit.train.loop, "Critic hook")
+    critic: str | None = None
+    """``None``: env rewards only. ``"mrt"``: env reward + ``critic_weight`` x MRT progress bonus ``ΔJ`` per
+    turn, with per-turn credit (``per_turn`` is implied)."""
+    critic_weight: float = 1.0
+    """``α``, the weight of the critic's dense rewards."""
+    critic_samples: int = 8
+    """``K``: forced-answer samples per turn boundary that estimate ``J`` (MRT)."""
+    critic_temperature: float = 0.6
+    """Sampling temperature of the prover (the live policy forced to answer; MRT uses 0.6)."""
+    critic_budget: float | None = None
+    """Token budget ``C0`` of the logged normalised regret (``None``: ``max_new_tokens x (max_turns or 1)``)."""
+    critic_force: str = FORCE_ANSWER
+    """Instruction appended to the prover's last prompt ("answer now"); ``""`` appends nothing."""
     # --- optimisation
     steps: int = 40
     """RL steps (each: one rollout batch, then ``ppo_epochs`` passes over it)."""
@@ -146,17 +163,43 @@ class TrainConfig:
         for name in ("per_turn", "skip_zero_advantage", "tensorboard"):
             if not isinstance(getattr(self, name), bool):
                 raise ConfigError(f"TrainConfig.{name} must be true or false, got {getattr(self, name)!r}")
+        self._check_critic()
         try:
             self.grpo_config()
         except ConfigError as exc:
             raise ConfigError(str(exc).replace("GRPOConfig.", "TrainConfig.")) from exc
+
+    def _check_critic(self) -> None:
+        if self.critic is not None and self.critic not in CRITICS:
+            raise ConfigError(f"TrainConfig.critic must be null or one of {list(CRITICS)}, got {self.critic!r}")
+        weight = self.critic_weight
+        if isinstance(weight, bool) or not isinstance(weight, (int, float)) or not math.isfinite(weight):
+            raise ConfigError(f"TrainConfig.critic_weight must be a finite number, got {weight!r}")
+        _check_int(self, "critic_samples")
+        _check_float(self, "critic_temperature", low=0.0, open_low=True)
+        if self.critic_budget is not None:
+            _check_float(self, "critic_budget", low=0.0, open_low=True)
+        if not isinstance(self.critic_force, str):
+            raise ConfigError(f"TrainConfig.critic_force must be a string, got {self.critic_force!r}")
+
+    @property
+    def regret_budget(self) -> float:
+        """``C0`` of the logged regret: ``critic_budget``, else ``max_new_tokens x (max_turns or 1)``.
+
+        Example:
+            >>> TrainConfig(max_new_tokens=12, max_turns=3).regret_budget
+            36.0
+        """
+        if self.critic_budget is not None:
+            return float(self.critic_budget)
+        return float(self.max_new_tokens * (self.max_turns or 1))
 
     def grpo_config(self) -> GRPOConfig:
         """The :class:`~turnkit.learners.grpo.GRPOConfig` of the loss (``max_tokens`` = ``max_new_tokens``)."""
         return GRPOConfig(
             group_size=self.group_size,
             estimator=self.estimator,  # type: ignore[arg-type]
-            per_turn=self.per_turn,
+            per_turn=self.per_turn or self.critic is not None,
             gamma=self.gamma,
             adv_eps=self.adv_eps,
             clip_eps=self.clip_eps,

@@ -21,6 +21,16 @@ Per step ``s`` (all randomness from the run seed, so a resumed run repeats an un
    tokens/s, rollout vs update seconds); held-out evaluation every ``eval_every`` steps; an atomic
    checkpoint (weights or adapter, optimizer, RNG states, step) every ``checkpoint_every`` steps.
 
+**Critic hook.** With ``TrainConfig.critic`` set, step 3 uses dense per-turn rewards from a critic
+(:func:`build_critic`) instead of the env's: ``trajectory_advantages(..., per_turn=True,
+turn_rewards=[r.step_rewards for r in score_all(critic, trajs)])``. ``"mrt"`` is the env reward plus
+``α ·`` MRT's progress bonus (:func:`~turnkit.critics.progress.progress_step_rewards` of ``ΔJ``, credit
+``"advantage"``: turn ``h``'s return-to-go is ``R + α (J_{h+1} − J_h)``), where ``J`` is estimated by
+branching ``critic_samples`` forced answers of the *live* policy from env snapshots. The critic runs here,
+on the rollout batch, before the update; the learners never touch an env. Its metrics (``mrt/regret``,
+``mrt/V0``, ``mrt/progress``, ...) are averaged over the clean episodes into the step's record, with
+``critic_s``. Without a critic the step is exactly the env-reward step above.
+
 Example:
     >>> import tempfile
     >>> from turnkit.agents.hf import HFPolicy
@@ -54,6 +64,9 @@ from tqdm.auto import tqdm
 import turnkit  # noqa: F401  (registers the built-in envs)
 from turnkit.agents.base import Context
 from turnkit.agents.hf import HFPolicy
+from turnkit.critics.base import Critic, WeightedSum, score_all
+from turnkit.critics.progress import ProgressCritic, RolloutValue, force_answer
+from turnkit.critics.rules import EnvReward
 from turnkit.errors import ConfigError
 from turnkit.learners.advantages import trajectory_advantages
 from turnkit.learners.grpo import GRPOConfig, policy_loss
@@ -115,6 +128,96 @@ class TimedAgent:
         finally:
             self.seconds += time.perf_counter() - start
             self.calls += 1
+
+
+# ---------------------------------------------------------------------------------------------- critic hook
+
+
+class LiveProver:
+    """The policy as it is *now*, sampled at another temperature (the MRT prover of the current step).
+
+    Every call takes a fresh :meth:`~turnkit.agents.hf.HFPolicy.with_sampling` view, so the prover follows
+    the policy's weights and its per-step sampling seed.
+
+    Example:
+        >>> from turnkit.agents.tiny import TinyModelConfig, build_tiny_model, build_tiny_tokenizer
+        >>> tok = build_tiny_tokenizer()
+        >>> policy = HFPolicy(build_tiny_model(tok, TinyModelConfig(hidden_size=32, num_heads=2)), tok,
+        ...                   max_new_tokens=2)
+        >>> from turnkit.types import Message
+        >>> prover = LiveProver(policy, temperature=0.6)
+        >>> len(prover.act([Context(messages=(Message("user", "2+2?"),), episode_seed=0)]))
+        1
+    """
+
+    def __init__(self, policy: HFPolicy, temperature: float) -> None:
+        self.policy, self.temperature = policy, temperature
+
+    def act(self, contexts: Sequence[Context]) -> list[AgentTurn]:
+        """Sample one forced turn per context from the current policy."""
+        return self.policy.with_sampling(temperature=self.temperature).act(contexts)
+
+
+def build_critic(cfg: TrainConfig, env: gymnasium.Env, policy: HFPolicy) -> Critic:
+    """The critic named by ``cfg.critic``, branching from ``env`` (a spare env of the run's kind).
+
+    ``"mrt"``: ``WeightedSum([(1, EnvReward()), (1, ProgressCritic(J, alpha=critic_weight))])`` with ``J`` from
+    :class:`~turnkit.critics.progress.RolloutValue` of :class:`LiveProver` (``critic_samples`` one-turn
+    continuations, ``critic_force`` appended to the prompt) and the regret metric at ``cfg.regret_budget``.
+
+    Example:
+        >>> build_critic(TrainConfig(), None, None)
+        Traceback (most recent call last):
+        ...
+        turnkit.errors.ConfigError: TrainConfig.critic is None: there is no critic to build
+    """
+    if cfg.critic is None:
+        raise ConfigError("TrainConfig.critic is None: there is no critic to build")
+    if cfg.critic != "mrt":  # TrainConfig validates the name; this guards new names without a builder
+        raise ConfigError(f"no critic builder for {cfg.critic!r}")
+    force = force_answer(cfg.critic_force) if cfg.critic_force else None
+    prover = LiveProver(policy, cfg.critic_temperature)
+    values = RolloutValue(env, prover, samples=cfg.critic_samples, max_turns=1, force=force)
+    bonus = ProgressCritic(values, alpha=cfg.critic_weight, budget=cfg.regret_budget, name="mrt")
+    return WeightedSum([(1.0, EnvReward()), (1.0, bonus)], name="critic")
+
+
+def critic_rewards(critic: Critic, trajs: Sequence[Trajectory]) -> tuple[list[tuple[float, ...]], dict[str, float]]:
+    """Score the clean episodes of a batch: per-turn rewards for every episode, and mean metrics.
+
+    Errored episodes are not scored (their advantages are masked anyway); they get zero rewards.
+
+    Returns:
+        ``(turn_rewards, metrics)``: one reward tuple per trajectory, and each critic metric averaged over
+        the clean episodes, plus ``critic_s`` (wall time) and ``critic_reward_mean`` (mean episode total).
+
+    Example:
+        >>> from turnkit.types import Step
+        >>> win = Trajectory("d", 0, (Step("q", AgentTurn("a"), 0.5, terminated=True),))
+        >>> rewards, metrics = critic_rewards(EnvReward(), [win])
+        >>> rewards, metrics["critic_reward_mean"]
+        ([(0.5,)], 0.5)
+    """
+    start = time.perf_counter()
+    clean = [i for i, t in enumerate(trajs) if t.error is None]
+    results = score_all(critic, [trajs[i] for i in clean])
+    rewards: list[tuple[float, ...]] = [tuple(0.0 for _ in t.steps) for t in trajs]
+    sums: dict[str, float] = {}
+    for i, result in zip(clean, results, strict=True):
+        rewards[i] = result.step_rewards
+        for key, value in result.metrics.items():
+            sums[key] = sums.get(key, 0.0) + float(value)
+    n = max(len(clean), 1)
+    metrics = {key: value / n for key, value in sums.items()}
+    metrics["critic_reward_mean"] = sum(r.total for r in results) / n
+    metrics["critic_s"] = time.perf_counter() - start
+    return rewards, metrics
+
+
+def _critic_pool(critic: Critic | None) -> list[gymnasium.Env]:
+    """The branch envs a :func:`build_critic` critic cloned (to close them)."""
+    parts = getattr(critic, "parts", [])
+    return [env for _, part in parts for env in getattr(getattr(part, "value_fn", None), "_pool", [])]
 
 
 # ---------------------------------------------------------------------------------------------- set-up
@@ -242,8 +345,18 @@ def update(
     cfg: TrainConfig,
     *,
     ref_model: torch.nn.Module | None = None,
+    turn_rewards: Sequence[Sequence[float]] | None = None,
 ) -> dict[str, float]:
     """Advantages, token batch and ``ppo_epochs × minibatches`` PPO-clip steps on one rollout batch.
+
+    Args:
+        policy: The policy to update in place.
+        optimizer: Its optimizer.
+        trajs: The rollout batch (with group ids).
+        cfg: The run's settings.
+        ref_model: Frozen reference model for the KL term (``None``: the adapter-disabled base, or no KL).
+        turn_rewards: Dense per-turn rewards (one sequence per trajectory, e.g. a critic's); the advantages
+            are then per-turn returns-to-go of these instead of the env rewards.
 
     Returns:
         Token-weighted means of :func:`~turnkit.learners.grpo.policy_loss`'s metrics over the optimizer
@@ -251,9 +364,19 @@ def update(
         ``update_tokens``. Without any informative row the policy is left unchanged (``optimizer_steps`` 0).
     """
     grpo = cfg.grpo_config()
-    advantages = trajectory_advantages(
-        trajs, estimator=grpo.estimator, per_turn=grpo.per_turn, gamma=grpo.gamma, eps=grpo.adv_eps
-    )
+    if turn_rewards is None:
+        advantages = trajectory_advantages(
+            trajs, estimator=grpo.estimator, per_turn=grpo.per_turn, gamma=grpo.gamma, eps=grpo.adv_eps
+        )
+    else:
+        advantages = trajectory_advantages(
+            trajs,
+            estimator=grpo.estimator,
+            per_turn=True,
+            gamma=grpo.gamma,
+            eps=grpo.adv_eps,
+            turn_rewards=turn_rewards,
+        )
     scored = [(t, a) for t, a in zip(trajs, advantages, strict=True) if a is not None]
     tied = sum(all(x == 0.0 for x in a) for _, a in scored)
     if cfg.skip_zero_advantage and cfg.kl_coef == 0:
@@ -393,6 +516,7 @@ def load_checkpoint(
     """
     state = read_json(ckpt / "state.json")
     saved, current = state["config"], cfg.to_dict()
+    saved = {**TrainConfig().to_dict(), **saved}  # keys newer than the checkpoint take their defaults
     diff = sorted(k for k in current if k not in RESUMABLE_CHANGES and saved.get(k) != current[k])
     if diff:
         changes = ", ".join(f"{k}: {saved.get(k)!r} -> {current[k]!r}" for k in diff)
@@ -449,6 +573,8 @@ def train(
         gymnasium.make(cfg.env_id, split=cfg.split, **cfg.env_kwargs)
         for _ in range(cfg.group_size * cfg.groups_per_step)
     ]
+    critic_env = gymnasium.make(cfg.env_id, split=cfg.split, **cfg.env_kwargs) if cfg.critic else None
+    critic = build_critic(cfg, critic_env, policy) if critic_env is not None else None
     final_eval: dict[str, Any] | None = None
     bar = tqdm(range(start_step + 1, cfg.steps + 1), desc="grpo", disable=not progress, unit="step")
     for step in bar:
@@ -460,7 +586,12 @@ def train(
         trajs, timing = rollout(policy, envs, cfg, seeds)
         start = time.perf_counter()
         record: dict[str, Any] = {"step": step, "lr": lr, **rollout_metrics(trajs, cfg.max_new_tokens)}
-        record.update(update(policy, optimizer, trajs, cfg, ref_model=ref_model))
+        turn_rewards = None
+        if critic is not None:
+            turn_rewards, critic_metrics = critic_rewards(critic, trajs)
+            record.update(critic_metrics)
+            start = time.perf_counter()  # update_s excludes the critic (logged as critic_s)
+        record.update(update(policy, optimizer, trajs, cfg, ref_model=ref_model, turn_rewards=turn_rewards))
         record["update_s"] = time.perf_counter() - start
         record.update(timing)
         record["env_s"] = timing["rollout_s"] - timing["generate_s"]
@@ -475,6 +606,9 @@ def train(
             save_checkpoint(run_dir, step, policy, optimizer, rng, cfg)
     for env in envs:
         env.close()
+    if critic_env is not None:
+        for env in [critic_env, *_critic_pool(critic)]:
+            env.close()
     history = read_metrics(run_dir / "metrics.jsonl") if (run_dir / "metrics.jsonl").exists() else []
     if history:
         keys = ["reward_mean", "success_rate", "eval_success", "clip_frac", "approx_kl"]

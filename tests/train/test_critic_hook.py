@@ -1,0 +1,254 @@
+"""The critic hook of the GRPO loop: dense per-turn critic rewards replace env rewards in the advantages."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from pathlib import Path
+from typing import Any
+
+import gymnasium
+import numpy as np
+import pytest
+import torch
+from transformers import PreTrainedTokenizerFast
+
+from turnkit.agents.hf import HFPolicy, chat_prompt_ids
+from turnkit.agents.scripted import ScriptedAgent
+from turnkit.envs.core import TextEnv, Transition
+from turnkit.errors import ConfigError
+from turnkit.train import loop
+from turnkit.train.config import TrainConfig, apply_overrides
+from turnkit.train.demos import completion_ids
+from turnkit.train.loop import build_critic, critic_rewards, train, update
+from turnkit.train.metrics import read_metrics
+from turnkit.types import AgentTurn, ErrorCause, Message, Step, Task, Trajectory, TrajectoryError
+
+from .conftest import make_policy
+
+
+class SecondTurnEnv(TextEnv):
+    """Two turns, whatever is said: turn 1 is a "thinking" turn (reward 0), turn 2 ends it with success.
+
+    A forced one-turn answer from the start fails (the episode is not over) and from after turn 1 succeeds,
+    so MRT's ``J`` is exactly ``[0, 1]`` and the outcome 1 for every policy: the bonus is hand-computable.
+    """
+
+    def generate_task(self, rng: np.random.Generator) -> Task:
+        return Task(task_id=f"two-{int(rng.integers(0, 9))}", prompt="Think, then answer.", family="test")
+
+    def begin(self, task: Task) -> str:
+        self.calls = 0
+        return task.prompt
+
+    def get_state(self) -> Any:
+        return self.calls
+
+    def set_state(self, state: Any) -> None:
+        self.calls = state
+
+    def respond(self, action: str) -> Transition:
+        self.calls += 1
+        if self.calls >= 2:
+            return Transition("Done.", reward=1.0, terminated=True, info={"success": True})
+        return Transition("Go on.", reward=0.0)
+
+
+SECOND_TURN_ENV = "turnkit-test/SecondTurn-v0"
+if SECOND_TURN_ENV not in gymnasium.registry:
+    gymnasium.register(SECOND_TURN_ENV, entry_point=SecondTurnEnv, max_episode_steps=4)
+
+
+class ScriptedPolicy:
+    """Stands in for an HFPolicy inside the critic: ``with_sampling`` gives a scripted agent (no model)."""
+
+    def with_sampling(self, **_: Any) -> ScriptedAgent:
+        return ScriptedAgent(["some words here"])
+
+
+def two_turn_trajectory(tokens: tuple[int, int]) -> Trajectory:
+    env = gymnasium.make(SECOND_TURN_ENV)
+    obs, _ = env.reset(seed=3)
+    steps = []
+    for n in tokens:
+        turn = AgentTurn("x " * n, tuple(range(n)))
+        nxt, reward, terminated, truncated, info = env.step(turn.text)
+        steps.append(Step(obs, turn, reward, terminated, truncated, info))
+        obs = nxt
+    return Trajectory(SECOND_TURN_ENV, 3, tuple(steps), initial_observation=steps[0].observation, group=0)
+
+
+# ---------------------------------------------------------------------------------------------- config
+
+
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [
+        ({"critic": "prime"}, r"TrainConfig\.critic must be null or one of \['mrt'\], got 'prime'"),
+        ({"critic": 1}, r"TrainConfig\.critic must be null"),
+        ({"critic_weight": float("nan")}, r"TrainConfig\.critic_weight must be a finite number"),
+        ({"critic_weight": True}, r"TrainConfig\.critic_weight"),
+        ({"critic_samples": 0}, r"TrainConfig\.critic_samples must be an int >= 1"),
+        ({"critic_temperature": 0.0}, r"TrainConfig\.critic_temperature must be a finite number > 0"),
+        ({"critic_budget": -4}, r"TrainConfig\.critic_budget must be a finite number > 0"),
+        ({"critic_force": None}, r"TrainConfig\.critic_force must be a string"),
+    ],
+)
+def test_bad_critic_config_is_a_config_error(change: dict, message: str) -> None:
+    with pytest.raises(ConfigError, match=message):
+        TrainConfig(**{"critic": "mrt", **change})
+
+
+def test_critic_config_from_overrides_and_its_defaults() -> None:
+    cfg = apply_overrides(TrainConfig(), ["critic=mrt", "critic_weight=0.5", "critic_force="])
+    assert (cfg.critic, cfg.critic_weight, cfg.critic_force) == ("mrt", 0.5, "")
+    assert cfg.grpo_config().per_turn and not TrainConfig().grpo_config().per_turn
+    assert TrainConfig(max_new_tokens=10).regret_budget == 10.0
+    assert TrainConfig(max_new_tokens=10, max_turns=3, critic_budget=7).regret_budget == 7.0
+
+
+# ---------------------------------------------------------------------------------------------- the critic
+
+
+def test_mrt_critic_rewards_are_env_reward_plus_alpha_progress() -> None:
+    """J = [0, 1], outcome 1: progress p = [1, 0]; credit "advantage" rewards α(p_h − p_{h+1}) = [α, 0]."""
+    cfg = TrainConfig(env_id=SECOND_TURN_ENV, env_kwargs={}, critic="mrt", critic_weight=0.5, critic_samples=3,
+                      critic_budget=20, critic_force="")  # fmt: skip
+    critic = build_critic(cfg, gymnasium.make(SECOND_TURN_ENV), ScriptedPolicy())  # type: ignore[arg-type]
+    traj = two_turn_trajectory((4, 6))
+    rewards, metrics = critic_rewards(critic, [traj])
+    assert rewards == [(0.5, 1.0)]  # env [0, 1] + 0.5 x [1, 0]
+    assert metrics["mrt/V0"] == 0.0 and metrics["mrt/V_end"] == 1.0 and metrics["mrt/progress"] == 1.0
+    # points (4, J=1), (10, 1): area = 4/2 + 16 = 18 of 20
+    assert metrics["mrt/regret"] == pytest.approx(1 - 18 / 20)
+    assert metrics["critic_reward_mean"] == pytest.approx(1.5) and metrics["env/total"] == 1.0
+
+
+def test_errored_episodes_are_not_scored() -> None:
+    cfg = TrainConfig(env_id=SECOND_TURN_ENV, env_kwargs={}, critic="mrt", critic_samples=2, critic_force="")
+    critic = build_critic(cfg, gymnasium.make(SECOND_TURN_ENV), ScriptedPolicy())  # type: ignore[arg-type]
+    good = two_turn_trajectory((1, 1))
+    bad = dataclasses.replace(good, error=TrajectoryError(ErrorCause.AGENT, "boom", 1))
+    rewards, metrics = critic_rewards(critic, [bad, good])
+    assert rewards == [(0.0, 0.0), (1.0, 1.0)]
+    assert metrics["mrt/progress"] == 1.0  # the mean over the one clean episode
+
+
+# ---------------------------------------------------------------------------------------------- advantages
+
+
+def scored(policy: HFPolicy, prompt: list[int], text: str, reward: float, done: bool) -> Step:
+    ids = completion_ids(policy.tokenizer, text)
+    logp = policy.sequence_logprobs([prompt], [ids])[0].tolist()
+    return Step("q", AgentTurn(text, tuple(ids), tuple(logp), tuple(prompt), "stop"), reward, done)
+
+
+def two_turn_group(policy: HFPolicy) -> list[Trajectory]:
+    prompt = chat_prompt_ids(policy.tokenizer, [Message("user", "What is 2 plus 2?")])
+    a = (scored(policy, prompt, "ANSWER: 5", 0.0, False), scored(policy, prompt, "ANSWER: 4", 1.0, True))
+    b = (scored(policy, prompt, "ANSWER: 3", 0.0, False), scored(policy, prompt, "ANSWER: 6", 0.0, True))
+    return [Trajectory("demo", 0, a, group=0), Trajectory("demo", 0, b, group=0)]
+
+
+def captured_advantages(monkeypatch: pytest.MonkeyPatch) -> list:
+    seen: list = []
+    real = loop.build_turn_batch
+
+    def spy(trajs: Any, **kwargs: Any) -> Any:
+        seen.append(kwargs["advantages"])
+        return real(trajs, **kwargs)
+
+    monkeypatch.setattr(loop, "build_turn_batch", spy)
+    return seen
+
+
+def test_critic_rewards_set_the_advantages_as_hand_computed(
+    tokenizer: PreTrainedTokenizerFast, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """RLOO on returns-to-go of the critic rewards [0.5, 1.0] and [-0.25, 0.0].
+
+    Returns-to-go: A = [1.5, 1.0], B = [-0.25, 0.0]; baselines are the other episode's return:
+    A − (−0.25) = [1.75, 1.25], B − 1.5 = [−1.75, −1.5]. Env rewards alone would give [1, 1], [−1, −1].
+    """
+    seen = captured_advantages(monkeypatch)
+    cfg = TrainConfig(group_size=2, estimator="rloo", lr=1e-3, critic="mrt")
+    policy = make_policy(tokenizer)
+    update(policy, torch.optim.AdamW(policy.model.parameters(), lr=cfg.lr), two_turn_group(policy), cfg,
+           turn_rewards=[(0.5, 1.0), (-0.25, 0.0)])  # fmt: skip
+    policy = make_policy(tokenizer)
+    update(policy, torch.optim.AdamW(policy.model.parameters(), lr=cfg.lr), two_turn_group(policy),
+           dataclasses.replace(cfg, critic=None))  # fmt: skip
+    assert [list(a) for a in seen[0]] == [[1.75, 1.25], [-1.75, -1.5]]
+    assert [list(a) for a in seen[1]] == [[1.0, 1.0], [-1.0, -1.0]]
+
+
+def test_grpo_with_critic_rewards_normalises_by_the_episode_returns(
+    tokenizer: PreTrainedTokenizerFast, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """GRPO: episode returns 1.5 and −0.25, mean 0.625, sample std 1.75/√2 (+ adv_eps 1e-6)."""
+    seen = captured_advantages(monkeypatch)
+    cfg = TrainConfig(group_size=2, estimator="grpo", critic="mrt")
+    policy = make_policy(tokenizer)
+    update(policy, torch.optim.AdamW(policy.model.parameters(), lr=1e-3), two_turn_group(policy), cfg,
+           turn_rewards=[(0.5, 1.0), (-0.25, 0.0)])  # fmt: skip
+    std = 1.75 / 2**0.5 + 1e-6
+    expected = [[0.875 / std, 0.375 / std], [-0.875 / std, -0.625 / std]]
+    assert np.allclose(seen[0], expected, atol=1e-12)
+
+
+# ---------------------------------------------------------------------------------------------- the loop
+
+
+def loop_config(out: Path, **changes: Any) -> TrainConfig:
+    base = TrainConfig(env_id=SECOND_TURN_ENV, env_kwargs={}, steps=2, group_size=2, groups_per_step=2,
+                       max_new_tokens=6, lr=1e-3, checkpoint_every=1, out_dir=str(out), seed=5,
+                       estimator="rloo")  # fmt: skip
+    return dataclasses.replace(base, **changes)
+
+
+def test_train_feeds_critic_rewards_and_logs_its_metrics(
+    tokenizer: PreTrainedTokenizerFast, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    seen: list = []
+    real = loop.update
+
+    def spy(policy: Any, optimizer: Any, trajs: Any, cfg: Any, **kwargs: Any) -> Any:
+        seen.append((trajs, kwargs["turn_rewards"]))
+        return real(policy, optimizer, trajs, cfg, **kwargs)
+
+    monkeypatch.setattr(loop, "update", spy)
+    cfg = loop_config(tmp_path, critic="mrt", critic_weight=0.5, critic_samples=2, critic_force="")
+    train(cfg, policy=make_policy(tokenizer), progress=False)
+    for trajs, rewards in seen:
+        valid = [len(s.action.text.strip()) > 0 for t in trajs for s in t.steps]
+        assert all(valid), "the test env's J is exact only when no reply is empty"
+        assert rewards == [(0.5, 1.0)] * len(trajs)
+    records = read_metrics(tmp_path / "metrics.jsonl")
+    assert len(records) == 2
+    for r, (trajs, _) in zip(records, seen, strict=True):
+        assert r["mrt/V0"] == 0.0 and r["mrt/progress"] == 1.0 and r["critic_reward_mean"] == 1.5
+        # C0 = max_new_tokens = 6: J jumps to 1 after turn 1's t1 tokens and stays there: regret t1 / 12
+        regret = np.mean([len(t.steps[0].action.token_ids) / 12 for t in trajs])
+        assert r["mrt/regret"] == pytest.approx(regret) and r["critic_s"] >= 0.0
+        # every episode earned the same, but per-turn credit still prefers turn 1 (return-to-go 1.5) to
+        # turn 2 (1.0) against the baseline 1.5 (the other episodes' return): advantages [0, -0.5]
+        assert r["tied_frac"] == 0.0 and r["optimizer_steps"] == 1
+
+
+def test_default_run_has_no_critic_and_old_checkpoints_resume(
+    tokenizer: PreTrainedTokenizerFast, tmp_path: Path
+) -> None:
+    cfg = loop_config(tmp_path, steps=1)
+    train(cfg, policy=make_policy(tokenizer), progress=False)
+    record = read_metrics(tmp_path / "metrics.jsonl")[0]
+    assert not any(k.startswith(("mrt/", "env/", "critic")) for k in record)
+    # a checkpoint written before the critic keys existed resumes as the same (critic-free) run
+    state_path = tmp_path / "checkpoints" / "step-000001" / "state.json"
+    state = json.loads(state_path.read_text())
+    state["config"] = {k: v for k, v in state["config"].items() if not k.startswith("critic")}
+    state_path.write_text(json.dumps(state))
+    resumed = train(dataclasses.replace(cfg, steps=2), policy=make_policy(tokenizer), resume=True, progress=False)
+    assert resumed.steps_done == 2
+    with pytest.raises(ConfigError, match="critic"):
+        train(dataclasses.replace(cfg, steps=3, critic="mrt"), policy=make_policy(tokenizer), resume=True,
+              progress=False)  # fmt: skip
