@@ -2,7 +2,9 @@
 
 Each round expands every beam with ``expansions`` sampled turns (ONE batched policy call over all beams),
 scores each new episode prefix with ``value_fn``, sets finished episodes aside and keeps the ``width``
-best unfinished prefixes. It stops when no beam is left or after ``max_depth`` turns; the answer is the
+best unfinished prefixes. With ``step_delimiter`` the beams are partial turns grown one reasoning step at
+a time (PAV's step-level beam search; see :mod:`turnkit.search.expand`). It stops when no beam is left
+or after ``max_depth`` turns; the answer is the
 best finished episode (or, if none finished, the best prefix). The search runs on a
 :class:`~turnkit.search.tree.SearchTree`, so it renders and exports like MCTS.
 
@@ -24,7 +26,7 @@ import gymnasium
 
 from turnkit.agents.base import Agent
 from turnkit.errors import ConfigError
-from turnkit.search.expand import Expander
+from turnkit.search.expand import Expander, check_step_options
 from turnkit.search.mcts import SearchResult
 from turnkit.search.values import ValueFn, outcome_value
 
@@ -50,12 +52,19 @@ class BeamConfig:
     """Drop a sampled turn identical to a sibling's."""
     seed: int = 0
     """Mixed into sampling seeds."""
+    step_delimiter: str | None = None
+    """Grow beams by reasoning steps ending at this string (see :class:`~turnkit.search.mcts.MCTSConfig`)."""
+    final_markers: tuple[str, ...] | None = None
+    """With steps: strings that finish a turn; ``None``: the env's ``final_answer_markers``."""
+    max_turn_steps: int = 32
+    """With steps: most steps in one turn."""
 
     def __post_init__(self) -> None:
         for name in ("width", "expansions", "max_depth"):
             value = getattr(self, name)
             if not isinstance(value, int) or value < 1:
                 raise ConfigError(f"BeamConfig.{name} must be an int >= 1, got {value!r}")
+        check_step_options(self.step_delimiter, self.final_markers, self.max_turn_steps, owner="BeamConfig")
 
 
 def beam_search(
@@ -92,6 +101,9 @@ def beam_search(
         breadth_limit=config.expansions,
         dedupe=config.dedupe,
         max_turns=config.max_depth,
+        step_delimiter=config.step_delimiter,
+        final_markers=config.final_markers,
+        max_turn_steps=config.max_turn_steps,
     )
     tree = expander.new_tree(seed, meta={"search": "beam", "config": asdict(config)})
     beams: list[int] = [0]
