@@ -27,6 +27,20 @@ def test_rebuild_is_deterministic(tmp_path: Path) -> None:
     assert all(torch.equal(x, y) for x, y in zip(a.model.parameters(), b.model.parameters(), strict=True))
 
 
+def test_the_build_is_the_same_bits_whatever_the_callers_thread_count(tmp_path: Path) -> None:
+    before = torch.get_num_threads()
+    try:
+        torch.set_num_threads(2)
+        tiny_policy(recipe=MICRO_RECIPE, cache=tmp_path / "a", progress=False)
+        assert torch.get_num_threads() == 2  # the caller's setting is restored
+        torch.set_num_threads(1)
+        tiny_policy(recipe=MICRO_RECIPE, cache=tmp_path / "b", progress=False)
+    finally:
+        torch.set_num_threads(before)
+    folder = Path("tiny") / MICRO_RECIPE.key() / "model.safetensors"
+    assert (tmp_path / "a" / folder).read_bytes() == (tmp_path / "b" / folder).read_bytes()
+
+
 def test_the_recipe_key_changes_with_any_field() -> None:
     keys = {TinyRecipe().key(), TinyRecipe(sft_steps=151).key(), TinyRecipe(env_kwargs={"difficulty": 2}).key()}
     assert len(keys) == 3

@@ -12,7 +12,9 @@ point) is built locally, deterministically, and cached:
    time) and RL has something to improve.
 
 The result is saved with ``save_pretrained`` under ``cache_dir()/tiny/<key>``, where ``key`` hashes the
-recipe and :data:`RECIPE_VERSION`; later calls load it (about a second) instead of training again.
+recipe and :data:`RECIPE_VERSION`; later calls load it (about a second) instead of training again. The build
+runs on :data:`BUILD_THREADS` torch thread(s) whatever the caller's setting, so its weights are the same bits
+in every process (see :mod:`turnkit.train.threads`).
 
 Example:
     >>> recipe = TinyRecipe(hidden_size=32, num_layers=1, intermediate_size=64, demo_episodes=16,
@@ -53,9 +55,12 @@ from turnkit.envs.math.generator import SPLITS, generate
 from turnkit.errors import ConfigError
 from turnkit.train.demos import collect_demos, demo_rows
 from turnkit.train.sft import SFTConfig, train_sft
+from turnkit.train.threads import torch_threads
 
 RECIPE_VERSION = 1
 """Bumped whenever the recipe's code changes what it builds (invalidates every cached tiny policy)."""
+BUILD_THREADS = 1
+"""Torch threads of the build: fixed, because the thread count changes the trained weights' last bits."""
 
 MATH_ENV = "turnkit/MathEpisodes-v0"
 FEEDBACK_TEXTS = (
@@ -236,7 +241,8 @@ def tiny_policy(
 def _build_into(folder: Path, recipe: TinyRecipe, *, progress: bool, replace: bool) -> None:
     """Train and save atomically: a reader (or a concurrent builder) never sees a half-written folder."""
     start = time.perf_counter()
-    model, tokenizer, history = train_tiny(recipe, progress=progress)
+    with torch_threads(BUILD_THREADS):
+        model, tokenizer, history = train_tiny(recipe, progress=progress)
     folder.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(dir=folder.parent, prefix=f".{folder.name}."))
     try:
