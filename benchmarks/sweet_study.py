@@ -24,7 +24,8 @@ none overlaps the SFT demonstrations of the tiny policy, seeds 0..1999):
    - multi-turn DPO: same-task trajectory pairs (higher vs lower return), log-ratios summed over turns;
    - SWEET-RL: at the recorded turn states, ``--k`` candidates from ``π_0`` ranked by the privileged critic,
      upper-half vs lower-half pairs, DPO without privileged data.
-   DPO uses :func:`turnkit.learners.dpo.dpo_loss` (β = 0.1) plus 0.01 × chosen NLL, as in the released code.
+   DPO is :func:`turnkit.train.dpo.train_dpo` (standard DPO, β = 0.1, plus 0.01 × chosen NLL per token, as in
+   the released code; a fixed number of steps of full batches).
 4. **Evaluation** on ``--eval-tasks`` held-out tasks at T = 1: success rate (Wilson 95% CI), first-attempt
    accuracy, and paired bootstrap CIs of the difference to ``π_0`` and to RFT (same seeds for every policy).
 """
@@ -49,12 +50,12 @@ from turnkit.agents.hf import HFPolicy
 from turnkit.critics.prime import group_ranking_accuracy
 from turnkit.critics.sweet import SweetConfig, SweetCritic, outcome_pairs, sweet_pairs
 from turnkit.envs.core import restore_env, snapshot_env
-from turnkit.learners.dpo import dpo_loss, pair_example
 from turnkit.learners.sft import select_successful
 from turnkit.rollout.batch import TokenRow
 from turnkit.rollout.collect import collect_batch
 from turnkit.stats import wilson_interval
 from turnkit.train.demos import turn_messages
+from turnkit.train.dpo import DPOConfig, SegmentedPair, as_segmented, train_dpo
 from turnkit.train.embedded import TinyRecipe, tiny_policy
 from turnkit.train.sft import SFTConfig, train_sft
 from turnkit.types import AgentTurn, Trajectory
@@ -77,8 +78,6 @@ STUDY_RECIPE = TinyRecipe(
 )
 """The SFT start, pinned so that a change of the embedded default does not silently change this study."""
 TRAIN_SEED, HELD_SEED, EVAL_SEED = 100_000, 300_000, 500_000
-Segment = tuple[tuple[int, ...], tuple[int, ...]]
-SidePair = tuple[tuple[Segment, ...], tuple[Segment, ...]]
 
 
 def log(msg: str, start: float) -> None:
@@ -211,7 +210,7 @@ def train_rft(policy: HFPolicy, trajs: Sequence[Trajectory], steps: int, batch: 
     return {"trajectories": len(kept), "rows": len(rows), "final_nll": hist[-1]["loss"]}
 
 
-def trajectory_pairs(trajs: Sequence[Trajectory], per_task: int, seed: int) -> list[SidePair]:
+def trajectory_pairs(trajs: Sequence[Trajectory], per_task: int, seed: int) -> list[SegmentedPair]:
     keep = [t for t in trajs if t.error is None and t.steps]
     index = outcome_pairs(
         [t.total_reward for t in keep],
@@ -220,35 +219,15 @@ def trajectory_pairs(trajs: Sequence[Trajectory], per_task: int, seed: int) -> l
         rng=np.random.default_rng(seed),
     )
 
-    def side(t: Trajectory) -> tuple[Segment, ...]:
+    def side(t: Trajectory) -> tuple[tuple[tuple[int, ...], tuple[int, ...]], ...]:
         return tuple((tuple(s.action.prompt_token_ids), tuple(s.action.token_ids)) for s in t.steps)
 
-    return [(side(keep[a]), side(keep[b])) for a, b in index]
-
-
-def side_logprobs(
-    policy: HFPolicy, pairs: Sequence[SidePair], *, grad: bool
-) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """Summed log-probs of chosen and rejected sides, and the chosen side's token-mean log-prob."""
-    segs: list[Segment] = []
-    owner: list[int] = []
-    for p, (chosen, rejected) in enumerate(pairs):
-        for s in chosen:
-            segs.append(s)
-            owner.append(2 * p)
-        for s in rejected:
-            segs.append(s)
-            owner.append(2 * p + 1)
-    logp = policy.sequence_logprobs([s[0] for s in segs], [s[1] for s in segs], temperature=1.0, grad=grad)
-    idx = torch.tensor(owner)
-    sums = torch.zeros(2 * len(pairs)).index_add(0, idx, logp.sum(-1))
-    lengths = torch.zeros(2 * len(pairs)).index_add(0, idx, torch.tensor([float(len(s[1])) for s in segs]))
-    return sums[0::2], sums[1::2], sums[0::2] / lengths[0::2]
+    return [SegmentedPair(side(keep[a]), side(keep[b])) for a, b in index]
 
 
 def train_pairs(
     policy: HFPolicy,
-    pairs: Sequence[SidePair],
+    pairs: Sequence[SegmentedPair],
     steps: int,
     batch: int,
     lr: float,
@@ -257,34 +236,17 @@ def train_pairs(
     nll_coef: float = 0.01,
     seed: int = 0,
 ) -> dict[str, float]:
-    """DPO (turnkit.learners.dpo.dpo_loss) + nll_coef x chosen NLL; sides are sums over segments."""
-    with torch.no_grad(), policy.reference() as ref:
-        parts = [side_logprobs(ref, pairs[i : i + 64], grad=False) for i in range(0, len(pairs), 64)]
-    ref_w, ref_l = torch.cat([p[0] for p in parts]), torch.cat([p[1] for p in parts])
-    params = [p for p in policy.model.parameters() if p.requires_grad]
-    opt = torch.optim.AdamW(params, lr=lr, weight_decay=0.0)
-    rng = np.random.default_rng(seed)
-    order: list[int] = []
-    hist = []
-    policy.model.train()
-    for _ in range(steps):
-        if len(order) < batch:
-            order += rng.permutation(len(pairs)).tolist()
-        idx, order = order[:batch], order[batch:]
-        w, l_, wmean = side_logprobs(policy, [pairs[i] for i in idx], grad=True)
-        sel = torch.tensor(idx)
-        loss, m = dpo_loss(w, l_, ref_w[sel], ref_l[sel], beta=beta)
-        total = loss - nll_coef * wmean.mean()
-        opt.zero_grad(set_to_none=True)
-        total.backward()
-        torch.nn.utils.clip_grad_norm_(params, 1.0)
-        opt.step()
-        hist.append(m)
-    policy.model.eval()
+    """Standard DPO plus ``nll_coef`` x chosen NLL (per token) with :func:`turnkit.train.dpo.train_dpo`.
+
+    Sides are sums over their segments (every turn of an episode for multi-turn DPO); ``steps`` full batches
+    drawn from a stream of seeded permutations; the policy already carries its LoRA adapter (``fresh_policy``).
+    """
+    cfg = DPOConfig(beta=beta, conservative=False, steps=steps, batch_size=batch, lr=lr, nll_weight=nll_coef, seed=seed)
+    hist = train_dpo(policy, pairs, cfg, progress=False)
     tail = hist[-max(1, steps // 10) :]
     return {
         "pairs": len(pairs),
-        "final_loss": float(np.mean([h["loss"] for h in tail])),
+        "final_loss": float(np.mean([h.get("dpo_loss", h["loss"]) for h in tail])),
         "final_acc": float(np.mean([h["accuracy"] for h in tail])),
     }
 
@@ -392,10 +354,7 @@ def main() -> None:
         n_states += len(state_trajs[i].steps)
     prefs = sweet_pairs(critics["privileged"], base, chosen_trajs, num_candidates=args.k, pairs_per_state=4, seed=0)
     sw = fresh_policy(base, 3)
-    side_pairs = []
-    for p in prefs:
-        ex = pair_example(p)
-        side_pairs.append((((ex.prompt_ids, ex.chosen_ids),), ((ex.prompt_ids, ex.rejected_ids),)))
+    side_pairs = [as_segmented(p) for p in prefs]
     results["train_sweet"] = {
         "states": n_states,
         **train_pairs(sw, side_pairs, args.policy_steps, args.policy_batch, args.policy_lr),

@@ -1,18 +1,14 @@
-import math
 
 import pytest
 import torch
 
-from turnkit.errors import ConfigError, DataError
+from turnkit.errors import DataError
 from turnkit.learners.dpo import (
-    DPOConfig,
     common_prefix_length,
     conservative_epsilon,
     dpo_loss,
     pair_example,
-    reference_logprobs,
     split_at_divergence,
-    train_dpo,
 )
 from turnkit.search.pairs import PreferencePair
 from turnkit.types import Message
@@ -87,13 +83,6 @@ def test_split_refuses_identical_completions():
         split_at_divergence([1], [3, 4], [3, 4])
 
 
-def test_config_validation():
-    with pytest.raises(ConfigError, match="max_epsilon"):
-        DPOConfig(max_epsilon=0.7)
-    with pytest.raises(ConfigError, match="lr"):
-        DPOConfig(lr=0.0)
-
-
 @pytest.fixture(scope="module")
 def policy_factory():
     from turnkit.agents.hf import HFPolicy
@@ -143,40 +132,10 @@ def test_shared_prefix_tokens_get_no_gradient(policy_factory):
     assert suffix.shape[1] == 2
 
 
-def test_train_dpo_learns_the_preference_and_keeps_the_reference(policy_factory):
-    policy = policy_factory()
-    pairs = [
-        PreferencePair((Message("user", f"{i}+1?"),), f"ANSWER: {i + 1}", f"ANSWER: {i + 2}", confidence=0.9)
-        for i in range(4)
-    ]
-    examples = [pair_example(p, policy.tokenizer) for p in pairs]
-    policy.attach_lora(r=4)
-    ref_before = reference_logprobs(policy, examples)
-    history = train_dpo(policy, pairs, DPOConfig(epochs=6, batch_size=4, lr=2e-2), progress=False)
-    ref_after = reference_logprobs(policy, examples)
-    assert torch.allclose(ref_before[0], ref_after[0]) and torch.allclose(ref_before[1], ref_after[1])
-    assert history[0]["loss"] == pytest.approx(0.9 * math.log(2) + 0.1 * math.log(2), abs=1e-5)
-    assert history[-1]["margin"] > 0.05 and history[-1]["loss"] < history[0]["loss"]
-    assert history[0]["epsilon"] == pytest.approx(0.1)
+def test_the_loop_moved_to_turnkit_train_but_old_imports_still_work():
+    import turnkit.learners.dpo as learners_dpo
+    from turnkit.train import dpo as loop
 
-
-def test_train_dpo_needs_pairs(policy_factory):
-    with pytest.raises(DataError, match="no preference pairs"):
-        train_dpo(policy_factory(), [], progress=False)
-
-
-def test_nll_term_is_the_length_normalised_chosen_suffix_nll(policy_factory):
-    policy = policy_factory()
-    pairs = [
-        PreferencePair((Message("user", "q"),), "ANSWER: 12", "ANSWER: 3"),
-        PreferencePair((Message("user", "r"),), "yes", "no"),
-    ]
-    examples = [pair_example(p, policy.tokenizer) for p in pairs]
-    policy.attach_lora(r=4)
-    logp = policy.sequence_logprobs(
-        [list(e.prompt_ids) for e in examples], [list(e.chosen_ids) for e in examples], temperature=1.0
-    )
-    expected = sum(-logp[i].sum().item() / len(e.chosen_ids) for i, e in enumerate(examples)) / 2
-    history = train_dpo(policy, pairs, DPOConfig(epochs=1, batch_size=2, nll_weight=0.5), progress=False)
-    assert history[0]["nll"] == pytest.approx(expected, rel=1e-5)
-    assert history[0]["loss"] == pytest.approx(math.log(2) + 0.5 * expected, rel=1e-5)  # h = 0 at the start
+    assert learners_dpo.train_dpo is loop.train_dpo and learners_dpo.DPOConfig is loop.DPOConfig
+    with pytest.raises(AttributeError, match="no attribute 'nope'"):
+        learners_dpo.nope  # noqa: B018

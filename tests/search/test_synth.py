@@ -7,7 +7,7 @@ import pytest
 import turnkit
 from turnkit.envs.core import TextEnv, Transition
 from turnkit.errors import ConfigError
-from turnkit.learners.dpo import DPOConfig
+from turnkit.train.dpo import DPOConfig
 from turnkit.search.cli import add_commands, cmd_synth, config_from_args
 from turnkit.search.mcts import MCTS, MCTSConfig
 from turnkit.search.pairs import PairConfig, read_pairs

@@ -1,4 +1,4 @@
-"""Direct preference optimisation: standard and conservative (MCTS-DPO) losses, and a small training loop.
+"""Direct preference optimisation: standard and conservative (MCTS-DPO) losses and the pair-splitting kernels.
 
 For a pair (prompt ``x``, chosen ``y_w``, rejected ``y_l``) with policy ``π`` and reference ``π_ref``:
 
@@ -19,7 +19,8 @@ Learners train on the stored token ids (``prompt_token_ids`` + ``chosen_token_id
 of each :class:`~turnkit.search.pairs.PreferencePair`), never on re-tokenised text; only pairs from agents
 that record no ids (oracles, scripted agents) are tokenised with the policy's chat template.
 
-The reference is the policy with its LoRA adapter disabled (``HFPolicy.reference()``), i.e. the SFT start.
+The training loop that feeds these losses (and its ``DPOConfig``) lives in :mod:`turnkit.train.dpo`; the
+reference there is the policy with its LoRA adapter disabled (``HFPolicy.reference()``), i.e. the SFT start.
 
 Example:
     >>> import math, torch
@@ -32,89 +33,20 @@ Example:
 
 from __future__ import annotations
 
-import math
-import time
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-import numpy as np
 import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-from turnkit.errors import ConfigError, DataError
+from turnkit.errors import DataError
 
 if TYPE_CHECKING:
     from transformers import PreTrainedTokenizerBase
 
-    from turnkit.agents.hf import HFPolicy
     from turnkit.search.pairs import PreferencePair
-
-
-@dataclass(frozen=True)
-class DPOConfig:
-    """Loss and training settings of :func:`train_dpo`. Validated on construction.
-
-    Example:
-        >>> DPOConfig().beta, DPOConfig().conservative, DPOConfig().max_epsilon
-        (0.1, True, 0.5)
-        >>> DPOConfig(beta=0)
-        Traceback (most recent call last):
-        ...
-        turnkit.errors.ConfigError: DPOConfig.beta must be a finite number > 0, got 0
-    """
-
-    beta: float = 0.1
-    """Inverse temperature ``β`` of the implicit reward."""
-    conservative: bool = True
-    """Use ``ε = min(1 − confidence, max_epsilon)`` per pair (MCTS-DPO); otherwise ``ε = label_smoothing``."""
-    max_epsilon: float = 0.5
-    """Cap of the conservative ``ε``."""
-    label_smoothing: float = 0.0
-    """Fixed ``ε`` when not conservative (``0``: standard DPO)."""
-    epochs: int = 2
-    """Passes over the pairs."""
-    batch_size: int = 8
-    """Pairs per optimizer step."""
-    lr: float = 5e-4
-    """AdamW learning rate (LoRA parameters)."""
-    max_grad_norm: float = 1.0
-    """Gradient clipping norm."""
-    lora_r: int = 8
-    """LoRA rank when the policy has no adapter yet."""
-    lora_alpha: int = 16
-    """LoRA alpha when the policy has no adapter yet."""
-    lora_targets: tuple[str, ...] = ("q_proj", "k_proj", "v_proj", "o_proj")
-    """Modules the LoRA adapter wraps when the policy has none yet (add the MLP's for more capacity)."""
-    nll_weight: float = 0.0
-    """Weight of an NLL term on the chosen suffix (RPO, Pang et al. 2024); ``0``: pure DPO (MCTS-DPO)."""
-    seed: int = 0
-    """Shuffling and LoRA initialisation seed."""
-
-    def __post_init__(self) -> None:
-        object.__setattr__(self, "lora_targets", tuple(self.lora_targets))  # lists from JSON configs
-        if not (math.isfinite(self.beta) and self.beta > 0):
-            raise ConfigError(f"DPOConfig.beta must be a finite number > 0, got {self.beta!r}")
-        for name in ("max_epsilon", "label_smoothing"):
-            value = getattr(self, name)
-            if not 0 <= value <= 0.5:
-                raise ConfigError(f"DPOConfig.{name} must be in [0, 0.5], got {value!r}")
-        for name in ("epochs", "batch_size", "lora_r", "lora_alpha"):
-            if getattr(self, name) < 1:
-                raise ConfigError(f"DPOConfig.{name} must be >= 1, got {getattr(self, name)!r}")
-        if not (math.isfinite(self.lr) and self.lr > 0):
-            raise ConfigError(f"DPOConfig.lr must be a finite number > 0, got {self.lr!r}")
-        if not (math.isfinite(self.nll_weight) and self.nll_weight >= 0):
-            raise ConfigError(f"DPOConfig.nll_weight must be a finite number >= 0, got {self.nll_weight!r}")
-        if not self.lora_targets:
-            raise ConfigError("DPOConfig.lora_targets must name at least one module")
-        if not self.max_grad_norm > 0:
-            raise ConfigError(f"DPOConfig.max_grad_norm must be > 0, got {self.max_grad_norm!r}")
-
-    def to_dict(self) -> dict[str, Any]:
-        """The config as a JSON-ready dict."""
-        return asdict(self)
 
 
 # ---------------------------------------------------------------------------------------------- kernels
@@ -261,121 +193,19 @@ def pair_example(pair: PreferencePair, tokenizer: PreTrainedTokenizerBase | None
     return split_at_divergence(prompt, chosen, rejected, pair.confidence)
 
 
-# ---------------------------------------------------------------------------------------------- loop
-
-
-def _sequence_sums(policy: HFPolicy, examples: Sequence[DPOExample], *, grad: bool) -> tuple[Tensor, Tensor]:
-    """Summed log-probs of chosen and rejected suffixes, both in one forward pass (temperature 1)."""
-    prompts = [list(e.prompt_ids) for e in examples] * 2
-    completions = [list(e.chosen_ids) for e in examples] + [list(e.rejected_ids) for e in examples]
-    logp = policy.sequence_logprobs(prompts, completions, temperature=1.0, grad=grad).sum(dim=-1)
-    n = len(examples)
-    return logp[:n], logp[n:]
-
-
-def reference_logprobs(
-    policy: HFPolicy, examples: Sequence[DPOExample], *, batch_size: int = 32
-) -> tuple[Tensor, Tensor]:
-    """``[N]`` reference log-probs of chosen and rejected suffixes (adapter disabled, no gradients)."""
-    chosen, rejected = [], []
-    with policy.reference() as ref:
-        for start in range(0, len(examples), batch_size):
-            c, r = _sequence_sums(ref, examples[start : start + batch_size], grad=False)
-            chosen.append(c)
-            rejected.append(r)
-    return torch.cat(chosen), torch.cat(rejected)
-
-
-def train_dpo(
-    policy: HFPolicy,
-    pairs: Sequence[PreferencePair],
-    config: DPOConfig | None = None,
-    *,
-    progress: bool = True,
-    desc: str = "dpo",
-) -> list[dict[str, float]]:
-    """Train the policy's LoRA adapter on preference pairs (attaching one if needed); returns per-step metrics.
-
-    One optimizer step::
-
-        idx        = next batch_size pairs of a seeded permutation (new each epoch)
-        π_w, π_l   = policy.sequence_logprobs(prompt + common prefix, suffixes).sum(-1)   # one forward
-        loss       = dpo_loss(π_w, π_l, ref_w, ref_l, β, ε)    # ref_* precomputed once, adapter disabled
-                     + nll_weight · mean(−π_w / |y_w suffix|)    # optional RPO term (default 0)
-        AdamW step on the LoRA parameters, gradient norm clipped
-
-    Args:
-        policy: An :class:`~turnkit.agents.hf.HFPolicy`; its base weights are the reference and stay frozen.
-        pairs: The preference pairs.
-        config: Loss and optimiser settings.
-        progress: Show a progress bar.
-        desc: Progress bar label.
-
-    Returns:
-        One metrics dict per optimizer step (``step``, ``epoch``, the :func:`dpo_loss` metrics, ``seconds``).
+def __getattr__(name: str) -> Any:
+    """Names that moved to :mod:`turnkit.train.dpo` (the loop and its config) stay importable from here.
 
     Example:
-        >>> from turnkit.agents.hf import HFPolicy
-        >>> from turnkit.agents.tiny import TinyModelConfig, build_tiny_model, build_tiny_tokenizer
-        >>> from turnkit.search.pairs import PreferencePair
-        >>> from turnkit.types import Message
-        >>> tok = build_tiny_tokenizer()
-        >>> policy = HFPolicy(build_tiny_model(tok, TinyModelConfig(hidden_size=32, num_heads=2)), tok)
-        >>> pair = PreferencePair((Message("user", "2+2?"),), "ANSWER: 4", "ANSWER: 5")
-        >>> history = train_dpo(policy, [pair] * 4, DPOConfig(epochs=5, batch_size=4, lr=1e-2), progress=False)
-        >>> history[-1]["loss"] < history[0]["loss"], history[-1]["accuracy"]
-        (True, 1.0)
+        >>> from turnkit.learners.dpo import train_dpo
+        >>> train_dpo.__module__
+        'turnkit.train.dpo'
     """
-    from tqdm.auto import tqdm
+    if name in _MOVED:
+        from turnkit.train import dpo as loop
 
-    config = config or DPOConfig()
-    if not pairs:
-        raise DataError("train_dpo got no preference pairs")
-    examples = [pair_example(p, policy.tokenizer) for p in pairs]
-    if not policy.has_adapter:
-        policy.attach_lora(
-            r=config.lora_r, alpha=config.lora_alpha, target_modules=config.lora_targets, seed=config.seed
-        )
-    ref_chosen, ref_rejected = reference_logprobs(policy, examples, batch_size=max(config.batch_size, 32))
-    confidence = torch.tensor([e.confidence for e in examples], dtype=torch.float32)
-    if config.conservative:
-        epsilon = conservative_epsilon(confidence, config.max_epsilon)
-    else:
-        epsilon = torch.full_like(confidence, config.label_smoothing)
-    params = [p for p in policy.model.parameters() if p.requires_grad]
-    optimizer = torch.optim.AdamW(params, lr=config.lr, weight_decay=0.0)
-    rng = np.random.default_rng(config.seed)
-    steps_per_epoch = math.ceil(len(examples) / config.batch_size)
-    history: list[dict[str, float]] = []
-    bar = tqdm(total=config.epochs * steps_per_epoch, desc=desc, disable=not progress, leave=False)
-    device = policy.device
-    for epoch in range(config.epochs):
-        order = rng.permutation(len(examples))
-        for start in range(0, len(order), config.batch_size):
-            t0 = time.perf_counter()
-            idx = torch.as_tensor(order[start : start + config.batch_size], dtype=torch.long)
-            pol_w, pol_l = _sequence_sums(policy, [examples[i] for i in idx.tolist()], grad=True)
-            loss, metrics = dpo_loss(
-                pol_w,
-                pol_l,
-                ref_chosen[idx].to(device),
-                ref_rejected[idx].to(device),
-                beta=config.beta,
-                epsilon=epsilon[idx].to(device),
-            )
-            if config.nll_weight > 0:
-                lengths = torch.tensor([max(1, len(examples[i].chosen_ids)) for i in idx.tolist()], device=device)
-                nll = (-pol_w / lengths).mean()
-                loss = loss + config.nll_weight * nll
-                metrics = {**metrics, "nll": float(nll.detach()), "loss": float(loss.detach())}
-            optimizer.zero_grad(set_to_none=True)
-            loss.backward()
-            torch.nn.utils.clip_grad_norm_(params, config.max_grad_norm)
-            optimizer.step()
-            history.append(
-                {"step": float(len(history)), "epoch": float(epoch), **metrics, "seconds": time.perf_counter() - t0}
-            )
-            bar.update(1)
-            bar.set_postfix(loss=f"{metrics['loss']:.4f}", acc=f"{metrics['accuracy']:.2f}")
-    bar.close()
-    return history
+        return getattr(loop, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+_MOVED = frozenset({"DPOConfig", "train_dpo", "reference_logprobs"})

@@ -88,7 +88,7 @@ def load_policy(spec: str, *, seed: int = 0, progress: bool = True) -> Any:
 
 def config_from_args(args: argparse.Namespace) -> Any:
     """The :class:`~turnkit.search.synth.SynthConfig` an argument namespace describes."""
-    from turnkit.learners.dpo import DPOConfig
+    from turnkit.train.dpo import DPOConfig
     from turnkit.search.synth import SynthConfig
 
     mcts = MCTSConfig(

@@ -7,7 +7,7 @@ lowest ``Q`` (``rejected="lowest_q"``, the paper's rule) or a uniformly random n
 true; here the rule is an explicit, recorded choice, so the two can be compared as an ablation. A pair is
 kept only when ``Q_w − Q_l > min_q_gap``, and (``require_success``, the paper's setting) only from trees whose
 committed episode succeeded. Its confidence is ``1 / (1 + N_l / max(1, N_w))`` from the visit counts,
-which :mod:`turnkit.learners.dpo` turns into the conservative-DPO smoothing ``ε = min(1 − confidence, 0.5)``.
+which :mod:`turnkit.train.dpo` turns into the conservative-DPO smoothing ``ε = min(1 − confidence, 0.5)``.
 
 **From sampled episodes** (:func:`trajectory_pair`): the best and the worst of N episodes of one task,
 compared at the first turn where they differ (best-of-N baselines).

@@ -6,7 +6,7 @@ Iteration ``i``:
    best-of-N, for baselines) with the *current* policy (on-policy);
 2. **pairs**: extract step-level preference pairs (:func:`~turnkit.search.pairs.tree_pairs`);
 3. **DPO**: train the policy's LoRA adapter on this iteration's pairs
-   (:func:`~turnkit.learners.dpo.train_dpo`; the reference stays the adapter-disabled start policy);
+   (:func:`~turnkit.train.dpo.train_dpo`; the reference stays the adapter-disabled start policy);
 4. optionally evaluate on held-out seeds.
 
 Everything lands in the output directory, so a run can be inspected, shared and resumed::
@@ -48,7 +48,7 @@ import gymnasium
 import turnkit  # noqa: F401  (registers the built-in envs)
 from turnkit.agents.base import Agent
 from turnkit.errors import ConfigError, DataError
-from turnkit.learners.dpo import DPOConfig
+from turnkit.train.dpo import DPOConfig
 from turnkit.search.best_of_n import best_of_n_many
 from turnkit.search.expand import SearchStats
 from turnkit.search.mcts import MCTS, MCTSConfig
@@ -312,7 +312,7 @@ def _stored_pairs(folder: Path, seed: int) -> list[PreferencePair]:
 def _train(
     config: SynthConfig, agent: Any, pairs: list[PreferencePair], folder: Path, *, progress: bool
 ) -> dict[str, Any]:
-    from turnkit.learners.dpo import train_dpo
+    from turnkit.train.dpo import train_dpo
 
     if not agent.has_adapter:
         agent.attach_lora(

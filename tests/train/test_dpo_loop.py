@@ -1,0 +1,140 @@
+"""The DPO training loop (turnkit.train.dpo): schedule, multi-segment sides, reference, RPO term."""
+
+import math
+
+import pytest
+import torch
+
+from turnkit.errors import ConfigError, DataError
+from turnkit.learners.dpo import DPOExample, pair_example, split_at_divergence
+from turnkit.search.pairs import PreferencePair
+from turnkit.train.dpo import (
+    DPOConfig,
+    SegmentedPair,
+    as_segmented,
+    batch_schedule,
+    reference_logprobs,
+    side_logprobs,
+    train_dpo,
+)
+from turnkit.types import Message
+
+
+@pytest.fixture(scope="module")
+def policy_factory():
+    from turnkit.agents.hf import HFPolicy
+    from turnkit.agents.tiny import TinyModelConfig, build_tiny_model, build_tiny_tokenizer
+
+    tok = build_tiny_tokenizer()
+
+    def make():
+        cfg = TinyModelConfig(hidden_size=32, num_layers=1, num_heads=2, intermediate_size=64)
+        return HFPolicy(build_tiny_model(tok, cfg, seed=0), tok)
+
+    return make
+
+
+def test_config_validation():
+    with pytest.raises(ConfigError, match="max_epsilon"):
+        DPOConfig(max_epsilon=0.7)
+    with pytest.raises(ConfigError, match="lr"):
+        DPOConfig(lr=0.0)
+    with pytest.raises(ConfigError, match="steps"):
+        DPOConfig(steps=0)
+
+
+def test_epoch_schedule_visits_every_pair_once_per_epoch():
+    sched = list(batch_schedule(7, DPOConfig(epochs=3, batch_size=3, seed=4)))
+    assert [e for e, _ in sched] == [0, 0, 0, 1, 1, 1, 2, 2, 2]
+    for epoch in range(3):
+        seen = sorted(i for e, idx in sched if e == epoch for i in idx)
+        assert seen == list(range(7))
+
+
+def test_step_schedule_is_a_stream_of_permutations_in_full_batches():
+    sched = list(batch_schedule(5, DPOConfig(steps=4, batch_size=3, seed=1)))
+    flat = [i for _, idx in sched for i in idx]
+    assert [len(idx) for _, idx in sched] == [3, 3, 3, 3]
+    assert sorted(flat[:5]) == list(range(5)) and sorted(flat[5:10]) == list(range(5))
+    assert list(batch_schedule(5, DPOConfig(steps=4, batch_size=3, seed=1))) == sched  # seeded
+
+
+def test_segmented_pair_validation():
+    with pytest.raises(DataError, match="chosen needs"):
+        SegmentedPair((), (((1,), (2,)),))
+    with pytest.raises(DataError, match="identical"):
+        SegmentedPair((((1,), (2,)),), (((1,), (2,)),))
+
+
+def test_step_pairs_become_one_segment_split_at_the_divergence(policy_factory):
+    pair = PreferencePair(
+        (Message("user", "q"),), "x", "y", prompt_token_ids=(1, 4), chosen_token_ids=(70, 71, 2),
+        rejected_token_ids=(70, 72, 2), confidence=0.8,
+    )  # fmt: skip
+    seg = as_segmented(pair, policy_factory().tokenizer)
+    assert seg.chosen == (((1, 4, 70), (71, 2)),) and seg.rejected == (((1, 4, 70), (72, 2)),)
+    assert seg.confidence == 0.8 and as_segmented(seg) is seg
+
+
+def test_side_log_prob_is_the_sum_over_segments(policy_factory):
+    policy = policy_factory()
+    a, b, c = ((1, 4), (70, 71, 2)), ((1, 4, 9), (72, 2)), ((1, 5), (73, 74, 2))
+    pair = SegmentedPair((a, b), (c,))
+    each = policy.sequence_logprobs([list(a[0]), list(b[0]), list(c[0])], [list(a[1]), list(b[1]), list(c[1])])
+    chosen, rejected = side_logprobs(policy, [pair], grad=False)
+    assert chosen.item() == pytest.approx((each[0].sum() + each[1].sum()).item(), abs=1e-5)
+    assert rejected.item() == pytest.approx(each[2].sum().item(), abs=1e-5)
+
+
+def test_train_dpo_learns_the_preference_and_keeps_the_reference(policy_factory):
+    policy = policy_factory()
+    pairs = [
+        PreferencePair((Message("user", f"{i}+1?"),), f"ANSWER: {i + 1}", f"ANSWER: {i + 2}", confidence=0.9)
+        for i in range(4)
+    ]
+    examples = [pair_example(p, policy.tokenizer) for p in pairs]
+    policy.attach_lora(r=4)
+    ref_before = reference_logprobs(policy, examples)
+    history = train_dpo(policy, pairs, DPOConfig(epochs=6, batch_size=4, lr=2e-2), progress=False)
+    ref_after = reference_logprobs(policy, examples)
+    assert torch.allclose(ref_before[0], ref_after[0]) and torch.allclose(ref_before[1], ref_after[1])
+    # h = 0 at the start, so the loss is log 2 whatever epsilon = 1 - 0.9
+    assert history[0]["loss"] == pytest.approx(0.9 * math.log(2) + 0.1 * math.log(2), abs=1e-5)
+    assert history[-1]["margin"] > 0.05 and history[-1]["loss"] < history[0]["loss"]
+    assert history[0]["epsilon"] == pytest.approx(0.1)
+    assert not policy.model.training  # the loop restores the mode it found
+
+
+def test_train_dpo_needs_pairs(policy_factory):
+    with pytest.raises(DataError, match="no preference pairs"):
+        train_dpo(policy_factory(), [], progress=False)
+
+
+def test_nll_term_is_the_length_normalised_chosen_nll(policy_factory):
+    policy = policy_factory()
+    pairs = [
+        PreferencePair((Message("user", "q"),), "ANSWER: 12", "ANSWER: 3"),
+        PreferencePair((Message("user", "r"),), "yes", "no"),
+    ]
+    examples = [pair_example(p, policy.tokenizer) for p in pairs]
+    policy.attach_lora(r=4)
+    logp = policy.sequence_logprobs(
+        [list(e.prompt_ids) for e in examples], [list(e.chosen_ids) for e in examples], temperature=1.0
+    )
+    expected = sum(-logp[i].sum().item() / len(e.chosen_ids) for i, e in enumerate(examples)) / 2
+    history = train_dpo(policy, pairs, DPOConfig(epochs=1, batch_size=2, nll_weight=0.5), progress=False)
+    assert history[0]["nll"] == pytest.approx(expected, rel=1e-5)
+    assert history[0]["loss"] == pytest.approx(math.log(2) + 0.5 * expected, rel=1e-5)  # h = 0 at the start
+
+
+def test_multi_turn_pairs_train_in_step_mode(policy_factory):
+    """Trajectory-level DPO (sides = every turn of an episode) with a fixed number of steps."""
+    policy = policy_factory()
+    win = SegmentedPair((((1, 4), (70, 2)), ((1, 4, 70, 2, 5), (71, 2))), (((1, 4), (72, 2)),))
+    step = DPOExample((1, 6), (73, 2), (74, 2), confidence=0.5)
+    history = train_dpo(
+        policy, [win, step], DPOConfig(steps=12, batch_size=2, lr=2e-2, conservative=False), progress=False
+    )
+    assert len(history) == 12 and all(h["epsilon"] == 0.0 for h in history)
+    assert history[-1]["accuracy"] == 1.0 and history[-1]["loss"] < history[0]["loss"]
+    assert split_at_divergence((1,), (2, 3), (2, 4)).chosen_ids == (3,)  # the kernel the step pairs go through

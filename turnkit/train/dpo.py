@@ -1,0 +1,328 @@
+"""The DPO training loop: (conservative) DPO on step-level or multi-turn preference pairs, LoRA on an HFPolicy.
+
+The losses live in :mod:`turnkit.learners.dpo` (:func:`~turnkit.learners.dpo.dpo_loss`,
+:func:`~turnkit.learners.dpo.conservative_epsilon`, :func:`~turnkit.learners.dpo.split_at_divergence`); this
+module only feeds them. It is what ``turnkit synth`` runs after each search, and what the SWEET-RL study uses
+for its step-level and multi-turn DPO baselines.
+
+**Pairs** are :class:`~turnkit.search.pairs.PreferencePair` rows (one turn each side; the loss covers only
+the tokens after the two turns diverge), :class:`~turnkit.learners.dpo.DPOExample` rows, or
+:class:`SegmentedPair` rows whose sides are several ``(prompt_ids, completion_ids)`` segments, e.g. all turns of
+an episode (multi-turn trajectory DPO: a side's log-prob is the sum over its segments).
+
+**Schedule**: ``epochs`` passes over a fresh seeded permutation each (the last batch of an epoch may be short),
+or, with ``steps`` set, exactly that many full batches drawn from a stream of seeded permutations.
+
+The reference is the policy with its LoRA adapter disabled (``HFPolicy.reference()``), i.e. the SFT start;
+its log-probs are computed once before training.
+
+Example:
+    >>> DPOConfig(steps=5).steps, DPOConfig().epochs
+    (5, 2)
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Iterator, Sequence
+from dataclasses import asdict, dataclass
+from typing import TYPE_CHECKING, Any, Union
+
+import numpy as np
+import torch
+from torch import Tensor
+
+from turnkit.errors import ConfigError, DataError
+from turnkit.learners.dpo import DPOExample, conservative_epsilon, dpo_loss, pair_example
+
+if TYPE_CHECKING:
+    from turnkit.agents.hf import HFPolicy
+    from turnkit.search.pairs import PreferencePair
+
+Segment = tuple[tuple[int, ...], tuple[int, ...]]
+"""``(prompt_ids, completion_ids)``: the completion's tokens are scored given the prompt's."""
+
+
+@dataclass(frozen=True)
+class DPOConfig:
+    """Loss and training settings of :func:`train_dpo`. Validated on construction.
+
+    Example:
+        >>> DPOConfig().beta, DPOConfig().conservative, DPOConfig().max_epsilon
+        (0.1, True, 0.5)
+        >>> DPOConfig(beta=0)
+        Traceback (most recent call last):
+        ...
+        turnkit.errors.ConfigError: DPOConfig.beta must be a finite number > 0, got 0
+    """
+
+    beta: float = 0.1
+    """Inverse temperature ``β`` of the implicit reward."""
+    conservative: bool = True
+    """Use ``ε = min(1 − confidence, max_epsilon)`` per pair (MCTS-DPO); otherwise ``ε = label_smoothing``."""
+    max_epsilon: float = 0.5
+    """Cap of the conservative ``ε``."""
+    label_smoothing: float = 0.0
+    """Fixed ``ε`` when not conservative (``0``: standard DPO)."""
+    epochs: int = 2
+    """Passes over the pairs (ignored when ``steps`` is set)."""
+    steps: int | None = None
+    """Exactly this many optimizer steps of full batches from a stream of permutations (``None``: ``epochs``)."""
+    batch_size: int = 8
+    """Pairs per optimizer step."""
+    lr: float = 5e-4
+    """AdamW learning rate (LoRA parameters)."""
+    max_grad_norm: float = 1.0
+    """Gradient clipping norm."""
+    lora_r: int = 8
+    """LoRA rank when the policy has no adapter yet."""
+    lora_alpha: int = 16
+    """LoRA alpha when the policy has no adapter yet."""
+    lora_targets: tuple[str, ...] = ("q_proj", "k_proj", "v_proj", "o_proj")
+    """Modules the LoRA adapter wraps when the policy has none yet (add the MLP's for more capacity)."""
+    nll_weight: float = 0.0
+    """Weight of an NLL term on the chosen side, per token (RPO, Pang et al. 2024); ``0``: pure DPO (MCTS-DPO)."""
+    seed: int = 0
+    """Shuffling and LoRA initialisation seed."""
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "lora_targets", tuple(self.lora_targets))  # lists from JSON configs
+        if not (math.isfinite(self.beta) and self.beta > 0):
+            raise ConfigError(f"DPOConfig.beta must be a finite number > 0, got {self.beta!r}")
+        for name in ("max_epsilon", "label_smoothing"):
+            value = getattr(self, name)
+            if not 0 <= value <= 0.5:
+                raise ConfigError(f"DPOConfig.{name} must be in [0, 0.5], got {value!r}")
+        for name in ("epochs", "batch_size", "lora_r", "lora_alpha"):
+            if getattr(self, name) < 1:
+                raise ConfigError(f"DPOConfig.{name} must be >= 1, got {getattr(self, name)!r}")
+        if self.steps is not None and self.steps < 1:
+            raise ConfigError(f"DPOConfig.steps must be >= 1 or None, got {self.steps!r}")
+        if not (math.isfinite(self.lr) and self.lr > 0):
+            raise ConfigError(f"DPOConfig.lr must be a finite number > 0, got {self.lr!r}")
+        if not (math.isfinite(self.nll_weight) and self.nll_weight >= 0):
+            raise ConfigError(f"DPOConfig.nll_weight must be a finite number >= 0, got {self.nll_weight!r}")
+        if not self.lora_targets:
+            raise ConfigError("DPOConfig.lora_targets must name at least one module")
+        if not self.max_grad_norm > 0:
+            raise ConfigError(f"DPOConfig.max_grad_norm must be > 0, got {self.max_grad_norm!r}")
+
+    def to_dict(self) -> dict[str, Any]:
+        """The config as a JSON-ready dict."""
+        return asdict(self)
+
+
+@dataclass(frozen=True)
+class SegmentedPair:
+    """A preference whose sides are one or more scored segments (e.g. every turn of two episodes).
+
+    Attributes:
+        chosen: The preferred side's segments.
+        rejected: The other side's segments.
+        confidence: The pair's confidence (conservative DPO's ``ε = min(1 − confidence, max_epsilon)``).
+
+    Example:
+        >>> p = SegmentedPair.from_example(DPOExample((1, 2), (3,), (4,)))
+        >>> p.chosen, p.rejected
+        ((((1, 2), (3,)),), (((1, 2), (4,)),))
+    """
+
+    chosen: tuple[Segment, ...]
+    rejected: tuple[Segment, ...]
+    confidence: float = 1.0
+
+    def __post_init__(self) -> None:
+        for name in ("chosen", "rejected"):
+            side = getattr(self, name)
+            if not side or any(not prompt or not completion for prompt, completion in side):
+                raise DataError(f"SegmentedPair.{name} needs >= 1 segment, each with prompt and completion ids")
+        if self.chosen == self.rejected:
+            raise DataError("SegmentedPair has identical chosen and rejected sides")
+
+    @classmethod
+    def from_example(cls, example: DPOExample) -> SegmentedPair:
+        """The one-segment-per-side form of a :class:`~turnkit.learners.dpo.DPOExample`."""
+        return cls(
+            ((example.prompt_ids, example.chosen_ids),),
+            ((example.prompt_ids, example.rejected_ids),),
+            example.confidence,
+        )
+
+    def chosen_tokens(self) -> int:
+        """Tokens scored on the chosen side (the RPO term's normaliser)."""
+        return sum(len(c) for _, c in self.chosen)
+
+
+PairLike = Union["PreferencePair", DPOExample, SegmentedPair]
+
+
+def as_segmented(pair: PairLike, tokenizer: Any = None) -> SegmentedPair:
+    """Normalise any supported pair row to a :class:`SegmentedPair` (step pairs split at their divergence).
+
+    Example:
+        >>> as_segmented(DPOExample((1,), (2, 3), (4,))).chosen
+        (((1,), (2, 3)),)
+    """
+    if isinstance(pair, SegmentedPair):
+        return pair
+    if isinstance(pair, DPOExample):
+        return SegmentedPair.from_example(pair)
+    return SegmentedPair.from_example(pair_example(pair, tokenizer))
+
+
+def side_logprobs(policy: HFPolicy, pairs: Sequence[SegmentedPair], *, grad: bool) -> tuple[Tensor, Tensor]:
+    """``[B]`` summed log-probs (temperature 1) of the chosen and rejected sides, all segments in one forward."""
+    prompts: list[list[int]] = []
+    completions: list[list[int]] = []
+    owner: list[int] = []
+    for k, pair in enumerate(pairs):
+        for side, segments in ((0, pair.chosen), (1, pair.rejected)):
+            for prompt, completion in segments:
+                prompts.append(list(prompt))
+                completions.append(list(completion))
+                owner.append(2 * k + side)
+    logp = policy.sequence_logprobs(prompts, completions, temperature=1.0, grad=grad).sum(dim=-1)
+    sums = torch.zeros(2 * len(pairs), dtype=logp.dtype, device=logp.device)
+    sums = sums.index_add(0, torch.as_tensor(owner, device=logp.device), logp)
+    return sums[0::2], sums[1::2]
+
+
+def reference_logprobs(policy: HFPolicy, pairs: Sequence[PairLike], *, batch_size: int = 32) -> tuple[Tensor, Tensor]:
+    """``[N]`` reference log-probs of the chosen and rejected sides (adapter disabled, no gradients)."""
+    rows = [as_segmented(p, policy.tokenizer) for p in pairs]
+    chosen, rejected = [], []
+    with torch.no_grad(), policy.reference() as ref:
+        for start in range(0, len(rows), batch_size):
+            c, r = side_logprobs(ref, rows[start : start + batch_size], grad=False)
+            chosen.append(c)
+            rejected.append(r)
+    return torch.cat(chosen), torch.cat(rejected)
+
+
+def batch_schedule(n: int, config: DPOConfig) -> Iterator[tuple[int, list[int]]]:
+    """``(epoch, indices)`` of every optimizer step (see the module docstring).
+
+    Example:
+        >>> [(e, len(i)) for e, i in batch_schedule(5, DPOConfig(epochs=2, batch_size=4))]
+        [(0, 4), (0, 1), (1, 4), (1, 1)]
+        >>> [len(i) for _, i in batch_schedule(5, DPOConfig(steps=3, batch_size=4))]
+        [4, 4, 4]
+    """
+    rng = np.random.default_rng(config.seed)
+    if config.steps is None:
+        for epoch in range(config.epochs):
+            order = rng.permutation(n).tolist()
+            for start in range(0, n, config.batch_size):
+                yield epoch, order[start : start + config.batch_size]
+        return
+    order: list[int] = []
+    drawn = 0
+    for _ in range(config.steps):
+        while len(order) < config.batch_size:
+            order += rng.permutation(n).tolist()
+            drawn += 1
+        idx, order = order[: config.batch_size], order[config.batch_size :]
+        yield drawn - 1, idx
+
+
+def train_dpo(
+    policy: HFPolicy,
+    pairs: Sequence[PairLike],
+    config: DPOConfig | None = None,
+    *,
+    progress: bool = True,
+    desc: str = "dpo",
+) -> list[dict[str, float]]:
+    """Train the policy's LoRA adapter on preference pairs (attaching one if needed); returns per-step metrics.
+
+    One optimizer step::
+
+        idx        = next batch of pair indices (batch_schedule)
+        π_w, π_l   = Σ over each side's segments of policy.sequence_logprobs(...).sum(-1)   # one forward
+        loss       = dpo_loss(π_w, π_l, ref_w, ref_l, β, ε)    # ref_* precomputed once, adapter disabled
+                     + nll_weight · mean(−π_w / |chosen tokens|)    # optional RPO term (default 0)
+        AdamW step (no weight decay) on the trainable parameters, gradient norm clipped
+
+    Args:
+        policy: An :class:`~turnkit.agents.hf.HFPolicy`; its base weights are the reference and stay frozen.
+        pairs: :class:`~turnkit.search.pairs.PreferencePair`, :class:`~turnkit.learners.dpo.DPOExample` or
+            :class:`SegmentedPair` rows (mixed is fine).
+        config: Loss and optimiser settings.
+        progress: Show a progress bar.
+        desc: Progress bar label.
+
+    Returns:
+        One metrics dict per optimizer step (``step``, ``epoch``, the :func:`~turnkit.learners.dpo.dpo_loss`
+        metrics, ``seconds``); with ``nll_weight > 0`` also ``nll`` and ``dpo_loss`` (the loss without the
+        NLL term; ``loss`` is then the total).
+
+    Raises:
+        DataError: No pairs, or a pair without token ids when the policy has no tokenizer to render it.
+
+    Example:
+        >>> from turnkit.agents.hf import HFPolicy
+        >>> from turnkit.agents.tiny import TinyModelConfig, build_tiny_model, build_tiny_tokenizer
+        >>> from turnkit.search.pairs import PreferencePair
+        >>> from turnkit.types import Message
+        >>> tok = build_tiny_tokenizer()
+        >>> policy = HFPolicy(build_tiny_model(tok, TinyModelConfig(hidden_size=32, num_heads=2)), tok)
+        >>> pair = PreferencePair((Message("user", "2+2?"),), "ANSWER: 4", "ANSWER: 5")
+        >>> history = train_dpo(policy, [pair] * 4, DPOConfig(epochs=5, batch_size=4, lr=1e-2), progress=False)
+        >>> history[-1]["loss"] < history[0]["loss"], history[-1]["accuracy"]
+        (True, 1.0)
+    """
+    from tqdm.auto import tqdm
+
+    config = config or DPOConfig()
+    if not pairs:
+        raise DataError("train_dpo got no preference pairs")
+    rows = [as_segmented(p, policy.tokenizer) for p in pairs]
+    if not policy.has_adapter:
+        policy.attach_lora(
+            r=config.lora_r, alpha=config.lora_alpha, target_modules=config.lora_targets, seed=config.seed
+        )
+    ref_chosen, ref_rejected = reference_logprobs(policy, rows, batch_size=max(config.batch_size, 32))
+    confidence = torch.tensor([r.confidence for r in rows], dtype=torch.float32)
+    if config.conservative:
+        epsilon = conservative_epsilon(confidence, config.max_epsilon)
+    else:
+        epsilon = torch.full_like(confidence, config.label_smoothing)
+    params = [p for p in policy.model.parameters() if p.requires_grad]
+    optimizer = torch.optim.AdamW(params, lr=config.lr, weight_decay=0.0)
+    schedule = list(batch_schedule(len(rows), config))
+    history: list[dict[str, float]] = []
+    bar = tqdm(total=len(schedule), desc=desc, disable=not progress, leave=False)
+    device = policy.device
+    was_training = policy.model.training
+    policy.model.train()  # dropout (if any) on while training, as in every torch loop
+    for epoch, order in schedule:
+        t0 = time.perf_counter()
+        idx = torch.as_tensor(order, dtype=torch.long)
+        batch = [rows[i] for i in order]
+        pol_w, pol_l = side_logprobs(policy, batch, grad=True)
+        loss, metrics = dpo_loss(
+            pol_w,
+            pol_l,
+            ref_chosen[idx].to(device),
+            ref_rejected[idx].to(device),
+            beta=config.beta,
+            epsilon=epsilon[idx].to(device),
+        )
+        if config.nll_weight > 0:
+            lengths = torch.tensor([max(1, r.chosen_tokens()) for r in batch], dtype=pol_w.dtype, device=device)
+            nll = (-pol_w / lengths).mean()
+            loss = loss + config.nll_weight * nll
+            metrics = {**metrics, "dpo_loss": metrics["loss"], "nll": float(nll.detach()), "loss": float(loss.detach())}
+        optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(params, config.max_grad_norm)
+        optimizer.step()
+        history.append(
+            {"step": float(len(history)), "epoch": float(epoch), **metrics, "seconds": time.perf_counter() - t0}
+        )
+        bar.update(1)
+        bar.set_postfix(loss=f"{metrics['loss']:.4f}", acc=f"{metrics['accuracy']:.2f}")
+    bar.close()
+    policy.model.train(was_training)
+    return history
