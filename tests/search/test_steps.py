@@ -263,3 +263,14 @@ def test_a_real_policy_searches_steps_token_in_token_out(tiny_hf):
         recomputed = policy.sequence_logprobs([turn.prompt_token_ids], [turn.token_ids])[0]
         assert torch.allclose(recomputed, torch.tensor(turn.logprobs), atol=1e-4)
     assert LineSum.received == [tree.turn_action(n).text for n in finished]
+
+
+def test_pictures_mark_mid_turn_nodes(tmp_path):
+    from turnkit.search.render import render_html, render_png
+
+    tree = search(StepAgent(LINES)).tree
+    page = render_html(tree, tmp_path / "t.html").read_text()
+    partial = sum(1 for n in tree.graph.nodes if n and tree.is_partial(n))
+    assert page.count('stroke-dasharray="3,2"') == partial
+    assert "mid-turn" in page and "I add." in page
+    assert render_png(tree, tmp_path / "t.png").stat().st_size > 0

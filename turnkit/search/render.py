@@ -3,7 +3,8 @@
 Both show the same layout: depth goes down, siblings spread left to right (leaves in depth-first order,
 parents centred over their children). A node's size grows with its visit count ``N``, its colour is its
 ``Q`` (red low, green high), squares are terminal states (green outline: success, red: failure), and the
-committed path is drawn thick and blue. The HTML page adds hover tooltips with each turn's full text, the
+committed path is drawn thick and blue. In step-level search, mid-turn (partial) nodes have a dashed
+outline and each edge is one reasoning step. The HTML page adds hover tooltips with each turn's full text, the
 env's reply and the node statistics, and lists the committed conversation below the tree.
 
 Example:
@@ -132,7 +133,16 @@ def render_png(tree: SearchTree, path: str | Path, *, dpi: int = 110) -> Path:
         edge = "black"
         if attrs["terminal"]:
             edge = "#1a9641" if attrs["success"] else "#d7191c"
-        ax.scatter([x], [y], s=size, c=[face], marker="s" if attrs["terminal"] else "o", edgecolors=edge, linewidths=2)
+        ax.scatter(
+            [x],
+            [y],
+            s=size,
+            c=[face],
+            marker="s" if attrs["terminal"] else "o",
+            edgecolors=edge,
+            linewidths=2,
+            linestyles="--" if tree.is_partial(n) else "-",
+        )
         if labelled or n in committed:
             text = f"N={attrs['visits']}" if n == 0 else f"N={attrs['visits']}\nQ={attrs['q']:+.2f}"
             ax.annotate(text, (x, y), xytext=(8, -4), textcoords="offset points", fontsize=7, va="top", zorder=4)
@@ -149,7 +159,7 @@ def render_png(tree: SearchTree, path: str | Path, *, dpi: int = 110) -> Path:
                 zorder=5,
             )
     ax.invert_yaxis()
-    ax.set_ylabel("turn (depth)")
+    ax.set_ylabel("depth (turns, or steps)")
     ax.set_yticks(range(int(depth)))
     ax.set_xticks([])
     ax.set_xlim(-0.8, width + 0.6)
@@ -213,18 +223,21 @@ def render_html(tree: SearchTree, path: str | Path) -> Path:
         if attrs["terminal"]:
             stroke = "#1a9641" if attrs["success"] else "#d7191c"
         action = tree.edge(n)["text"] if n else "(reset)"
+        partial = tree.is_partial(n)
         tip = (
             f"node {n}  depth {attrs['depth']}  N={attrs['visits']}  Q={attrs['q']:+.3f}  V={attrs['value']:+.3f}  "
             f"r={attrs['reward']:+.3f}  prior={tree.edge(n)['prior'] if n else 1.0:.3g}\n"
-            f"--- turn ---\n{action}\n--- env ---\n{attrs['observation']}"
+            f"--- {'step' if partial or (n and tree.is_partial(tree.parent(n))) else 'turn'} ---\n{action}\n"
+            f"--- env ---\n{'(mid-turn: the env has not seen this turn yet)' if partial else attrs['observation']}"
         )
+        dash = ' stroke-dasharray="3,2"' if partial else ""
         shape = (
             f'<rect x="{x - r:.1f}" y="{y - r:.1f}" width="{2 * r:.1f}" height="{2 * r:.1f}"'
             if attrs["terminal"]
             else f'<circle cx="{x:.1f}" cy="{y:.1f}" r="{r:.1f}"'
         )
         parts.append(
-            f'<g>{shape} fill="{fill}" stroke="{stroke}" stroke-width="2"><title>{html.escape(tip)}</title>'
+            f'<g>{shape} fill="{fill}" stroke="{stroke}" stroke-width="2"{dash}><title>{html.escape(tip)}</title>'
             f"{'</rect>' if attrs['terminal'] else '</circle>'}"
             f'<text x="{x + r + 2:.1f}" y="{y + 4:.1f}" font-size="9">{attrs["visits"]}</text></g>'
         )
