@@ -46,3 +46,11 @@ def test_train_command_runs_a_config_file_with_overrides(
 def test_train_command_reports_config_errors(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
     assert main(["train", "--set", "lr=-1", "--out", str(tmp_path)]) == 2
     assert "TrainConfig.lr" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("value", ["0", "-2", "two"])
+def test_a_bad_thread_count_is_refused_naming_the_flag(value: str, capsys: pytest.CaptureFixture) -> None:
+    with pytest.raises(SystemExit) as exc:
+        main(["quickstart", "--threads", value])
+    assert exc.value.code == 2
+    assert f"--threads must be an int >= 1, got '{value}'" in capsys.readouterr().err

@@ -27,6 +27,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import torch
+
 from turnkit.agents.hf import HFPolicy
 from turnkit.errors import ConfigError
 from turnkit.stats import mean_ci
@@ -34,6 +36,7 @@ from turnkit.train import embedded
 from turnkit.train.config import TrainConfig
 from turnkit.train.embedded import TinyRecipe, tiny_policy
 from turnkit.train.loop import evaluate_policy, train
+from turnkit.train.threads import torch_threads
 
 QUICKSTART_TRAIN: dict[str, Any] = {
     "env_kwargs": {"difficulty": 1, "kinds": ["arithmetic"], "max_attempts": 1},
@@ -76,9 +79,12 @@ class QuickstartConfig:
     """Extra :class:`TrainConfig` values on top of :data:`QUICKSTART_TRAIN`."""
     cache: str | None = None
     """Cache root for the tiny policy (default ``$TURNKIT_CACHE`` or ``~/.cache/turnkit``)."""
+    threads: int | None = 1
+    """Torch threads (``None``: torch's default). One: the tiny model gains nothing from more, a busy machine
+    makes more much slower, and results then do not depend on the machine's core count."""
 
     def __post_init__(self) -> None:
-        for name in ("eval_episodes", "steps"):
+        for name in ("eval_episodes", "steps", "threads"):
             value = getattr(self, name)
             if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 1):
                 raise ConfigError(f"QuickstartConfig.{name} must be None or >= 1, got {value!r}")
@@ -116,6 +122,11 @@ def run_quickstart(
         policy: Start policy to use instead of the cached tiny policy (tests pass a micro one).
         verbose: Print the before/after table.
     """
+    with torch_threads(qcfg.threads):
+        return _run_quickstart(qcfg, progress=progress, policy=policy, verbose=verbose)
+
+
+def _run_quickstart(qcfg: QuickstartConfig, *, progress: bool, policy: HFPolicy | None, verbose: bool) -> dict:
     start = time.perf_counter()
     out = Path(qcfg.out_dir)
     out.mkdir(parents=True, exist_ok=True)
@@ -148,6 +159,7 @@ def run_quickstart(
             "improvement": after_sampled["eval_success"] - before_sampled["eval_success"],
         },
         "wall_s": wall,
+        "torch_threads": torch.get_num_threads(),
         "time_s": {
             "build_or_load_policy": build_s,
             "eval_before": before["eval_s"] + before_sampled["eval_s"],
