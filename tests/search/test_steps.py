@@ -19,9 +19,10 @@ from turnkit.agents.sampling import context_seeds
 from turnkit.agents.scripted import ScriptedAgent
 from turnkit.envs.core import TextEnv, Transition
 from turnkit.errors import AgentError, ConfigError
+from turnkit.learners.dpo import split_at_divergence
 from turnkit.search.beam import BeamConfig, beam_search
 from turnkit.search.mcts import MCTS, MCTSConfig
-from turnkit.search.pairs import sibling_pair
+from turnkit.search.pairs import PairConfig, sibling_pair, tree_pairs
 from turnkit.types import AgentTurn, Message, Task
 
 
@@ -122,8 +123,9 @@ def test_mcts_builds_intra_turn_nodes_and_commits_a_whole_turn():
     assert len(path) >= 3 and tree.is_terminal(path[-1])
     assert all(tree.is_partial(n) for n in path[1:-1])
     [step] = result.trajectory.steps  # one turn, made of the committed steps
-    assert step.action.text == "".join(tree.action(n).text for n in path[1:])
-    assert step.action.token_ids == tuple(t for n in path[1:] for t in tree.action(n).token_ids)
+    assert step.action.text == "".join(tree.step_action(n).text for n in path[1:])
+    assert step.action.token_ids == tuple(t for n in path[1:] for t in tree.step_action(n).token_ids)
+    assert step.action == tree.action(path[-1])
     assert result.success and tree.graph.graph["committed_success"]
 
 
@@ -131,11 +133,11 @@ def test_only_whole_turns_reach_the_env():
     result = search(StepAgent(LINES))
     tree = result.tree
     finished = [n for n in sorted(tree.graph.nodes) if n and not tree.is_partial(n)]
-    assert LineSum.received == [tree.turn_action(n).text for n in finished]
+    assert LineSum.received == [tree.action(n).text for n in finished]
     assert result.stats.env_steps == len(finished) < len(tree) - 1
     assert all("ANSWER:" in text for text in LineSum.received)
     for n in finished:  # the env's marker ends a turn: no step after an ANSWER line
-        assert tree.turn_action(n).text.count("ANSWER:") == 1
+        assert tree.action(n).text.count("ANSWER:") == 1
 
 
 def test_the_agent_is_asked_for_one_step_after_the_exact_prefix():
@@ -161,20 +163,26 @@ def test_explicit_final_markers_override_the_env():
     assert "Hmm.\n" in LineSum.received and "I add.\nANSWER: 7\n" not in LineSum.received
 
 
-def test_step_siblings_compare_as_steps_after_a_shared_prefix():
+def test_step_siblings_give_step_pairs_through_the_pair_extraction():
     tree = search(StepAgent(LINES)).tree
     forks = [n for n in tree.graph.nodes if len(tree.children(n)) >= 2]
     assert any(tree.is_partial(n) for n in forks)
     for node in forks:
         a, b = tree.children(node)[:2]
-        prefix = tree.turn_action(node).token_ids if node and tree.is_partial(node) else ()
-        assert tree.action(a).prompt_token_ids == tree.action(b).prompt_token_ids == (1, *prefix)
-        assert len(tree.action(a).token_ids) == len(tree.action(b).token_ids) == 1
-        if tree.is_partial(node):  # the conversation ends with the turn so far
-            assert tree.messages(node)[-1].content == tree.turn_action(node).text
-        else:
-            pair = sibling_pair(tree, a, b)
-            assert pair.prompt_token_ids == (1,) and pair.chosen_token_ids != pair.rejected_token_ids
+        prefix = tree.action(node).token_ids if node and tree.is_partial(node) else ()
+        # the policy saw the same prompt + prefix ids for both steps, and each step is one token here
+        assert tree.step_action(a).prompt_token_ids == tree.step_action(b).prompt_token_ids == (1, *prefix)
+        pair = sibling_pair(tree, a, b)
+        start = tree.turn_start(a)
+        assert pair.prompt == tree.messages(start) and pair.prompt[-1].role == "user"
+        assert pair.prompt_token_ids == (1,) and pair.step == tree.depth(node)
+        assert pair.chosen_token_ids[:-1] == pair.rejected_token_ids[:-1] == prefix  # shared prefix, then the step
+        assert pair.chosen == tree.action(node).text + tree.step_action(a).text if prefix else tree.step_action(a).text
+        example = split_at_divergence(pair.prompt_token_ids, pair.chosen_token_ids, pair.rejected_token_ids, 1.0)
+        assert example.chosen_ids == tree.step_action(a).token_ids  # the DPO loss sees only the steps
+        assert example.rejected_ids == tree.step_action(b).token_ids
+    pairs = tree_pairs(tree, PairConfig(scope="all", require_success=False))
+    assert any(p.step >= 1 and len(p.chosen_token_ids) >= 2 for p in pairs)  # pairs inside a turn
 
 
 def test_step_trees_save_and_load(tmp_path):
@@ -183,7 +191,7 @@ def test_step_trees_save_and_load(tmp_path):
     tree = search(StepAgent(LINES)).tree
     back = SearchTree.load(tree.save(tmp_path / "t.json"))
     last = tree.committed_path()[-1]
-    assert back.turn_action(last) == tree.turn_action(last)
+    assert back.action(last) == tree.action(last)
     assert back.trajectory(last).steps[0].action.text == tree.trajectory(last).steps[0].action.text
 
 
@@ -257,12 +265,12 @@ def test_a_real_policy_searches_steps_token_in_token_out(tiny_hf):
     finished = [n for n in sorted(tree.graph.nodes) if n and not tree.is_partial(n)]
     assert any(tree.is_partial(tree.parent(n)) for n in finished)  # some turn was played in >= 2 steps
     for n in finished:
-        turn = tree.turn_action(n)
+        turn = tree.action(n)
         assert tuple(turn.prompt_token_ids) == tuple(prompt)
         assert turn.text == policy._decode(list(turn.token_ids))
         recomputed = policy.sequence_logprobs([turn.prompt_token_ids], [turn.token_ids])[0]
         assert torch.allclose(recomputed, torch.tensor(turn.logprobs), atol=1e-4)
-    assert LineSum.received == [tree.turn_action(n).text for n in finished]
+    assert LineSum.received == [tree.action(n).text for n in finished]
 
 
 def test_pictures_mark_mid_turn_nodes(tmp_path):

@@ -214,10 +214,9 @@ class Expander:
 
         In step-level search it asks for one step: the turn so far as the prefix, the delimiter as the stop.
         """
-        partial = node != 0 and tree.is_partial(node)
-        prefix = tree.turn_action(node) if partial else None
+        prefix = tree.action(node) if node != 0 and tree.is_partial(node) else None
         return Context(
-            messages=tree.messages(tree.turn_start(node) if partial else node),
+            messages=tree.messages(node),
             env_id=tree.env_id,
             turn=tree.turn(node),
             episode_seed=mix_seed(tree.seed, self.salt),
@@ -297,7 +296,7 @@ class Expander:
             return child
         text = turn.text
         if node != 0 and tree.is_partial(node):
-            text = tree.turn_action(node).text + turn.text
+            text = tree.action(node).text + turn.text
         start = time.perf_counter()
         restore_env(self.env, tree.snapshots[node])
         obs, reward, terminated, truncated, info = self.env.step(text)

@@ -26,16 +26,18 @@ Node attributes (all JSON values):
 ============== =======================================================================================
 
 Edge attributes: ``text``, ``token_ids``, ``logprobs``, ``prompt_token_ids``, ``finish_reason`` (the exact
-:class:`~turnkit.types.AgentTurn`) and ``prior``.
+:class:`~turnkit.types.AgentTurn` of the turn, or of the step) and ``prior``.
 
 **Steps.** In step-level search an edge holds one reasoning step (a line or paragraph of a turn, with its
 exact ids). A step that does not finish the turn leads to a ``partial`` node: same env state (it shares its
 turn-start node's snapshot), reward 0, no observation. A step that finishes it leads to an ordinary node,
-reached by the whole turn: :meth:`SearchTree.turn_action` concatenates the steps since the turn started,
-:meth:`SearchTree.messages` and :meth:`SearchTree.trajectory` show whole turns, and at a partial node they
-end with the turn so far (an ``assistant`` message; a last :class:`~turnkit.types.Step` with
-``info={"partial": True}``). :meth:`SearchTree.action` is always the edge's own step, so siblings compare as
-steps after a shared prefix.
+reached by the whole turn. :meth:`SearchTree.action` is the turn into a node (at a partial node, the turn
+so far: the steps since the turn began, concatenated, exact ids included) and :meth:`SearchTree.step_action`
+the edge's own step; so two sibling steps compare as one shared prefix followed by different steps, and
+:mod:`turnkit.search.pairs` exports them as step-level pairs unchanged (the prompt is the conversation where
+the turn began; a DPO loss on the tokens after chosen and rejected diverge sees only the steps).
+:meth:`SearchTree.messages` and :meth:`SearchTree.trajectory` show whole turns; at a partial node the
+trajectory ends with the turn so far as a last :class:`~turnkit.types.Step` with ``info={"partial": True}``.
 
 Env snapshots (:class:`~turnkit.envs.core.EnvSnapshot`) and the privileged :class:`~turnkit.types.Task` live
 in side tables (``tree.snapshots``, ``tree.task``) and are never written to disk.
@@ -273,13 +275,13 @@ class SearchTree:
             out.append(self.parent(out[-1]))
         return out[::-1]
 
-    def action(self, n: int) -> AgentTurn:
-        """The exact agent turn on the edge into ``n``.
+    def step_action(self, n: int) -> AgentTurn:
+        """The exact agent output on the edge into ``n``: a whole turn, or one step in step-level search.
 
         Example:
             >>> from turnkit.types import AgentTurn
             >>> tree = SearchTree(env_id="demo", seed=0, observation="hi")
-            >>> tree.action(tree.add_child(0, AgentTurn("a", (5,), (-0.5,)), observation="o")).logprobs
+            >>> tree.step_action(tree.add_child(0, AgentTurn("a", (5,), (-0.5,)), observation="o")).logprobs
             (-0.5,)
         """
         e = self.edge(n)
@@ -291,25 +293,28 @@ class SearchTree:
             finish_reason=e.get("finish_reason"),
         )
 
-    def turn_action(self, n: int) -> AgentTurn:
-        """The whole turn into ``n`` (the turn so far at a partial node): its steps concatenated.
+    def action(self, n: int) -> AgentTurn:
+        """The exact agent turn into ``n``; in step-level search, the turn so far (its steps concatenated).
 
-        Text, ids and log-probs are concatenated; ``prompt_token_ids`` are the first step's (the prompt of
-        the turn) and ``finish_reason`` the last step's. Log-probs are kept only when every step has them.
-        Without steps this is :meth:`action`.
+        Without steps this is the edge's turn. With steps, text, ids and log-probs of the steps since the
+        turn began are concatenated (log-probs only when every step has them); ``prompt_token_ids`` are the
+        first step's (the turn's prompt) and ``finish_reason`` the last step's. So two siblings compare as
+        the same prefix followed by different steps (a preference pair's shared tokens cancel).
 
         Example:
             >>> from turnkit.types import AgentTurn
             >>> tree = SearchTree(env_id="demo", seed=0, observation="q")
             >>> a = tree.add_child(0, AgentTurn("x\\n", (5,), (-0.5,), (1, 2)), observation="", partial=True)
             >>> b = tree.add_child(a, AgentTurn("y", (6,), (-0.25,), (1, 2, 5)), observation="o")
-            >>> turn = tree.turn_action(b)
+            >>> turn = tree.action(b)
             >>> turn.text, turn.token_ids, turn.logprobs, turn.prompt_token_ids
             ('x\\ny', (5, 6), (-0.5, -0.25), (1, 2))
+            >>> tree.step_action(b).text, tree.action(a).text
+            ('y', 'x\\n')
         """
         if not self.is_partial(self.parent(n)):
-            return self.action(n)
-        steps = [self.action(c) for c in self.path(n)[len(self.path(self.turn_start(n))) :]]
+            return self.step_action(n)
+        steps = [self.step_action(c) for c in self.path(n)[len(self.path(self.turn_start(n))) :]]
         with_logprobs = all(len(s.logprobs) == len(s.token_ids) for s in steps)
         return AgentTurn(
             text="".join(s.text for s in steps),
@@ -322,15 +327,13 @@ class SearchTree:
     def messages(self, n: int) -> tuple[Message, ...]:
         """The conversation at ``n``: observations as ``user``, turns as ``assistant``, ending with ``user``.
 
-        At a partial node it ends instead with the turn so far, as an ``assistant`` message.
+        At a partial node it is the conversation where the turn began (the turn so far is :meth:`action`).
         """
         out = [Message("user", self.graph.nodes[0]["observation"])]
         for child in self.path(n)[1:]:
             if not self.is_partial(child):
-                out.append(Message("assistant", self.turn_action(child).text))
+                out.append(Message("assistant", self.action(child).text))
                 out.append(Message("user", self.graph.nodes[child]["observation"]))
-        if n != 0 and self.is_partial(n):
-            out.append(Message("assistant", self.turn_action(n).text))
         return tuple(out)
 
     def trajectory(self, n: int) -> Trajectory:
@@ -352,7 +355,7 @@ class SearchTree:
             steps.append(
                 Step(
                     observation=self.graph.nodes[self.turn_start(child)]["observation"],
-                    action=self.turn_action(child),
+                    action=self.action(child),
                     reward=float(attrs["env_reward"]),
                     terminated=bool(attrs["terminal"] and not attrs["truncated"]),
                     truncated=bool(attrs["truncated"]),
@@ -362,7 +365,7 @@ class SearchTree:
         final = self.graph.nodes[n]["observation"] if n != 0 else ""
         if n != 0 and self.is_partial(n):
             start = self.turn_start(n)
-            turn = self.turn_action(n)
+            turn = self.action(n)
             steps.append(Step(self.graph.nodes[start]["observation"], turn, 0.0, info={"partial": True}))
             final = ""
         return Trajectory(
