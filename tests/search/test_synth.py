@@ -7,12 +7,12 @@ import pytest
 import turnkit
 from turnkit.envs.core import TextEnv, Transition
 from turnkit.errors import ConfigError
-from turnkit.train.dpo import DPOConfig
 from turnkit.search.cli import add_commands, cmd_synth, config_from_args
 from turnkit.search.mcts import MCTS, MCTSConfig
 from turnkit.search.pairs import PairConfig, read_pairs
 from turnkit.search.synth import SynthConfig, synthesize
 from turnkit.search.tree import SearchTree
+from turnkit.train.dpo import DPOConfig
 from turnkit.types import Task
 
 SHORT_MATH = {"difficulty": 1, "token_budget": 12, "budget_unit": "chars"}  # random text ends episodes fast
@@ -197,6 +197,16 @@ def test_cli_flags_reach_the_config():
     assert cfg.mcts.iterations == 5 and cfg.pairs.rejected == "random" and not cfg.pairs.require_success
     assert not cfg.dpo.conservative and cfg.dpo.beta == 0.2 and cfg.env_kwargs == {"difficulty": 2}
     assert cfg.tasks_per_iteration == 3
+    assert cfg.pairs.scope == "committed" and cfg.dpo.nll_weight == 0.0  # defaults untouched
+
+
+def test_cli_pair_and_lora_flags_reach_the_config():
+    argv = "synth turnkit/MathEpisodes-v0 --pair-scope all --min-q-gap 0.6 --nll-weight 0.5 --lora-r 4"
+    argv += " --lora-targets q_proj,up_proj --batch-size 16 --gamma 0.25"
+    cfg = config_from_args(parse(argv.split()))
+    assert cfg.pairs.scope == "all" and cfg.pairs.min_q_gap == 0.6 and cfg.mcts.gamma == 0.25
+    assert cfg.dpo.nll_weight == 0.5 and cfg.dpo.batch_size == 16
+    assert cfg.dpo.lora_r == 4 and cfg.dpo.lora_alpha == 8 and cfg.dpo.lora_targets == ("q_proj", "up_proj")
 
 
 def test_cli_runs_synth_with_any_agent(tmp_path, capsys):

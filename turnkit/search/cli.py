@@ -58,11 +58,16 @@ def add_commands(subparsers: Any) -> None:
     g = p.add_argument_group("pairs and DPO")
     g.add_argument("--rejected", choices=("lowest_q", "random"), default=PairConfig().rejected)
     g.add_argument("--any-outcome", action="store_true", help="also take pairs from trees that failed")
-    g.add_argument("--min-q-gap", type=float, default=0.0)
+    g.add_argument("--min-q-gap", type=float, default=0.0, help="keep a pair only when Q_w - Q_l exceeds this")
+    g.add_argument("--pair-scope", choices=("committed", "all"), default=PairConfig().scope, help="nodes giving pairs")
     g.add_argument("--beta", type=float, default=None, help="DPO beta (default 0.1)")
     g.add_argument("--standard-dpo", action="store_true", help="plain DPO instead of conservative DPO")
     g.add_argument("--epochs", type=int, default=None)
     g.add_argument("--lr", type=float, default=None)
+    g.add_argument("--batch-size", type=int, default=None, help="pairs per DPO step (default 8)")
+    g.add_argument("--nll-weight", type=float, default=None, help="RPO NLL term on the chosen turn (default 0)")
+    g.add_argument("--lora-r", type=int, default=None, help="LoRA rank (alpha = 2 r; default 8)")
+    g.add_argument("--lora-targets", default=None, help="comma list of modules the LoRA wraps (default attention)")
     g.add_argument("--no-train", action="store_true", help="only synthesise data (any agent)")
     g = p.add_argument_group("output")
     g.add_argument("--eval-episodes", type=int, default=0, help="held-out episodes evaluated per iteration")
@@ -88,8 +93,8 @@ def load_policy(spec: str, *, seed: int = 0, progress: bool = True) -> Any:
 
 def config_from_args(args: argparse.Namespace) -> Any:
     """The :class:`~turnkit.search.synth.SynthConfig` an argument namespace describes."""
-    from turnkit.train.dpo import DPOConfig
     from turnkit.search.synth import SynthConfig
+    from turnkit.train.dpo import DPOConfig
 
     mcts = MCTSConfig(
         iterations=args.simulations,
@@ -103,8 +108,18 @@ def config_from_args(args: argparse.Namespace) -> Any:
         reward_weight=args.reward_weight,
         seed=args.seed,
     )
-    pairs = PairConfig(rejected=args.rejected, require_success=not args.any_outcome, min_q_gap=args.min_q_gap)
-    dpo_changes = {k: getattr(args, k) for k in ("beta", "epochs", "lr") if getattr(args, k) is not None}
+    pairs = PairConfig(
+        rejected=args.rejected,
+        require_success=not args.any_outcome,
+        min_q_gap=args.min_q_gap,
+        scope=args.pair_scope,
+    )
+    names = ("beta", "epochs", "lr", "batch_size", "nll_weight")
+    dpo_changes: dict[str, Any] = {k: getattr(args, k) for k in names if getattr(args, k) is not None}
+    if args.lora_r is not None:
+        dpo_changes.update(lora_r=args.lora_r, lora_alpha=2 * args.lora_r)
+    if args.lora_targets:
+        dpo_changes["lora_targets"] = tuple(t.strip() for t in args.lora_targets.split(",") if t.strip())
     dpo = DPOConfig(conservative=not args.standard_dpo, seed=args.seed, **dpo_changes)
     return SynthConfig(
         env_id=args.env_id,

@@ -48,7 +48,6 @@ import gymnasium
 import turnkit  # noqa: F401  (registers the built-in envs)
 from turnkit.agents.base import Agent
 from turnkit.errors import ConfigError, DataError
-from turnkit.train.dpo import DPOConfig
 from turnkit.search.best_of_n import best_of_n_many
 from turnkit.search.expand import SearchStats
 from turnkit.search.mcts import MCTS, MCTSConfig
@@ -56,6 +55,7 @@ from turnkit.search.pairs import PairConfig, PreferencePair, read_pairs, tree_pa
 from turnkit.search.render import render_html, render_png
 from turnkit.search.tree import SearchTree, jsonable
 from turnkit.search.values import ValueFn
+from turnkit.train.dpo import DPOConfig
 
 STATE_VERSION = 1
 SearchKind = Literal["mcts", "best_of_n"]
