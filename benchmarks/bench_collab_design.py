@@ -11,18 +11,25 @@ Browser start-up (one per env, paid once) is measured separately. Every trial us
 is rendered twice across trials.
 
 ``--quality N`` instead measures what the numbers in ``docs/envs/collab_design.md`` rest on, over N seeds per
-split: final similarity and success rate of the oracle, of the feedback follower and of its answer-at-once
-ablation, and the similarity of the reference to perturbed copies of itself (the metric's calibration).
+split: final reward (with its visual and text parts, mean and 95 % CI) and success rate of the oracle, of the
+feedback follower and of its answer-at-once ablation, and the reward of the reference against perturbed copies
+of itself (the metric's calibration, :mod:`turnkit.envs.collab_design.perturb`, first min(N, 20) ID designs;
+only when ``--splits`` includes ``id``).
+
+``--group G`` compares, for oracle ``collect_group`` calls of G envs (the env and its clones are made, run and
+closed each time, as a training loop does), one private Chromium per env (``share_browser=False``) against the
+pooled shared browser (the default): episodes/s (median of ``--trials`` interleaved trials, and the ratio),
+the share of wall time inside ``Browser.render`` (cold starts included) and browsers started per group.
 
 Run:  python benchmarks/bench_collab_design.py --trials 5 --episodes 20
-      python benchmarks/bench_collab_design.py --quality 10
+      python benchmarks/bench_collab_design.py --quality 200
+      python benchmarks/bench_collab_design.py --group 8 --trials 7 [--no-cache]
       (or ``turnkit bench collab_design -- --trials 5``)
 """
 
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import json
 import statistics
 import sys
@@ -34,11 +41,12 @@ from gymnasium.envs.registration import register
 
 import turnkit
 from turnkit.agents.oracle import OracleAgent
-from turnkit.browser import Browser, RenderCache
+from turnkit.browser import Browser, RenderCache, launched_profiles, shared_cache
 from turnkit.envs.collab_design.baselines import FeedbackFollower
-from turnkit.envs.collab_design.generator import ID_LAYOUTS, ID_PALETTES, reference_html, sample_design
-from turnkit.envs.collab_design.palettes import PALETTES
-from turnkit.envs.collab_design.similarity import visual_similarity
+from turnkit.envs.collab_design.generator import reference_html, sample_design
+from turnkit.envs.collab_design.perturb import perturbations
+from turnkit.envs.collab_design.score import DesignScore, design_score
+from turnkit.stats import mean_ci
 
 ENV_ID = "turnkit/CollabDesign-v0"
 if ENV_ID not in gymnasium.registry:  # until turnkit/envs/registration.py registers it
@@ -79,74 +87,150 @@ def startup_seconds(trials: int) -> float:
     return statistics.median(times)
 
 
-def baselines(browser: Browser, seeds: int) -> dict[str, dict[str, float]]:
-    """Mean final similarity and success rate per (agent, split)."""
+def baselines(
+    browser: Browser, seeds: int, splits: tuple[str, ...] = ("id", "ood", "combo")
+) -> dict[str, dict[str, float]]:
+    """Mean final reward (with its visual and text parts), success rate and turns per (agent, split)."""
     agents = {
         "oracle": OracleAgent(),
         "answer at once": FeedbackFollower(answer_at_once=True),
         "feedback follower": FeedbackFollower(),
     }
     out = {}
-    for split in ("id", "ood", "combo"):
+    for split in splits:
         env = gymnasium.make(ENV_ID, split=split, browser=browser)
         for name, agent in agents.items():
             trajs = [turnkit.collect(env, agent, seed=s) for s in range(seeds)]  # type: ignore[arg-type]
+            if any(t.error is not None for t in trajs):
+                raise RuntimeError(f"{name} [{split}]: {next(t.error for t in trajs if t.error is not None)}")
+            rewards = [t.total_reward for t in trajs]
+            low, high = mean_ci(rewards)[1:]
             out[f"{name} [{split}]"] = {
-                "similarity": statistics.mean(t.total_reward for t in trajs),
+                "n": len(trajs),
+                "reward": statistics.mean(rewards),
+                "reward_ci95": [low, high],
+                "visual": statistics.mean(t.steps[-1].info["visual_similarity"] for t in trajs),
+                "text": statistics.mean(t.steps[-1].info["text_similarity"] for t in trajs),
                 "success": statistics.mean(float(t.success) for t in trajs),
                 "turns": statistics.mean(len(t.steps) for t in trajs),
             }
     return out
 
 
-def calibration(browser: Browser, seeds: int) -> dict[str, float]:
-    """Median similarity of ID reference pages to perturbed copies of themselves."""
-    scores: dict[str, list[float]] = {}
+def calibration(browser: Browser, seeds: int) -> dict[str, dict[str, float]]:
+    """Median reward (and its visual and text parts) of ID reference pages vs perturbed copies of themselves."""
+    scores: dict[str, list[DesignScore]] = {}
     for seed in range(seeds):
         d = sample_design(np.random.default_rng(seed), "id")
-        html = reference_html(d)
-        other = sample_design(np.random.default_rng(seed + 10_000), "id")
-        layout = ID_LAYOUTS[(ID_LAYOUTS.index(d.layout) + 1) % len(ID_LAYOUTS)]
-        n = 2 if layout == "sidebar" else 3 if layout in ("hero", "split") else len(d.items)
-        variants = {
-            "shifted by 2 px": html.replace("<body>", "<body style='transform:translate(2px,2px)'>"),
-            "shifted by 4 px": html.replace("<body>", "<body style='transform:translate(4px,4px)'>"),
-            "shifted by 16 px": html.replace("<body>", "<body style='transform:translate(16px,16px)'>"),
-            "other wording": reference_html(
-                dataclasses.replace(d, brand=other.brand, headline=other.headline, tagline=other.tagline)
-            ),
-            "other alignment": reference_html(
-                dataclasses.replace(d, align="left" if d.align == "center" else "center")
-            ),
-            "heading 8 px bigger": reference_html(dataclasses.replace(d, heading_px=d.heading_px + 8)),
-            "next palette": reference_html(
-                dataclasses.replace(d, palette=ID_PALETTES[(ID_PALETTES.index(d.palette) + 1) % len(ID_PALETTES)])
-            ),
-            "blank page, same background": f"<body style='background:{PALETTES[d.palette]['bg']}'></body>",
-            "next layout": reference_html(
-                dataclasses.replace(d, layout=layout, items=(d.items * 3)[:n], descriptions=(d.descriptions * 3)[:n])
-            ),
-            "empty white page": "<body></body>",
+        ref = browser.render(reference_html(d).strip())
+        for name, variant in perturbations(d).items():
+            scores.setdefault(name, []).append(design_score(browser.render(variant), ref))
+    return {
+        k: {
+            "reward": statistics.median(s.total for s in v),
+            "min": min(s.total for s in v),
+            "max": max(s.total for s in v),
+            "visual": statistics.median(s.visual for s in v),
+            "text": statistics.median(s.text for s in v),
         }
-        ref = browser.render(html.strip()).pixels
-        for name, variant in variants.items():
-            scores.setdefault(name, []).append(visual_similarity(ref, browser.render(variant).pixels))
-    return {k: statistics.median(v) for k, v in scores.items()}
+        for k, v in scores.items()
+    }
 
 
-def quality(seeds: int, as_json: bool) -> int:
+def quality(seeds: int, as_json: bool, splits: tuple[str, ...]) -> int:
     """Print the baselines and the metric calibration (see the module docstring)."""
     with Browser() as browser:
-        base, calib = baselines(browser, seeds), calibration(browser, seeds)
+        calib = calibration(browser, min(seeds, 20)) if "id" in splits else {}
+        base = baselines(browser, seeds, splits)
     if as_json:
-        print(json.dumps({"baselines": base, "calibration": calib}, indent=2))
+        print(json.dumps({"seeds": seeds, "baselines": base, "calibration": calib}, indent=2))
         return 0
-    print(f"{'agent [split]':<32}{'similarity':>11}{'success':>9}{'turns':>7}")
+    print(f"{'agent [split]':<32}{'n':>5}{'reward':>8}{'95% CI':>16}{'visual':>8}{'text':>7}{'success':>9}{'turns':>7}")
     for name, r in base.items():
-        print(f"{name:<32}{r['similarity']:>11.3f}{100 * r['success']:>8.0f}%{r['turns']:>7.1f}")
-    print(f"\n{'reference vs ...':<32}{'similarity (median)':>20}")
+        ci = f"[{r['reward_ci95'][0]:.3f}, {r['reward_ci95'][1]:.3f}]"
+        print(
+            f"{name:<32}{r['n']:>5}{r['reward']:>8.3f}{ci:>16}{r['visual']:>8.3f}{r['text']:>7.3f}"
+            f"{100 * r['success']:>8.0f}%{r['turns']:>7.1f}"
+        )
+    print(f"\n{'reference vs ... (median)':<32}{'reward':>8}{'min':>7}{'max':>7}{'visual':>8}{'text':>7}")
     for name, v in calib.items():
-        print(f"{name:<32}{v:>20.3f}")
+        print(f"{name:<32}{v['reward']:>8.3f}{v['min']:>7.3f}{v['max']:>7.3f}{v['visual']:>8.3f}{v['text']:>7.3f}")
+    return 0
+
+
+def group_round(shared: bool, group_size: int, seed: int) -> dict[str, float]:
+    """One ``collect_group`` of the oracle on a fresh env (clones included), closed afterwards; timings."""
+    envs: list[gymnasium.Env] = []
+
+    def factory() -> gymnasium.Env:
+        env = gymnasium.make(ENV_ID, share_browser=shared)
+        envs.append(env)
+        return env
+
+    launched = len(launched_profiles())
+    start = time.perf_counter()
+    trajs = turnkit.collect_group(factory, OracleAgent(), seed=seed, group_size=group_size)
+    browsers = {id(e.unwrapped.browser): e.unwrapped.browser for e in envs}.values()
+    render_s = sum(b.render_seconds for b in browsers)
+    for env in envs:
+        env.close()
+    wall = time.perf_counter() - start
+    if any(t.error is not None or not t.success for t in trajs):
+        raise RuntimeError(f"seed {seed}: an oracle episode failed: {[t.error for t in trajs]}")
+    return {
+        "episodes_per_s": group_size / wall,
+        "render_share": render_s / wall,
+        "browsers_started": float(len(launched_profiles()) - launched),
+        "seconds_per_group": wall,
+    }
+
+
+def groups(trials: int, group_size: int, as_json: bool, cache: bool) -> int:
+    """Separate browsers vs one shared browser for oracle groups, interleaved trials, medians and ratio.
+
+    With ``cache=False`` the process-wide render cache is switched off, so that every env renders the reference
+    and its answer itself, as the envs of a group do when their agents write different pages (with the cache,
+    an oracle group renders one page in total and only the first env ever starts a browser).
+    """
+    if not cache:
+        shared_cache().max_entries = 0
+        shared_cache().clear()
+    rows: dict[str, list[dict[str, float]]] = {"separate browsers": [], "shared browser": []}
+    seed = 50_000  # fresh designs: every group renders its reference once
+    for _ in range(trials):
+        for name in rows:
+            rows[name].append(group_round(name == "shared browser", group_size, seed))
+            seed += 1
+    med = {k: {m: statistics.median(r[m] for r in v) for m in v[0]} for k, v in rows.items()}
+    ratio = med["shared browser"]["episodes_per_s"] / med["separate browsers"]["episodes_per_s"]
+    ratios = [
+        s["episodes_per_s"] / p["episodes_per_s"]
+        for s, p in zip(rows["shared browser"], rows["separate browsers"], strict=True)
+    ]
+    if as_json:
+        print(
+            json.dumps(
+                {
+                    "group_size": group_size,
+                    "trials": trials,
+                    "render_cache": cache,
+                    "medians": med,
+                    "speedup": ratio,
+                    "per_trial_speedups": ratios,
+                },
+                indent=2,
+            )
+        )
+        return 0
+    what = "render cache on" if cache else "render cache off"
+    print(f"oracle, collect_group of {group_size} (env + clones made, run, closed; {what}), median of {trials} trials")
+    print(f"{'configuration':<20}{'episodes/s':>12}{'s/group':>10}{'render share':>14}{'browsers':>10}")
+    for name, r in med.items():
+        print(
+            f"{name:<20}{r['episodes_per_s']:>12.2f}{r['seconds_per_group']:>10.2f}{100 * r['render_share']:>13.0f}%"
+            f"{r['browsers_started']:>10.0f}"
+        )
+    print(f"shared / separate: {ratio:.2f}x (per-trial ratios {min(ratios):.2f}-{max(ratios):.2f})")
     return 0
 
 
@@ -156,9 +240,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--episodes", type=int, default=20, help="episodes per configuration and trial")
     parser.add_argument("--json", action="store_true", help="print JSON instead of a table")
     parser.add_argument("--quality", type=int, default=0, metavar="N", help="baselines + calibration, N seeds")
+    parser.add_argument("--splits", default="id,ood,combo", help="splits of --quality (comma-separated)")
+    parser.add_argument("--group", type=int, default=0, metavar="G", help="shared vs separate browsers, groups of G")
+    parser.add_argument("--no-cache", action="store_true", help="--group with the render cache switched off")
     args = parser.parse_args([a for a in (sys.argv[1:] if argv is None else argv) if a != "--"])
     if args.quality:
-        return quality(args.quality, args.json)
+        return quality(args.quality, args.json, tuple(args.splits.split(",")))
+    if args.group:
+        return groups(args.trials, args.group, args.json, cache=not args.no_cache)
 
     configs = {
         "oracle": (OracleAgent(), 64),

@@ -78,7 +78,7 @@ def test_a_page_that_hangs_is_the_env_s_fault_not_its_neighbours() -> None:
     envs = [gymnasium.make(ENV_ID, render_timeout_s=2.0) for _ in range(2)]
     envs[0].reset(seed=0)
     envs[1].reset(seed=1)
-    _, reward, _, _, info = envs[0].step("<p>x</p><script>while (true) {}</script>")
+    _, _, _, _, info = envs[0].step("<p>x</p><script>while (true) {}</script>")
     assert info["page_error"] == "timeout" and info["similarity"] == 0.0
     _, _, _, _, info = envs[1].step("<p>fine</p>")
     assert info["rendered"] and info["page_error"] is None

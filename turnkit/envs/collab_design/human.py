@@ -38,7 +38,7 @@ class View:
         task: The task (privileged data included).
         agent: The agent's render.
         reference: The reference render.
-        similarity: The visual similarity of the two renders.
+        similarity: The score of the agent's render against the reference (the reward's value, see ``score.py``).
         differences: The rule-based differences, most visible first.
     """
 

@@ -41,8 +41,8 @@ def perturbations(d: Design) -> dict[str, str]:
 
     Variants: shifted by 1/2/4/16 px; a typo in the heading; a wrong heading text; other brand, heading and
     tagline; other alignment; heading 8 px bigger; the next palette; the next layout; layout mirrored
-    (flex rows reversed); missing button; missing first item; a blank page in the right background colour;
-    an empty white page.
+    (flex rows reversed); missing button (layouts that have one); missing first item; a blank page in the
+    right background colour; an empty white page.
     """
     html = reference_html(d)
     palettes = OOD_PALETTES if d.palette in OOD_PALETTES else ID_PALETTES
@@ -54,7 +54,7 @@ def perturbations(d: Design) -> dict[str, str]:
         ".grid{direction:rtl}.top,.main,.left,.hero{text-align:right}</style>",
         1,
     )
-    return {
+    variants = {
         "shifted by 1 px": _shift(html, 1),
         "shifted by 2 px": _shift(html, 2),
         "shifted by 4 px": _shift(html, 4),
@@ -83,3 +83,6 @@ def perturbations(d: Design) -> dict[str, str]:
         "blank page, same background": f"<body style='background:{PALETTES[d.palette]['bg']}'></body>",
         "empty white page": "<body></body>",
     }
+    if 'class="btn"' not in html:  # card grids have no button
+        del variants["missing button"]
+    return variants
