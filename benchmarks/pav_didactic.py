@@ -55,6 +55,11 @@ from turnkit.envs.pav_didactic.prover import (
 from turnkit.errors import ConfigError
 from turnkit.learners.advantages import rloo_advantages
 
+try:  # run as a script (benchmarks/ on sys.path) or imported as benchmarks.pav_didactic
+    from pav_didactic_plots import load_sweeps, plot_compare, plot_main, plot_sweep
+except ImportError:  # pragma: no cover
+    from benchmarks.pav_didactic_plots import load_sweeps, plot_compare, plot_main, plot_sweep
+
 PLANTED = (3, 7, 1, 9, 2, 4, 6, 11)
 """The planted run is its first ``--target-len`` tokens (distinct tokens behave alike up to relabelling)."""
 
@@ -322,92 +327,6 @@ def prover_sweep(base_cfg: RunConfig, gammas: list[float], seeds: list[int], bas
     return out
 
 
-def _band(runs: list[dict]) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    acc = np.array([r["accuracy"] for r in runs])
-    return np.array(runs[0]["iters"]), acc.mean(0), acc.min(0), acc.max(0)
-
-
-def plot_main(runs: dict[str, list[dict]], cfg: RunConfig, path: Path) -> None:
-    """Accuracy vs RL iterations, mean over seeds with a min-max band."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    fig, ax = plt.subplots(figsize=(6.4, 4.2))
-    labels = {"outcome": "outcome only (α = 0)", "progress": f"outcome + α·A^μ, γ = {cfg.gamma:g} prover"}
-    for i, (name, rs) in enumerate(runs.items()):
-        x, mean, lo, hi = _band(rs)
-        color = f"C{i}"
-        ax.plot(x, mean, color=color, lw=2, label=f"{labels.get(name, name)}: mean of {len(rs)} seeds")
-        ax.fill_between(x, lo, hi, color=color, alpha=0.15)
-        for r in rs:
-            ax.plot(r["iters"], r["accuracy"], color=color, lw=0.7, alpha=0.6)
-    ax.axhline(cfg.target_acc, color="grey", ls=":", lw=1)
-    ax.set_xlabel("RL iteration (batch 64)")
-    ax.set_ylabel("accuracy (512 samples)")
-    ax.set_title(f"PAV didactic: |y*| = {len(cfg.target)}, V = 15, L = 10")
-    ax.set_ylim(-0.02, 1.02)
-    ax.legend(loc="center right", fontsize=8)
-    fig.tight_layout()
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
-
-
-def plot_sweep(sweep: dict[str, list[dict]], outcome: list[dict], cfg: RunConfig, at: int, path: Path) -> None:
-    """Iterations to the target accuracy and accuracy at iteration ``at`` vs prover strength γ."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    gammas = sorted(sweep, key=float)
-    g = np.array([float(x) for x in gammas])
-    fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(10, 4))
-    cap = cfg.iters
-    for x, key in zip(g, gammas, strict=True):
-        its = [r["iters_to_target"] for r in sweep[key]]
-        ax1.scatter(
-            [x] * len(its),
-            [cap if i is None else i for i in its],
-            c=["C3" if i is None else "C0" for i in its],
-            s=18,
-            alpha=0.7,
-        )
-    med = [np.median([cap if r["iters_to_target"] is None else r["iters_to_target"] for r in sweep[k]]) for k in gammas]
-    ax1.plot(g, med, "C0-", label="progress reward, median")
-    out_its = [min(cap, r["iters_to_target"] or cap) for r in outcome]  # censored at the sweep's length
-    ax1.axhline(np.median(out_its), color="C1", ls="--", label="outcome only, median")
-    ax1.set_xscale("log")
-    ax1.set_xlabel("prover strength γ")
-    ax1.set_ylabel(f"iterations to {cfg.target_acc:.0%} accuracy (red: not reached by {cap})")
-    ax1.legend(fontsize=8)
-    idx = sweep[gammas[0]][0]["iters"].index(at)
-    acc = np.array([[r["accuracy"][idx] for r in sweep[k]] for k in gammas])
-    ax2.errorbar(
-        g,
-        acc.mean(1),
-        yerr=[acc.mean(1) - acc.min(1), acc.max(1) - acc.mean(1)],
-        fmt="o-",
-        capsize=3,
-        label="progress reward (mean, min-max)",
-    )
-    out_acc = [r["accuracy"][r["iters"].index(at)] for r in outcome if at in r["iters"]]
-    if out_acc:
-        ax2.axhline(np.mean(out_acc), color="C1", ls="--", label="outcome only")
-    ax2.set_xscale("log")
-    ax2.set_xlabel("prover strength γ")
-    ax2.set_ylabel(f"accuracy after {at} iterations")
-    ax2.set_ylim(-0.02, 1.02)
-    ax2.legend(fontsize=8)
-    q = "exact Q^μ" if cfg.q == "exact" else f"Monte Carlo Q^μ, {cfg.rollouts} rollouts"
-    seeds = len(sweep[gammas[0]])
-    fig.suptitle(f"PAV didactic: prover strength sweep (|y*| = {len(cfg.target)}, {q}, {seeds} seeds)")
-    fig.tight_layout()
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
-
-
 def advantage_table(target: tuple[int, ...], gammas: list[float], n: int = 20_000) -> list[str]:
     """Mean prover advantage by kind of token on ``n`` sequences of the γ = 5 policy (the SFT data)."""
     table = transition_table(target)
@@ -424,6 +343,39 @@ def advantage_table(target: tuple[int, ...], gammas: list[float], n: int = 20_00
             f"{g:<6g} {v0[0]:.2e}  {np.abs(a[mask]).mean():.2e}  {a[correct].mean():+.2e}         "
             f"{a[eos].mean():+.2e}  {a[mask & ~correct & ~eos].mean():+.2e}"
         )
+    return rows
+
+
+def gradient_scales(cfg: RunConfig, gammas: list[float], n: int = 512) -> list[str]:
+    """Size of the progress-only policy gradient ``∇ Σ_h A^μ_h log π / n`` at the SFT base, per prover.
+
+    Columns: global norm, per-parameter RMS (Adam's ``eps`` is 1e-8), and the RMS after dividing by the
+    frozen second moment (:func:`frozen_second_moment`), i.e. what ``frozen-adam`` steps with. Last row: the
+    outcome-only gradient of a batch of 64 with one success (RLOO coefficient ≈ 1 on it).
+    """
+    table = transition_table(cfg.target)
+    policy = init_policy(cfg.seed)
+    sft(policy, cfg, table)
+    tokens = policy.sample(n, SEQ_LEN, torch.Generator().manual_seed(cfg.seed)).numpy()
+    mask = step_mask(table, tokens)
+    denom = frozen_second_moment(policy, table, cfg.seed)
+    params = list(policy.parameters())
+
+    def scales(coef: np.ndarray, batch: int) -> str:
+        loss = -(torch.as_tensor(coef * mask, dtype=torch.float32) * policy.log_probs(torch.as_tensor(tokens)))
+        grads = torch.autograd.grad(loss.sum() / batch, params)
+        flat = torch.cat([g.flatten() for g in grads])
+        pre = torch.cat([(g / d).flatten() for g, d in zip(grads, denom, strict=True)])
+        rms = flat.pow(2).mean().sqrt()
+        return f"{float(flat.norm()):.2e}  {float(rms):.2e}  {float(pre.pow(2).mean().sqrt()):.2e}"
+
+    rows = ["gamma  |grad|    rms       rms/frozen"]
+    for g in gammas:
+        q, v0 = q_after_steps(table, prover_values(cfg.target, g), tokens)
+        rows.append(f"{g:<6g} {scales(prover_advantages(q, v0), n)}")
+    one = np.zeros((n, 1))
+    one[0] = 1.0
+    rows.append(f"R(1/64) {scales(one, 64)}")
     return rows
 
 
@@ -479,56 +431,6 @@ def replot(out: Path) -> None:
         plot_sweep(sweep, outcome, sweep_cfg, results.get("sweep_at", 100), out / "prover_sweep.png")
 
 
-def load_sweeps(spec: str) -> dict[str, tuple[dict[str, list[dict]], list[dict]]]:
-    """``"label=dir+dir;label=dir"`` → per label the merged prover sweeps and outcome-only runs of those dirs."""
-    out = {}
-    for item in spec.split(";"):
-        label, dirs = item.split("=", 1)
-        sweep: dict[str, list[dict]] = {}
-        outcome: list[dict] = []
-        for d in dirs.split("+"):
-            res = json.loads((Path(d) / "results.json").read_text())
-            sweep.update(res.get("sweep", {}))
-            runs = res.get("main", {}).get("outcome") or res.get("sweep_outcome", [])
-            if not runs and "outcome_from" in res:
-                runs = json.loads(Path(res["outcome_from"]).read_text())["main"]["outcome"]
-            outcome = outcome or runs
-        out[label] = (sweep, outcome)
-    return out
-
-
-def plot_compare(sweeps: dict[str, tuple[dict, list[dict]]], at: int, path: Path) -> list[str]:
-    """Accuracy at iteration ``at`` vs γ, one line per setting, outcome-only as a dashed line of the same colour."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    fig, ax = plt.subplots(figsize=(7, 4.4))
-    rows = []
-    for i, (label, (sweep, outcome)) in enumerate(sweeps.items()):
-        keys = sorted(sweep, key=float)
-        acc = np.array([[r["accuracy"][r["iters"].index(at)] for r in sweep[k]] for k in keys])
-        g = np.array([float(k) for k in keys])
-        m = acc.mean(1)
-        ax.errorbar(g, m, yerr=[m - acc.min(1), acc.max(1) - m], fmt="o-", color=f"C{i}", capsize=3, label=label)
-        out_acc = [r["accuracy"][r["iters"].index(at)] for r in outcome if at in r["iters"]]
-        if out_acc:
-            ax.axhline(np.mean(out_acc), color=f"C{i}", ls="--", lw=1, label=f"{label}: outcome only")
-        rows.append(f"{label}: " + ", ".join(f"γ={x:g}: {a:.3f}" for x, a in zip(g, m, strict=True)))
-        rows[-1] += f"; outcome only: {np.mean(out_acc):.3f}" if out_acc else ""
-    ax.set_xscale("log")
-    ax.set_xlabel("prover strength γ (the SFT base policy imitates γ = 5)")
-    ax.set_ylabel(f"accuracy after {at} RL iterations (mean, min-max of seeds)")
-    ax.set_ylim(-0.02, 1.02)
-    ax.legend(fontsize=7, loc="best")
-    ax.set_title("PAV didactic: progress reward vs prover strength")
-    fig.tight_layout()
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
-    return rows
-
-
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--out", default="benchmarks/results/pav_didactic")
@@ -542,6 +444,7 @@ def main() -> None:
     ap.add_argument("--alpha", type=float, default=1.0)
     ap.add_argument("--q", choices=("exact", "mc"), default="exact")
     ap.add_argument("--rollouts", type=int, default=128)
+    ap.add_argument("--eval-samples", type=int, default=512, help="fresh samples per accuracy estimate")
     ap.add_argument("--sweep-at", type=int, default=100, help="iteration at which the sweep compares accuracy")
     ap.add_argument("--only", choices=("main", "sweep", "all", "tune"), default="all")
     ap.add_argument(
@@ -553,6 +456,7 @@ def main() -> None:
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--replot", action="store_true", help="only redraw the plots from --out/results.json")
     ap.add_argument("--advantages", action="store_true", help="only print the prover advantage table")
+    ap.add_argument("--grad-scales", action="store_true", help="only print the progress gradient's size per γ")
     ap.add_argument("--compare", default=None, help='only plot accuracy at --sweep-at vs γ: "label=dir+dir;label=dir"')
     ap.add_argument("--outcome-from", default=None, help="results.json whose outcome-only runs the sweep reuses")
     args = ap.parse_args()
@@ -566,6 +470,7 @@ def main() -> None:
         best_of=args.best_of,
         iters=args.iters,
         lr=args.lr,
+        eval_samples=args.eval_samples,
         optimizer=args.optimizer,
         momentum=args.momentum,
         q=args.q,
@@ -574,6 +479,9 @@ def main() -> None:
     seeds = list(range(args.seeds))
     if args.replot:
         replot(out)
+        return
+    if args.grad_scales:
+        print("\n".join(gradient_scales(cfg, [float(x) for x in args.gammas.split(",")])))
         return
     if args.compare:
         rows = plot_compare(load_sweeps(args.compare), args.sweep_at, out / f"accuracy_at_{args.sweep_at}_vs_gamma.png")
