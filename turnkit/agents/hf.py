@@ -318,7 +318,8 @@ class HFPolicy:
                 logprobs[i].append(lp)
                 if tok in self.stop_token_ids:
                     finish[i] = "stop"
-                elif steps[i][1] and any(s in self._decode(tokens[i], steps[i][0]) for s in steps[i][1]):
+                # the prefix's last tokens are enough context to decode the continuation's first characters
+                elif steps[i][1] and any(s in self._decode(tokens[i], steps[i][0][-16:]) for s in steps[i][1]):
                     finish[i] = "stop_string"
                 elif len(tokens[i]) >= budgets[i]:
                     finish[i] = "length"
