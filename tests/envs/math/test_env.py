@@ -10,6 +10,7 @@ import turnkit
 from turnkit.agents.oracle import OracleAgent
 from turnkit.agents.scripted import RandomAgent, ScriptedAgent
 from turnkit.envs.core import restore_env, snapshot_env
+from turnkit.envs.math.answers import extract_answer
 from turnkit.envs.math.env import FORMAT_LINE, MathEpisodesEnv
 from turnkit.envs.math.oracle import oracle_reply_for
 from turnkit.errors import ConfigError, EnvError
@@ -297,3 +298,10 @@ def test_unknown_split_raises():
 def test_check_env_passes():
     report = turnkit.check_env(_env(split="combo", difficulty=2), cross_process=False)
     assert report.ok, str(report)
+
+
+def test_the_final_answer_marker_is_what_ends_a_turn_for_the_answer_reader():
+    (marker,) = MathEpisodesEnv.final_answer_markers
+    for line, answer in (("Six plus five.", None), ("ANSWER: 11", "11"), ("so ANSWER: 3/4", "3/4")):
+        assert (marker in line) == (answer is not None)
+        assert extract_answer(line) == answer

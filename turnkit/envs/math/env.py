@@ -16,6 +16,7 @@ from turnkit.types import Task
 FORMAT_LINE = "Reply with ANSWER: <value>."
 """The one-line format instruction under every problem."""
 BUDGET_UNITS = ("words", "chars")
+ANSWER_MARKER = "ANSWER:"
 
 
 class MathEpisodesEnv(TextEnv):
@@ -89,6 +90,9 @@ class MathEpisodesEnv(TextEnv):
         >>> obs, reward, terminated, info["success"], info["episode_boundaries"]
         ('Correct.', 1.0, True, True, [4, 6, 8])
     """
+
+    final_answer_markers = (ANSWER_MARKER,)
+    """A reasoning step containing one of these ends the turn (read by step-level search, ``turnkit.search``)."""
 
     def __init__(
         self,
