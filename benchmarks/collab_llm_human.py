@@ -41,7 +41,7 @@ from turnkit.envs.collab_code.agents import AnswerAtOnceAgent, ClarifyingAgent
 from turnkit.envs.collab_code.env import CollabCodeEnv
 from turnkit.envs.collab_code.generator import SPLITS
 from turnkit.envs.collab_code.human_data import EVAL_PROBES, clarify_examples, probe_examples
-from turnkit.envs.collab_code.human_eval import fact_scores, leaks
+from turnkit.envs.collab_code.human_eval import fact_scores, leaks, same_params_wrong_value
 from turnkit.envs.collab_code.llm_human import LLMHuman
 from turnkit.envs.collab_code.tiny_human import DEFAULT_HUMAN_RECIPE, human_for, model_folder, tiny_human_policy
 from turnkit.stats import mean_ci, wilson_interval
@@ -114,6 +114,9 @@ def agreement(human: LLMHuman, split: str, seeds: Sequence[int], batch: int = 64
             "fact_precision": _ci([s["precision"] for s in scores]),
             "fact_recall": _ci([s["recall"] for s in scores]),
             "replies_with_wrong_fact": _rate([s["wrong"] > 0 for s in scores]),
+            "same_facts_wrong_value": _rate(
+                [same_params_wrong_value(e.task, r, e.reply) for e, r in zip(examples, replies, strict=True)]
+            ),
             "leak_code": _rate([x["code"] for x in lm_leaks]),
             "leak_unasked_fact": _rate([x["unasked_fact"] for x in lm_leaks]),
             "rule_leak_code": _rate([x["code"] for x in rule_leaks]),
@@ -172,7 +175,11 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--splits", nargs="+", default=list(SPLITS))
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--out", type=Path, default=OUT / "results.json")
+    parser.add_argument("--table", type=Path, help="print the markdown tables of a results file and exit")
     args = parser.parse_args(argv)
+    if args.table is not None:
+        print(tables(json.loads(args.table.read_text())))
+        return
     torch.set_num_threads(args.threads)
     start = time.perf_counter()
     policy = tiny_human_policy()
@@ -194,6 +201,67 @@ def main(argv: Sequence[str] | None = None) -> None:
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(results, indent=2, default=str) + "\n", encoding="utf-8")
     print(f"wrote {args.out} in {results['wall_s']:.0f}s")
+
+
+def _pct(x: dict[str, float], key: str = "rate") -> str:
+    return f"{100 * x[key]:.1f} [{100 * x['lo']:.1f}, {100 * x['hi']:.1f}]"
+
+
+def tables(results: dict[str, Any]) -> str:
+    """Markdown tables (percentages with 95% intervals: Wilson for rates, normal for means) of a results file."""
+    splits = results["splits"]
+    rows = [
+        "| Split | Questions | Exact match % | Fact F1 % | Replies with a wrong fact % | of which right facts, "
+        "wrong value % | Probes: exact % |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for name, r in splits.items():
+        c, p = r["agreement"]["clarify"], r["agreement"]["probe"]
+        rows.append(
+            f"| `{name}` | {c['questions']} + {p['questions']} probes | {_pct(c['exact_match'])} | "
+            f"{_pct(c['fact_f1'], 'mean')} | {_pct(c['replies_with_wrong_fact'])} | "
+            f"{_pct(c['same_facts_wrong_value'])} | "
+            f"{_pct(p['exact_match'])} |"
+        )
+    rows += [
+        "",
+        "| Split | Clarifying, LM human: success % | tests passed % | Answer at once: success % | tests passed % "
+        "| Clarifying, rule human: success % | Clarifying over HTTP: success % (n) | HTTP replies = in-process |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    for name, r in splits.items():
+        lm, once, rule, http = (
+            r["clarify_lm_human"],
+            r["answer_at_once_lm_human"],
+            r["clarify_rule_human"],
+            r["clarify_lm_human_http"],
+        )
+        same = r["http_vs_in_process_same_reply"]
+        rows.append(
+            f"| `{name}` | {_pct(lm['success'])} | {_pct(lm['tests_passed'], 'mean')} | {_pct(once['success'])} | "
+            f"{_pct(once['tests_passed'], 'mean')} | {_pct(rule['success'])} | "
+            f"{_pct(http['success'])} ({http['success']['n']}) | {same['k']}/{same['n']} |"
+        )
+    rows += [
+        "",
+        "| Split | Code-line leaks: LM (rule) | Unasked-fact leaks: LM (rule) | Latency in-process median / p90 ms "
+        "| Latency HTTP median / p90 ms |",
+        "|---|---|---|---|---|",
+    ]
+    for name, r in splits.items():
+        a = r["agreement"]
+        n = a["clarify"]["questions"] + a["probe"]["questions"]
+        code = sum(a[s]["leak_code"]["k"] for s in ("clarify", "probe"))
+        fact = sum(a[s]["leak_unasked_fact"]["k"] for s in ("clarify", "probe"))
+        rcode = sum(a[s]["rule_leak_code"]["k"] for s in ("clarify", "probe"))
+        rfact = sum(a[s]["rule_leak_unasked_fact"]["k"] for s in ("clarify", "probe"))
+        li, lh = r["latency_in_process"], r["latency_http"]
+        rows.append(
+            f"| `{name}` | {code}/{n} ({rcode}/{n}) | {fact}/{n} ({rfact}/{n}) | "
+            f"{li['median_ms']:.0f} / {li['p90_ms']:.0f} (n={li['n']}) | {lh['median_ms']:.0f} / {lh['p90_ms']:.0f} "
+            f"(n={lh['n']}) |"
+        )
+    return "\n".join(rows)
 
 
 def _summary(r: dict[str, Any]) -> dict[str, Any]:

@@ -10,7 +10,14 @@ from turnkit.envs.collab_code.human_data import (
     clarify_examples,
     probe_examples,
 )
-from turnkit.envs.collab_code.human_eval import asked_params, code_lines, fact_scores, leaks, stated_facts
+from turnkit.envs.collab_code.human_eval import (
+    asked_params,
+    code_lines,
+    fact_scores,
+    leaks,
+    same_params_wrong_value,
+    stated_facts,
+)
 from turnkit.errors import ConfigError
 from turnkit.types import Task
 
@@ -67,8 +74,29 @@ def test_leaks_flag_code_lines_and_unasked_true_facts_only():
     assert leaks(LATE, "Show me code", "fee = charged * 0.5 I think")["code"] is True
 
 
-def test_the_rule_human_never_leaks_on_generated_questions():
-    examples = clarify_examples(split="ood", seeds=range(30))
+def test_code_lines_skip_lines_a_fact_sentence_says():
+    task = Task(
+        "avg",
+        "The signature of the function is: def mean_score(scores)",
+        {
+            "facts": [{"slot": "average.empty", "value": "return_none"}],
+            "reference": "def mean_score(scores):\n    return None",
+        },
+    )
+    assert code_lines(task) == []  # "For an empty list, return None." is an answer, not leaked code
+    assert code_lines(task, min_chars=3) == []
+
+
+def test_same_params_wrong_value_is_a_mis_copied_value():
+    rule = "The first 2 late days are free."
+    assert same_params_wrong_value(LATE, "The first 5 late days are free.", rule)
+    assert not same_params_wrong_value(LATE, rule, rule)
+    assert not same_params_wrong_value(LATE, "Each charged day costs 0.5 dollars.", rule)  # another fact
+
+
+@pytest.mark.parametrize("split", ["id", "ood", "combo"])
+def test_the_rule_human_never_leaks_on_generated_questions(split):
+    examples = clarify_examples(split=split, seeds=range(200))
     examples += probe_examples(examples, probes=EVAL_PROBES, rng=np.random.default_rng(0), per_task=2)
     flags = [leaks(e.task, e.dialogue[-1].content, e.reply) for e in examples]
     assert len(flags) > 100 and not any(f["code"] or f["unasked_fact"] for f in flags)

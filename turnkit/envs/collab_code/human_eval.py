@@ -35,7 +35,7 @@ from typing import Any
 
 from turnkit.envs.collab_code.families import FAMILIES
 from turnkit.envs.collab_code.family_base import UNKNOWN
-from turnkit.envs.collab_code.human import RuleBasedHuman
+from turnkit.envs.collab_code.human import RuleBasedHuman, task_facts
 from turnkit.types import Task
 
 
@@ -111,6 +111,20 @@ def fact_scores(task: Task, reply: str, reference_reply: str) -> dict[str, Any]:
     return {"precision": precision, "recall": recall, "f1": f1, "wrong": wrong}
 
 
+def same_params_wrong_value(task: Task, reply: str, reference_reply: str) -> bool:
+    """The reply states the same parameters as the reference reply, but some value differs (a mis-copy).
+
+    Example:
+        >>> task = Task("t", "p", {"facts": [{"slot": "late_fee.grace", "value": 2}]})
+        >>> same_params_wrong_value(task, "The first 3 late days are free.", "The first 2 late days are free.")
+        True
+        >>> same_params_wrong_value(task, "I don't know.", "The first 2 late days are free.")
+        False
+    """
+    got, want = stated_facts(task, reply), stated_facts(task, reference_reply)
+    return bool(want) and {n for n, _ in got} == {n for n, _ in want} and got != want
+
+
 def asked_params(task: Task, question: str) -> tuple[str, ...]:
     """The parameters a question asks about: those whose facts the rule-based human would say.
 
@@ -133,15 +147,24 @@ def asked_params(task: Task, question: str) -> tuple[str, ...]:
 
 
 def code_lines(task: Task, *, min_chars: int = 10) -> list[str]:
-    """Reference-code lines that would count as a code leak (stripped, long enough, not in the request).
+    """Reference-code lines that would count as a code leak.
+
+    A line counts if, stripped, it has at least ``min_chars`` characters and is neither in the public request
+    nor inside a fact sentence the human may say (``return None`` is code, but also the plain answer "For an
+    empty list, return None.").
 
     Example:
         >>> task = Task("t", "def f(x)", {"reference": "def f(x):\\n    return round(x * 1.5, 2)"})
         >>> code_lines(task)
         ['return round(x * 1.5, 2)']
     """
+    said = [f.sentence for f in task_facts(task)]
     lines = [line.strip() for line in str(task.privileged.get("reference", "")).splitlines()]
-    return [line for line in lines if len(line) >= min_chars and line.rstrip(":") not in task.prompt]
+    return [
+        line
+        for line in lines
+        if len(line) >= min_chars and line.rstrip(":") not in task.prompt and not any(line in s for s in said)
+    ]
 
 
 def leaks(
