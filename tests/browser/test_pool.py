@@ -64,3 +64,24 @@ def test_a_broken_shared_browser_raises_a_typed_error_for_every_holder() -> None
             x.render(PAGE)
         pool.release(x)
     assert len(pool) == 0
+
+
+def test_a_pickled_lease_is_adopted_by_the_receiving_pool_with_a_fresh_browser() -> None:
+    import pickle
+
+    from turnkit.browser import shared_pool
+
+    pool = BrowserPool()
+    lease = pool.lease(viewport=(64, 48), timeout_s=3.0)
+    clone = pickle.loads(pickle.dumps(lease))
+    assert clone.browser is not lease.browser and clone.browser.viewport == (64, 48)
+    assert shared_pool().holders(clone.browser) == 1 and not clone.browser.running
+    clone.release()
+    lease.release()
+    assert shared_pool().holders(clone.browser) == 0 and len(pool) == 0
+    with pytest.raises(BrowserError, match="already holds"):
+        b = pool.acquire(viewport=(64, 48))
+        try:
+            pool.adopt(b)
+        finally:
+            pool.release(b)

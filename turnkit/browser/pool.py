@@ -126,6 +126,20 @@ class BrowserPool:
                     return browser
         raise BrowserError("retain() of a browser that this pool does not hold")
 
+    def adopt(self, browser: Browser) -> Lease:
+        """Hold a browser made elsewhere (an unpickled env's) as its own entry with one holder.
+
+        Example:
+            >>> pool = BrowserPool(); b = Browser(viewport=(64, 48))
+            >>> lease = pool.adopt(b); pool.holders(b), lease.browser is b
+            (1, True)
+        """
+        with self._lock:
+            if any(e[0] is browser for e in self._entries.values()):
+                raise BrowserError("adopt() of a browser that this pool already holds; use retain()")
+            self._entries[("adopted", id(browser))] = [browser, 1, None]
+        return Lease(self, browser)
+
     def lease(self, **settings: Any) -> Lease:
         """:meth:`acquire` wrapped in a :class:`Lease` that releases itself (see :class:`Lease`)."""
         return Lease(self, self.acquire(**settings))
@@ -179,6 +193,16 @@ class Lease:
 
     def __deepcopy__(self, memo: dict[int, Any]) -> Lease:
         return self.__copy__()
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        # pickling (e.g. an env sent to another process): the browser pickles as a new, unstarted one with the
+        # same settings (see Browser), held there by the receiving process's shared pool
+        return (_unpickle_lease, (self.browser,))
+
+
+def _unpickle_lease(browser: Browser) -> Lease:
+    """Unpickle a :class:`Lease`: the receiving process's :func:`shared_pool` adopts the (new) browser."""
+    return shared_pool().adopt(browser)
 
 
 _SHARED = BrowserPool()

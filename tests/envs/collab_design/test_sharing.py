@@ -96,3 +96,19 @@ def test_a_broken_browser_is_a_recorded_error_for_the_whole_group(monkeypatch: p
     del trajs
     gc.collect()
     assert len(shared_pool()) == 0
+
+
+def test_an_env_that_rendered_with_the_shared_browser_still_pickles() -> None:
+    import pickle
+
+    env = gymnasium.make(ENV_ID)
+    env.reset(seed=0)
+    env.step("<p>before pickling</p>")
+    twin = pickle.loads(pickle.dumps(env))
+    assert twin.unwrapped.browser is not env.unwrapped.browser
+    twin.reset(seed=0)
+    _, _, _, _, info = twin.step("<p>after pickling</p>")
+    assert info["rendered"]
+    twin.close()
+    env.close()
+    assert len(shared_pool()) == 0
