@@ -431,6 +431,24 @@ def replot(out: Path) -> None:
         plot_sweep(sweep, outcome, sweep_cfg, results.get("sweep_at", 100), out / "prover_sweep.png")
 
 
+def merge(dirs: list[str], out: Path) -> None:
+    """One ``results.json`` from sweeps split over several runs (the first config and outcome runs win)."""
+    parts = [json.loads((Path(d) / "results.json").read_text()) for d in dirs]
+    merged = {"config": parts[0]["config"], "merged_from": dirs, "sweep": {}, "log": []}
+    for part in parts:
+        merged["sweep"].update(part.get("sweep", {}))
+        merged["log"] += part.get("log", [])
+        if "sweep_outcome" in part and "sweep_outcome" not in merged:
+            merged["sweep_outcome"] = part["sweep_outcome"]
+        merged["sweep_at"] = part.get("sweep_at", 100)
+    outcome = merged.get("sweep_outcome", [])
+    merged["summary"] = sweep_summary(merged["sweep"], outcome, merged["sweep_at"])
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "results.json").write_text(json.dumps(merged, indent=1))
+    replot(out)
+    print("\n".join(merged["summary"]))
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--out", default="benchmarks/results/pav_didactic")
@@ -457,6 +475,7 @@ def main() -> None:
     ap.add_argument("--replot", action="store_true", help="only redraw the plots from --out/results.json")
     ap.add_argument("--advantages", action="store_true", help="only print the prover advantage table")
     ap.add_argument("--grad-scales", action="store_true", help="only print the progress gradient's size per γ")
+    ap.add_argument("--merge", default=None, help="only merge the sweeps of dir+dir+... into --out and plot them")
     ap.add_argument("--compare", default=None, help='only plot accuracy at --sweep-at vs γ: "label=dir+dir;label=dir"')
     ap.add_argument("--outcome-from", default=None, help="results.json whose outcome-only runs the sweep reuses")
     args = ap.parse_args()
@@ -479,6 +498,9 @@ def main() -> None:
     seeds = list(range(args.seeds))
     if args.replot:
         replot(out)
+        return
+    if args.merge:
+        merge(args.merge.split("+"), out)
         return
     if args.grad_scales:
         print("\n".join(gradient_scales(cfg, [float(x) for x in args.gammas.split(",")])))

@@ -107,38 +107,53 @@ def load_sweeps(spec: str) -> dict[str, tuple[dict[str, list[dict]], list[dict]]
             sweep.update(res.get("sweep", {}))
             runs = res.get("main", {}).get("outcome") or res.get("sweep_outcome", [])
             if not runs and "outcome_from" in res:
-                runs = json.loads(Path(res["outcome_from"]).read_text())["main"]["outcome"]
+                ref = json.loads(Path(res["outcome_from"]).read_text())
+                same = ref["config"].get("optimizer", "adam") == res["config"].get("optimizer", "adam")
+                runs = ref["main"]["outcome"] if same else []  # another optimizer's outcome runs: not comparable
             outcome = outcome or runs
         out[label] = (sweep, outcome)
     return out
 
 
 def plot_compare(sweeps: dict[str, tuple[dict, list[dict]]], at: int, path: Path) -> list[str]:
-    """Accuracy at iteration ``at`` vs γ, one line per setting, outcome-only as a dashed line of the same colour."""
+    """Accuracy at iteration ``at`` (left) and best accuracy up to ``at`` (right) vs γ, one line per setting.
+
+    Outcome-only runs of the same setting are a dashed line of the same colour. Returns one text row per
+    setting with the left panel's means.
+    """
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    fig, ax = plt.subplots(figsize=(7, 4.4))
+    fig, axes = plt.subplots(1, 2, figsize=(11, 4.4), sharey=True)
     rows = []
     for i, (label, (sweep, outcome)) in enumerate(sweeps.items()):
         keys = sorted(sweep, key=float)
-        acc = np.array([[r["accuracy"][r["iters"].index(at)] for r in sweep[k]] for k in keys])
         g = np.array([float(k) for k in keys])
-        m = acc.mean(1)
-        ax.errorbar(g, m, yerr=[m - acc.min(1), acc.max(1) - m], fmt="o-", color=f"C{i}", capsize=3, label=label)
-        out_acc = [r["accuracy"][r["iters"].index(at)] for r in outcome if at in r["iters"]]
-        if out_acc:
-            ax.axhline(np.mean(out_acc), color=f"C{i}", ls="--", lw=1, label=f"{label}: outcome only")
-        rows.append(f"{label}: " + ", ".join(f"γ={x:g}: {a:.3f}" for x, a in zip(g, m, strict=True)))
-        rows[-1] += f"; outcome only: {np.mean(out_acc):.3f}" if out_acc else ""
-    ax.set_xscale("log")
-    ax.set_xlabel("prover strength γ (the SFT base policy imitates γ = 5)")
-    ax.set_ylabel(f"accuracy after {at} RL iterations (mean, min-max of seeds)")
-    ax.set_ylim(-0.02, 1.02)
-    ax.legend(fontsize=7, loc="best")
-    ax.set_title("PAV didactic: progress reward vs prover strength")
+        for ax, peak in zip(axes, (False, True), strict=True):
+
+            def metric(r: dict, peak: bool = peak) -> float:
+                j = r["iters"].index(at)
+                return max(r["accuracy"][: j + 1]) if peak else r["accuracy"][j]
+
+            acc = np.array([[metric(r) for r in sweep[k]] for k in keys])
+            m = acc.mean(1)
+            ax.errorbar(g, m, yerr=[m - acc.min(1), acc.max(1) - m], fmt="o-", color=f"C{i}", capsize=3, label=label)
+            out_acc = [metric(r) for r in outcome if at in r["iters"]]
+            if out_acc:
+                ax.axhline(np.mean(out_acc), color=f"C{i}", ls="--", lw=1, label=f"{label}: outcome only")
+            if not peak:
+                rows.append(f"{label}: " + ", ".join(f"γ={x:g}: {a:.3f}" for x, a in zip(g, m, strict=True)))
+                rows[-1] += f"; outcome only: {np.mean(out_acc):.3f}" if out_acc else ""
+    for ax, title in zip(axes, (f"accuracy at iteration {at}", f"best accuracy up to iteration {at}"), strict=True):
+        ax.set_xscale("log")
+        ax.set_xlabel("prover strength γ (the SFT base policy imitates γ = 5)")
+        ax.set_title(title, fontsize=10)
+        ax.set_ylim(-0.02, 1.02)
+    axes[0].set_ylabel("accuracy (mean over seeds, bars: min-max)")
+    axes[1].legend(fontsize=7, loc="best")
+    fig.suptitle("PAV didactic: progress reward vs prover strength")
     fig.tight_layout()
     fig.savefig(path, dpi=120)
     plt.close(fig)
