@@ -136,6 +136,17 @@ def test_group_from_a_factory_with_explicit_group_index() -> None:
     assert [t.group for t in group] == [0, 0] and group[0].task == group[1].task
 
 
+def test_group_closes_the_envs_it_made_and_not_the_callers(monkeypatch: pytest.MonkeyPatch) -> None:
+    closed: list[int] = []
+    monkeypatch.setattr(Parrot, "close", lambda self: closed.append(id(self)))
+    mine = gymnasium.make(ENV_ID)
+    turnkit.collect_group(mine, ScriptedAgent(["stop"]), seed=1, group_size=4)
+    assert len(closed) == 3 and id(mine.unwrapped) not in closed
+    closed.clear()
+    turnkit.collect_group(lambda: gymnasium.make(ENV_ID), ScriptedAgent(["stop"]), seed=1, group_size=2)
+    assert len(closed) == 2
+
+
 def test_group_size_must_be_positive() -> None:
     with pytest.raises(ValueError, match="group_size must be >= 1"):
         turnkit.collect_group(gymnasium.make(ENV_ID), ScriptedAgent(["x"]), seed=0, group_size=0)

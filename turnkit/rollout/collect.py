@@ -205,9 +205,15 @@ def collect_group(
     """
     if group_size < 1:
         raise ValueError(f"group_size must be >= 1, got {group_size}")
+    made: list[gymnasium.Env]
     if isinstance(env, gymnasium.Env):
-        envs = [env] + [clone_env(env) for _ in range(group_size - 1)]
+        made = [clone_env(env) for _ in range(group_size - 1)]
+        envs = [env, *made]
     else:
-        envs = [env() for _ in range(group_size)]
+        made = envs = [env() for _ in range(group_size)]
     g = seed if group is None else group
-    return collect_batch(envs, agent, [seed] * group_size, groups=[g] * group_size, max_turns=max_turns)
+    try:
+        return collect_batch(envs, agent, [seed] * group_size, groups=[g] * group_size, max_turns=max_turns)
+    finally:
+        for e in made:  # the caller keeps only the env it passed in
+            e.close()
