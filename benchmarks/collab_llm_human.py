@@ -41,7 +41,7 @@ from turnkit.envs.collab_code.agents import AnswerAtOnceAgent, ClarifyingAgent
 from turnkit.envs.collab_code.env import CollabCodeEnv
 from turnkit.envs.collab_code.generator import SPLITS
 from turnkit.envs.collab_code.human_data import EVAL_PROBES, clarify_examples, probe_examples
-from turnkit.envs.collab_code.human_eval import fact_scores, leaks, same_params_wrong_value
+from turnkit.envs.collab_code.human_eval import fact_scores, leaks, same_params_wrong_value, stated_facts
 from turnkit.envs.collab_code.llm_human import LLMHuman
 from turnkit.envs.collab_code.tiny_human import DEFAULT_HUMAN_RECIPE, human_for, model_folder, tiny_human_policy
 from turnkit.stats import mean_ci, wilson_interval
@@ -122,10 +122,23 @@ def agreement(human: LLMHuman, split: str, seeds: Sequence[int], batch: int = 64
             "rule_leak_code": _rate([x["code"] for x in rule_leaks]),
             "rule_leak_unasked_fact": _rate([x["unasked_fact"] for x in rule_leaks]),
         }
+        out[source]["fact_recall_by_kind"] = _recall_by_kind(examples, replies)
         for e, r in list(zip(examples, replies, strict=True))[:4]:
             samples.append({"source": source, "question": e.dialogue[-1].content, "rule": e.reply, "lm": r})
     out["samples"] = samples
     return out
+
+
+def _recall_by_kind(examples: Sequence[Any], replies: Sequence[str]) -> dict[str, Any]:
+    """Of the facts the rule-based replies state, the share the LM reply states with the same value,
+    for numeric values (cutoffs, amounts, days, decimals) and for the others (yes/no, choices, none)."""
+    hits: dict[str, list[bool]] = {"numeric": [], "other": []}
+    for e, r in zip(examples, replies, strict=True):
+        got = dict(stated_facts(e.task, r))
+        for name, value in stated_facts(e.task, e.reply):
+            numeric = isinstance(value, (int, float)) and not isinstance(value, bool)
+            hits["numeric" if numeric else "other"].append(got.get(name, object()) == value)
+    return {kind: _rate(flags) for kind, flags in hits.items()}
 
 
 def episodes(env: CollabCodeEnv, agent: Any, seeds: Sequence[int]) -> dict[str, Any]:
@@ -211,7 +224,7 @@ def tables(results: dict[str, Any]) -> str:
     """Markdown tables (percentages with 95% intervals: Wilson for rates, normal for means) of a results file."""
     splits = results["splits"]
     rows = [
-        "| Split | Questions | Exact match % | Fact F1 % | Replies with a wrong fact % | of which right facts, "
+        "| Split | Questions | Exact match % | Fact F1 % | Replies with a wrong fact % | Right facts, "
         "wrong value % | Probes: exact % |",
         "|---|---|---|---|---|---|---|",
     ]
