@@ -173,6 +173,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     parser.add_argument("--episodes", type=int, default=200, help="held-out episodes per measurement")
     parser.add_argument("--budgets", type=int, nargs="+", default=[8, 16, 32], help="C0 values (tokens)")
     parser.add_argument("--j0", action="store_true", help="also report J_0 (one more branch per episode)")
+    parser.add_argument("--conditions", nargs="+", choices=["outcome", "mrt"], default=["outcome", "mrt"])
     parser.add_argument("--threads", type=int, default=1, help="torch threads per process")
     parser.add_argument("--jobs", type=int, default=1, help="training runs in parallel (processes)")
     parser.add_argument("--out", default="benchmarks/results/mrt")
@@ -184,7 +185,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     t0 = time.perf_counter()
     results: dict[str, Any] = {"sft": [], "outcome": [], "mrt": []}
     # the longer runs first; "sft" measures the start policy (no training)
-    jobs = [(seed, "mrt") for seed in args.seeds] + [(-1, "sft")] + [(seed, "outcome") for seed in args.seeds]
+    jobs = [(seed, "mrt") for seed in args.seeds if "mrt" in args.conditions] + [(-1, "sft")]
+    jobs += [(seed, "outcome") for seed in args.seeds if "outcome" in args.conditions]
     if args.jobs > 1:
         import multiprocessing
         from concurrent.futures import ProcessPoolExecutor
@@ -198,28 +200,32 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         results[name].append(m)
     start = results["sft"][0]
     budgets = list(args.budgets)
-    summary = {name: summarise(results[name], budgets) for name in ("outcome", "mrt")}
+    summary = {name: summarise(results[name], budgets) for name in args.conditions}
     sft_ci = {str(c): [start["regret"][str(c)], *start["regret_ci_episodes"][str(c)]] for c in budgets}
     summary["sft"] = {"regret": sft_ci, **{k: start[k] for k in ("success", "first_try", "greedy_success")}}
-    paired = {
-        str(c): list(
-            mean_ci(
-                [
-                    m["regret"][str(c)] - o["regret"][str(c)]
-                    for m, o in zip(results["mrt"], results["outcome"], strict=True)
-                ]
+    both = len(args.conditions) == 2
+    paired = (
+        {}
+        if not both
+        else {
+            str(c): list(
+                mean_ci(
+                    [
+                        m["regret"][str(c)] - o["regret"][str(c)]
+                        for m, o in zip(results["mrt"], results["outcome"], strict=True)
+                    ]
+                )
             )
-        )
-        for c in budgets
-    }
+            for c in budgets
+        }
+    )
     summary["mrt_minus_outcome_regret"] = paired
     c_plot = budgets[len(budgets) // 2]
+    labels = {"outcome": "GRPO outcome-only (all seeds)", "mrt": f"GRPO + MRT bonus, alpha={args.alpha:g} (all seeds)"}
+    curves = {"SFT start": start["traces"]}
+    curves.update({labels[k]: [tr for r in results[k] for tr in r["traces"]] for k in args.conditions})
     plot_regret(
-        {
-            "SFT start": start["traces"],
-            "GRPO outcome-only (all seeds)": [tr for r in results["outcome"] for tr in r["traces"]],
-            f"GRPO + MRT bonus, alpha={args.alpha:g} (all seeds)": [tr for r in results["mrt"] for tr in r["traces"]],
-        },
+        curves,
         budget=c_plot,
         path=str(out / "regret.png"),
         title=f"MathEpisodes, 3 attempts: J vs tokens (C0 = {c_plot})",
