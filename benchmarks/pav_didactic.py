@@ -346,6 +346,29 @@ def advantage_table(target: tuple[int, ...], gammas: list[float], n: int = 20_00
     return rows
 
 
+def mc_sparsity(target: tuple[int, ...], gammas: list[float], rollouts: int, n: int = 2000) -> list[str]:
+    """How often the paper's Monte Carlo ``Q̂^μ`` is exactly 0, on ``n`` sequences of the γ = 5 policy (the SFT data).
+
+    Per prover: the share of non-terminal steps whose ``Q̂`` (``rollouts`` fresh prover rollouts) is 0, and the
+    share of all steps whose advantage ``Q̂_h − Q̂_{h−1}`` is non-zero (``V̂(s_0)`` taken as 0).
+    """
+    table = transition_table(target)
+    tokens = sample_prover(target, 5.0, n, np.random.default_rng(0))
+    mask = step_mask(table, tokens)
+    states = match_states(table, tokens)[:, 1:]
+    left = np.broadcast_to(SEQ_LEN - 1 - np.arange(SEQ_LEN), states.shape)
+    rng = np.random.default_rng(1)
+    rows = [f"gamma  share of steps with Q̂ = 0  share of steps with Â != 0   ({rollouts} rollouts)"]
+    for g in gammas:
+        est = mc_values_at(target, g, states[mask], left[mask], rollouts, rng)
+        live = (states[mask] < len(target)) & (tokens[mask] != EOS)
+        q = np.zeros(mask.shape)
+        q[mask] = np.where(tokens[mask] == EOS, 0.0, np.where(states[mask] == len(target), 1.0, est))
+        adv = prover_advantages(q, np.zeros(len(tokens)))
+        rows.append(f"{g:<6g} {(est[live] == 0).mean():.3f}                     {(adv[mask] != 0).mean():.3f}")
+    return rows
+
+
 def gradient_scales(cfg: RunConfig, gammas: list[float], n: int = 512) -> list[str]:
     """Size of the progress-only policy gradient ``∇ Σ_h A^μ_h log π / n`` at the SFT base, per prover.
 
@@ -474,6 +497,7 @@ def main() -> None:
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--replot", action="store_true", help="only redraw the plots from --out/results.json")
     ap.add_argument("--advantages", action="store_true", help="only print the prover advantage table")
+    ap.add_argument("--mc-sparsity", action="store_true", help="only print how often Monte Carlo Q̂ is exactly 0")
     ap.add_argument("--grad-scales", action="store_true", help="only print the progress gradient's size per γ")
     ap.add_argument("--merge", default=None, help="only merge the sweeps of dir+dir+... into --out and plot them")
     ap.add_argument("--compare", default=None, help='only plot accuracy at --sweep-at vs γ: "label=dir+dir;label=dir"')
@@ -501,6 +525,10 @@ def main() -> None:
         return
     if args.merge:
         merge(args.merge.split("+"), out)
+        return
+    if args.mc_sparsity:
+        gammas = [float(x) for x in args.gammas.split(",")]
+        print("\n".join(mc_sparsity(PLANTED[: args.target_len], gammas, args.rollouts)))
         return
     if args.grad_scales:
         print("\n".join(gradient_scales(cfg, [float(x) for x in args.gammas.split(",")])))
