@@ -165,6 +165,7 @@ def study(args: argparse.Namespace) -> dict[str, Any]:
         batch_size=args.batch_size,
         beta=args.beta,
         nll_weight=args.nll_weight,
+        nll_scope=args.nll_scope,
         conservative=not args.standard_dpo,
         lora_r=args.lora_r,
         lora_alpha=2 * args.lora_r,
@@ -323,6 +324,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--batch-tasks", type=int, default=64, help="trees searched in lockstep")
     p.add_argument("--methods", default="mcts,bon")
     p.add_argument("--merge", nargs="+", default=None, help="study JSON files (one seed each) to summarise together")
+    p.add_argument("--nll-scope", default="suffix", choices=("suffix", "turn"), help="what the RPO NLL term covers")
     p.add_argument("--lora-r", type=int, default=8)
     p.add_argument("--lora-targets", default="q_proj,k_proj,v_proj,o_proj")
     p.add_argument("--bon-n", type=int, default=4, help="best-of-N width when MCTS is not run")

@@ -138,3 +138,22 @@ def test_multi_turn_pairs_train_in_step_mode(policy_factory):
     assert len(history) == 12 and all(h["epsilon"] == 0.0 for h in history)
     assert history[-1]["accuracy"] == 1.0 and history[-1]["loss"] < history[0]["loss"]
     assert split_at_divergence((1,), (2, 3), (2, 4)).chosen_ids == (3,)  # the kernel the step pairs go through
+
+
+def test_turn_scope_nll_covers_the_shared_prefix_too(policy_factory):
+    """nll_scope="turn": the NLL is over the whole chosen turn (RPO), not only the tokens after the divergence."""
+    policy = policy_factory()
+    pair = PreferencePair(
+        (Message("user", "q"),), "x", "y", prompt_token_ids=(1, 4), chosen_token_ids=(70, 71, 2),
+        rejected_token_ids=(70, 72, 2),
+    )  # fmt: skip
+    seg = as_segmented(pair, policy.tokenizer)
+    assert seg.anchor == (((1, 4), (70, 71, 2)),) and seg.anchor_segments() == seg.anchor
+    policy.attach_lora(r=4)
+    full = policy.sequence_logprobs([[1, 4]], [[70, 71, 2]], temperature=1.0)[0].sum().item()
+    cfg = DPOConfig(epochs=1, batch_size=1, nll_weight=0.5, nll_scope="turn")
+    history = train_dpo(policy, [pair], cfg, progress=False)
+    assert history[0]["nll"] == pytest.approx(-full / 3, rel=1e-5)
+    assert history[0]["dpo_loss"] == pytest.approx(math.log(2), abs=1e-6)
+    with pytest.raises(ConfigError, match="nll_scope"):
+        DPOConfig(nll_scope="prompt")

@@ -137,12 +137,14 @@ class DPOExample:
         chosen_ids: The chosen completion after the common prefix (loss tokens).
         rejected_ids: The rejected completion after the common prefix (loss tokens).
         confidence: The pair's confidence.
+        shared: How many trailing ``prompt_ids`` are the completions' common prefix (not the original prompt).
     """
 
     prompt_ids: tuple[int, ...]
     chosen_ids: tuple[int, ...]
     rejected_ids: tuple[int, ...]
     confidence: float = 1.0
+    shared: int = 0
 
 
 def split_at_divergence(
@@ -155,8 +157,8 @@ def split_at_divergence(
 
     Example:
         >>> ex = split_at_divergence([1, 2], [7, 8, 9, 3], [7, 8, 4, 3])
-        >>> ex.prompt_ids, ex.chosen_ids, ex.rejected_ids
-        ((1, 2, 7, 8), (9, 3), (4, 3))
+        >>> ex.prompt_ids, ex.chosen_ids, ex.rejected_ids, ex.shared
+        ((1, 2, 7, 8), (9, 3), (4, 3), 2)
     """
     if not prompt_ids:
         raise DataError("a DPO example needs prompt ids")
@@ -168,6 +170,7 @@ def split_at_divergence(
         chosen_ids=tuple(chosen_ids[k:]),
         rejected_ids=tuple(rejected_ids[k:]),
         confidence=float(confidence),
+        shared=k,
     )
 
 

@@ -83,6 +83,10 @@ class DPOConfig:
     """Modules the LoRA adapter wraps when the policy has none yet (add the MLP's for more capacity)."""
     nll_weight: float = 0.0
     """Weight of an NLL term on the chosen side, per token (RPO, Pang et al. 2024); ``0``: pure DPO (MCTS-DPO)."""
+    nll_scope: str = "suffix"
+    """``"suffix"``: the NLL covers the chosen tokens after the divergence (what the DPO term scores);
+    ``"turn"``: the whole chosen turn, shared prefix included (RPO's choice; anchors the format tokens that
+    the DPO term never sees)."""
     seed: int = 0
     """Shuffling and LoRA initialisation seed."""
 
@@ -105,6 +109,8 @@ class DPOConfig:
             raise ConfigError(f"DPOConfig.nll_weight must be a finite number >= 0, got {self.nll_weight!r}")
         if not self.lora_targets:
             raise ConfigError("DPOConfig.lora_targets must name at least one module")
+        if self.nll_scope not in ("suffix", "turn"):
+            raise ConfigError(f"DPOConfig.nll_scope must be 'suffix' or 'turn', got {self.nll_scope!r}")
         if not self.max_grad_norm > 0:
             raise ConfigError(f"DPOConfig.max_grad_norm must be > 0, got {self.max_grad_norm!r}")
 
@@ -121,6 +127,7 @@ class SegmentedPair:
         chosen: The preferred side's segments.
         rejected: The other side's segments.
         confidence: The pair's confidence (conservative DPO's ``ε = min(1 − confidence, max_epsilon)``).
+        anchor: The segments the ``nll_scope="turn"`` NLL term scores (``()``: the chosen side).
 
     Example:
         >>> p = SegmentedPair.from_example(DPOExample((1, 2), (3,), (4,)))
@@ -131,6 +138,7 @@ class SegmentedPair:
     chosen: tuple[Segment, ...]
     rejected: tuple[Segment, ...]
     confidence: float = 1.0
+    anchor: tuple[Segment, ...] = ()
 
     def __post_init__(self) -> None:
         for name in ("chosen", "rejected"):
@@ -142,16 +150,23 @@ class SegmentedPair:
 
     @classmethod
     def from_example(cls, example: DPOExample) -> SegmentedPair:
-        """The one-segment-per-side form of a :class:`~turnkit.learners.dpo.DPOExample`."""
+        """The one-segment-per-side form of a :class:`~turnkit.learners.dpo.DPOExample` (anchor: whole chosen turn)."""
+        k = example.shared
+        anchor = ((example.prompt_ids[:-k], example.prompt_ids[-k:] + example.chosen_ids),) if k else ()
         return cls(
             ((example.prompt_ids, example.chosen_ids),),
             ((example.prompt_ids, example.rejected_ids),),
             example.confidence,
+            anchor,
         )
 
     def chosen_tokens(self) -> int:
         """Tokens scored on the chosen side (the RPO term's normaliser)."""
         return sum(len(c) for _, c in self.chosen)
+
+    def anchor_segments(self) -> tuple[Segment, ...]:
+        """What the ``nll_scope="turn"`` term scores: :attr:`anchor`, or the chosen side when there is none."""
+        return self.anchor or self.chosen
 
 
 PairLike = Union["PreferencePair", DPOExample, SegmentedPair]
@@ -310,8 +325,14 @@ def train_dpo(
             epsilon=epsilon[idx].to(device),
         )
         if config.nll_weight > 0:
-            lengths = torch.tensor([max(1, r.chosen_tokens()) for r in batch], dtype=pol_w.dtype, device=device)
-            nll = (-pol_w / lengths).mean()
+            if config.nll_scope == "turn":
+                anchors = [SegmentedPair(r.anchor_segments(), r.rejected) for r in batch]
+                anchor_logp, _ = side_logprobs(policy, anchors, grad=True)  # rejected side recomputed: small
+                counts = [sum(len(c) for _, c in r.anchor_segments()) for r in batch]
+            else:
+                anchor_logp, counts = pol_w, [r.chosen_tokens() for r in batch]
+            lengths = torch.tensor([max(1, n) for n in counts], dtype=pol_w.dtype, device=device)
+            nll = (-anchor_logp / lengths).mean()
             loss = loss + config.nll_weight * nll
             metrics = {**metrics, "dpo_loss": metrics["loss"], "nll": float(nll.detach()), "loss": float(loss.detach())}
         optimizer.zero_grad(set_to_none=True)
