@@ -42,14 +42,14 @@ QUICKSTART_TRAIN: dict[str, Any] = {
     "env_kwargs": {"difficulty": 1, "kinds": ["arithmetic"], "max_attempts": 1},
     "group_size": 8,
     "groups_per_step": 16,
-    "steps": 150,
+    "steps": 600,
     "lr": 5e-4,
-    "kl_coef": 0.05,
+    "kl_coef": 0.0,
     "temperature": 1.0,
     "max_new_tokens": 12,
     "eval_temperature": 0.0,
     "eval_episodes": 300,
-    "checkpoint_every": 50,
+    "checkpoint_every": 200,
 }
 """The quickstart's RL recipe (any :class:`~turnkit.train.config.TrainConfig` key); see docs/training.md."""
 
