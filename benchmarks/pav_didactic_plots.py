@@ -64,7 +64,8 @@ def plot_sweep(sweep: dict[str, list[dict]], outcome: list[dict], cfg: Any, at: 
     med = [np.median([cap if r["iters_to_target"] is None else r["iters_to_target"] for r in sweep[k]]) for k in gammas]
     ax1.plot(g, med, "C0-", label="progress reward, median")
     out_its = [min(cap, r["iters_to_target"] or cap) for r in outcome]  # censored at the sweep's length
-    ax1.axhline(np.median(out_its), color="C1", ls="--", label="outcome only, median")
+    if out_its:
+        ax1.axhline(np.median(out_its), color="C1", ls="--", label="outcome only, median")
     ax1.set_xscale("log")
     ax1.set_xlabel("prover strength γ")
     ax1.set_ylabel(f"iterations to {cfg.target_acc:.0%} accuracy (red: not reached by {cap})")
@@ -89,7 +90,9 @@ def plot_sweep(sweep: dict[str, list[dict]], outcome: list[dict], cfg: Any, at: 
     ax2.legend(fontsize=8)
     q = "exact Q^μ" if cfg.q == "exact" else f"Monte Carlo Q^μ, {cfg.rollouts} rollouts"
     seeds = len(sweep[gammas[0]])
-    fig.suptitle(f"PAV didactic: prover strength sweep (|y*| = {len(cfg.target)}, {q}, {seeds} seeds)")
+    opt = getattr(cfg, "optimizer", "adam")
+    opt = "Adam" if opt == "adam" else f"{opt} lr {cfg.lr:g}"
+    fig.suptitle(f"PAV didactic: prover strength sweep (|y*| = {len(cfg.target)}, {q}, {opt}, {seeds} seeds)")
     fig.tight_layout()
     fig.savefig(path, dpi=120)
     plt.close(fig)
@@ -126,7 +129,7 @@ def plot_compare(sweeps: dict[str, tuple[dict, list[dict]]], at: int, path: Path
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    fig, axes = plt.subplots(1, 2, figsize=(11, 4.4), sharey=True)
+    fig, axes = plt.subplots(1, 2, figsize=(11, 5.6), sharey=True)
     rows = []
     for i, (label, (sweep, outcome)) in enumerate(sweeps.items()):
         keys = sorted(sweep, key=float)
@@ -152,9 +155,10 @@ def plot_compare(sweeps: dict[str, tuple[dict, list[dict]]], at: int, path: Path
         ax.set_title(title, fontsize=10)
         ax.set_ylim(-0.02, 1.02)
     axes[0].set_ylabel("accuracy (mean over seeds, bars: min-max)")
-    axes[1].legend(fontsize=7, loc="best")
+    handles, labels = axes[1].get_legend_handles_labels()
+    fig.legend(handles, labels, fontsize=7, loc="lower center", ncol=3)
     fig.suptitle("PAV didactic: progress reward vs prover strength")
-    fig.tight_layout()
+    fig.tight_layout(rect=(0, 0.05 + 0.035 * ((len(labels) + 2) // 3), 1, 1))
     fig.savefig(path, dpi=120)
     plt.close(fig)
     return rows
