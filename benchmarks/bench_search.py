@@ -8,13 +8,15 @@ Three parts (medians over trials, configurations interleaved so that machine noi
   trees, same number of sampled turns.
 * ``snapshot``: ``snapshot`` + ``restore`` cost against history length, for the math env (O(state):
   ``get_state``/``set_state``) and for the generic replay fallback (O(history)).
-* ``--study``: MCTS-DPO vs best-of-N DPO vs the SFT start on held-out MathEpisodes (difficulty 1), over
-  several seeds, at equal policy calls (sampled turns) for the two data sources. Success is measured at
-  sampling temperature 1 on the same held-out episodes for every policy of a seed.
+* ``--study``: MCTS-DPO vs best-of-N DPO vs the SFT start on held-out MathEpisodes, per seed, at equal policy
+  calls (sampled turns) for the two data sources (``--methods``/``--bon-n`` run them in separate processes).
+  Success on the same held-out episodes (seeds from 10**9) for every policy of a seed, sampled at T = 1 and
+  greedy. ``--merge`` pools per-seed result files into mean and 95% CI over seeds (``turnkit.stats.mean_ci``).
 
 Run:  python benchmarks/bench_search.py                 (overhead + snapshot)
-      python benchmarks/bench_search.py --study         (the experiment, about 10 minutes on 2 cores)
-      python benchmarks/bench_search.py --study --sft-steps 150   (the start policy of docs/synth.md's table)
+      python benchmarks/bench_search.py --study --seeds 0 --name s0 ...   (one seed; the commands of the
+      tables, and their flags, are in docs/synth.md "Results")
+      python benchmarks/bench_search.py --merge runs/bench_search/s0.json runs/bench_search/s1.json ... --name all
 """
 
 from __future__ import annotations
