@@ -22,7 +22,7 @@ Following the released code, pairs come only from tasks where some rollout succe
 policy (on the recorded conversation, without ``c``), rank them by the critic's advantage and pair random
 members of the top half with random members of the bottom half; the pairs are
 :class:`~turnkit.search.pairs.PreferencePair` rows (``source="sweet"``, the policy's exact ids) that train
-with :func:`turnkit.learners.dpo.train_dpo` (or export with :func:`turnkit.search.pairs.write_pairs` for TRL).
+with :func:`turnkit.train.dpo.train_dpo` (or export with :func:`turnkit.search.pairs.write_pairs` for TRL).
 
 Token-in/token-out: the critic scores the exact ids the agent generated (``AgentTurn.token_ids``), so it
 must share the policy's tokenizer; turns without ids (scripted, oracle agents) are tokenised as text + EOS.
