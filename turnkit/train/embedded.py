@@ -13,8 +13,8 @@ point) is built locally, deterministically, and cached:
 
 The result is saved with ``save_pretrained`` under ``cache_dir()/tiny/<key>``, where ``key`` hashes the
 recipe and :data:`RECIPE_VERSION`; later calls load it (about a second) instead of training again. The build
-runs on :data:`BUILD_THREADS` torch thread(s) whatever the caller's setting, so its weights are the same bits
-in every process (see :mod:`turnkit.train.threads`).
+runs on one torch thread whatever the caller's setting, so its weights are the same bits in every process
+(:mod:`turnkit.train.model_cache`).
 
 Example:
     >>> recipe = TinyRecipe(hidden_size=32, num_layers=1, intermediate_size=64, demo_episodes=16,
@@ -29,12 +29,7 @@ Example:
 
 from __future__ import annotations
 
-import hashlib
-import json
-import shutil
-import tempfile
-import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -48,19 +43,17 @@ from turnkit.agents.tiny import (
     build_tiny_tokenizer,
     cache_dir,
     load_tiny,
-    save_tiny,
 )
 from turnkit.envs.math.env import FORMAT_LINE
 from turnkit.envs.math.generator import SPLITS, generate
 from turnkit.errors import ConfigError
 from turnkit.train.demos import collect_demos, demo_rows
+from turnkit.train.model_cache import build_into, recipe_key
 from turnkit.train.sft import SFTConfig, train_sft
-from turnkit.train.threads import torch_threads
 
-RECIPE_VERSION = 1
-"""Bumped whenever the recipe's code changes what it builds (invalidates every cached tiny policy)."""
-BUILD_THREADS = 1
-"""Torch threads of the build: fixed, because the thread count changes the trained weights' last bits."""
+RECIPE_VERSION = 2
+"""Bumped whenever the recipe's code changes what it builds (invalidates every cached tiny policy).
+2: the build runs on one torch thread (version-1 builds depended on the builder's thread count)."""
 
 MATH_ENV = "turnkit/MathEpisodes-v0"
 FEEDBACK_TEXTS = (
@@ -142,8 +135,7 @@ class TinyRecipe:
             >>> TinyRecipe().key() == TinyRecipe().key() != TinyRecipe(sft_steps=10).key()
             True
         """
-        blob = json.dumps({"recipe": asdict(self), "version": RECIPE_VERSION}, sort_keys=True)
-        return hashlib.sha256(blob.encode()).hexdigest()[:16]
+        return recipe_key(self, version=RECIPE_VERSION)
 
 
 DEFAULT_RECIPE = TinyRecipe()
@@ -239,27 +231,8 @@ def tiny_policy(
 
 
 def _build_into(folder: Path, recipe: TinyRecipe, *, progress: bool, replace: bool) -> None:
-    """Train and save atomically: a reader (or a concurrent builder) never sees a half-written folder."""
-    start = time.perf_counter()
-    with torch_threads(BUILD_THREADS):
+    def train() -> tuple[Any, PreTrainedTokenizerFast, dict[str, Any]]:
         model, tokenizer, history = train_tiny(recipe, progress=progress)
-    folder.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(dir=folder.parent, prefix=f".{folder.name}."))
-    try:
-        save_tiny(model, tokenizer, tmp)
-        info = {
-            "recipe": asdict(recipe),
-            "recipe_version": RECIPE_VERSION,
-            "sft_final_loss": history[-1]["loss"],
-            "build_s": time.perf_counter() - start,
-        }
-        (tmp / "turnkit_recipe.json").write_text(json.dumps(info, indent=2, sort_keys=True) + "\n", encoding="utf-8")
-        if (folder / "config.json").is_file() and not replace:  # a concurrent build finished first
-            shutil.rmtree(tmp)
-            return
-        if folder.exists():
-            shutil.rmtree(folder)
-        tmp.rename(folder)
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
+        return model, tokenizer, {"sft_final_loss": history[-1]["loss"]}
+
+    build_into(folder, train, recipe=recipe, version=RECIPE_VERSION, replace=replace)

@@ -31,12 +31,7 @@ Example:
 
 from __future__ import annotations
 
-import hashlib
-import json
-import shutil
-import tempfile
-import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -44,13 +39,14 @@ import numpy as np
 from transformers import PreTrainedTokenizerFast
 
 from turnkit.agents.hf import HFPolicy, chat_prompt_ids
-from turnkit.agents.tiny import TinyModelConfig, build_tiny_model, build_tiny_tokenizer, cache_dir, load_tiny, save_tiny
+from turnkit.agents.tiny import TinyModelConfig, build_tiny_model, build_tiny_tokenizer, cache_dir, load_tiny
 from turnkit.envs.collab_code.generator import SPLITS
 from turnkit.envs.collab_code.human_data import TRAIN_PROBES, HumanExample, clarify_examples, probe_examples
 from turnkit.envs.collab_code.llm_human import LLMHuman
 from turnkit.errors import ConfigError
 from turnkit.rollout.batch import TokenRow
 from turnkit.train.demos import completion_ids
+from turnkit.train.model_cache import build_into, recipe_key
 from turnkit.train.sft import SFTConfig, train_sft
 
 RECIPE_VERSION = 1
@@ -141,8 +137,7 @@ class TinyHumanRecipe:
             >>> TinyHumanRecipe().key() == TinyHumanRecipe().key() != TinyHumanRecipe(sft_steps=10).key()
             True
         """
-        blob = json.dumps({"recipe": asdict(self), "version": RECIPE_VERSION}, sort_keys=True, default=list)
-        return hashlib.sha256(blob.encode()).hexdigest()[:16]
+        return recipe_key(self, version=RECIPE_VERSION)
 
 
 DEFAULT_HUMAN_RECIPE = TinyHumanRecipe()
@@ -290,28 +285,9 @@ class _NoAgent:
 
 
 def _build_into(folder: Path, recipe: TinyHumanRecipe, *, progress: bool, replace: bool) -> None:
-    """Train and save atomically: a reader (or a concurrent builder) never sees a half-written folder."""
-    start = time.perf_counter()
-    model, tokenizer, history, data_info = train_tiny_human(recipe, progress=progress)
-    folder.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(dir=folder.parent, prefix=f".{folder.name}."))
-    try:
-        save_tiny(model, tokenizer, tmp)
-        info = {
-            "recipe": asdict(recipe),
-            "recipe_version": RECIPE_VERSION,
-            "data": data_info,
-            "sft_first_loss": history[0]["loss"],
-            "sft_final_loss": history[-1]["loss"],
-            "build_s": time.perf_counter() - start,
-        }
-        (tmp / "turnkit_recipe.json").write_text(json.dumps(info, indent=2, sort_keys=True) + "\n", encoding="utf-8")
-        if (folder / "config.json").is_file() and not replace:  # a concurrent build finished first
-            shutil.rmtree(tmp)
-            return
-        if folder.exists():
-            shutil.rmtree(folder)
-        tmp.rename(folder)
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
+    def train() -> tuple[Any, PreTrainedTokenizerFast, dict[str, Any]]:
+        model, tokenizer, history, data_info = train_tiny_human(recipe, progress=progress)
+        info = {"data": data_info, "sft_first_loss": history[0]["loss"], "sft_final_loss": history[-1]["loss"]}
+        return model, tokenizer, info
+
+    build_into(folder, train, recipe=recipe, version=RECIPE_VERSION, replace=replace)
