@@ -82,20 +82,6 @@ def test_split_refuses_identical_completions():
         split_at_divergence([1], [3, 4], [3, 4])
 
 
-@pytest.fixture(scope="module")
-def policy_factory():
-    from turnkit.agents.hf import HFPolicy
-    from turnkit.agents.tiny import TinyModelConfig, build_tiny_model, build_tiny_tokenizer
-
-    tok = build_tiny_tokenizer()
-
-    def make():
-        cfg = TinyModelConfig(hidden_size=32, num_layers=1, num_heads=2, intermediate_size=64)
-        return HFPolicy(build_tiny_model(tok, cfg, seed=0), tok)
-
-    return make
-
-
 def test_stored_token_ids_are_used_not_the_text(policy_factory):
     pair = PreferencePair(
         (Message("user", "q"),),

@@ -20,20 +20,6 @@ from turnkit.train.dpo import (
 from turnkit.types import Message
 
 
-@pytest.fixture(scope="module")
-def policy_factory():
-    from turnkit.agents.hf import HFPolicy
-    from turnkit.agents.tiny import TinyModelConfig, build_tiny_model, build_tiny_tokenizer
-
-    tok = build_tiny_tokenizer()
-
-    def make():
-        cfg = TinyModelConfig(hidden_size=32, num_layers=1, num_heads=2, intermediate_size=64)
-        return HFPolicy(build_tiny_model(tok, cfg, seed=0), tok)
-
-    return make
-
-
 def test_config_validation():
     with pytest.raises(ConfigError, match="max_epsilon"):
         DPOConfig(max_epsilon=0.7)
