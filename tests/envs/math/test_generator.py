@@ -152,20 +152,16 @@ def test_word_problem_answers_are_whole_and_non_negative():
             assert value.is_Integer and value >= 0, task.prompt
 
 
-def test_a_wrong_reference_is_caught_by_the_exact_check(monkeypatch):
+@pytest.mark.parametrize(
+    ("skewed_op", "difficulty", "kind"),
+    [("mul", 3, "arithmetic"), ("add", 2, "linear")],  # a wrong value; a wrong root of an equation
+)
+def test_a_wrong_reference_is_caught_by_the_exact_check(monkeypatch, skewed_op, difficulty, kind):
     real = generator._apply
-    monkeypatch.setattr(generator, "_apply", lambda op, a, b: real(op, a, b) + (1 if op == "mul" else 0))
+    monkeypatch.setattr(generator, "_apply", lambda op, a, b: real(op, a, b) + (1 if op == skewed_op else 0))
     with pytest.raises(EnvError, match="generator bug"):
         for s in range(50):
-            generate(np.random.default_rng(s), split="id", difficulty=3, kinds=("arithmetic",))
-
-
-def test_a_wrong_root_of_a_linear_equation_is_caught(monkeypatch):
-    real = generator._apply
-    monkeypatch.setattr(generator, "_apply", lambda op, a, b: real(op, a, b) + (1 if op == "add" else 0))
-    with pytest.raises(EnvError, match="generator bug"):
-        for s in range(50):
-            generate(np.random.default_rng(s), split="id", difficulty=2, kinds=("linear",))
+            generate(np.random.default_rng(s), split="id", difficulty=difficulty, kinds=(kind,))
 
 
 @pytest.mark.parametrize(
