@@ -209,6 +209,16 @@ def test_cli_pair_and_lora_flags_reach_the_config():
     assert cfg.dpo.lora_r == 4 and cfg.dpo.lora_alpha == 8 and cfg.dpo.lora_targets == ("q_proj", "up_proj")
 
 
+def test_cli_step_flags_reach_the_config():
+    default = config_from_args(parse(["synth", "turnkit/MathEpisodes-v0"]))
+    assert default.mcts.step_delimiter is None and default.mcts.final_markers is None
+    argv = "synth turnkit/MathEpisodes-v0 --steps line --final-marker ANSWER: --max-turn-steps 6"
+    cfg = config_from_args(parse(argv.split()))
+    assert cfg.mcts.step_delimiter == "\n" and cfg.mcts.final_markers == ("ANSWER:",)
+    assert cfg.mcts.max_turn_steps == 6
+    assert config_from_args(parse([*argv.split()[:2], "--steps", "paragraph"])).mcts.step_delimiter == "\n\n"
+
+
 def test_cli_runs_synth_with_any_agent(tmp_path, capsys):
     args = parse(
         [

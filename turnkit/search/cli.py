@@ -22,6 +22,8 @@ from turnkit.search.mcts import MCTSConfig
 from turnkit.search.pairs import PairConfig
 
 _MCTS = MCTSConfig()
+STEP_DELIMITERS = {"line": "\n", "paragraph": "\n\n"}
+"""``--steps`` choices: the delimiter one reasoning step ends with."""
 
 
 def add_commands(subparsers: Any) -> None:
@@ -55,6 +57,19 @@ def add_commands(subparsers: Any) -> None:
     g.add_argument("--parallel", type=int, default=_MCTS.parallel, help="simulations per batched policy round")
     g.add_argument("--gamma", type=float, default=_MCTS.gamma)
     g.add_argument("--reward-weight", type=float, default=_MCTS.reward_weight, help="env step reward in edge reward")
+    g.add_argument(
+        "--steps",
+        choices=sorted(STEP_DELIMITERS),
+        default=None,
+        help="search reasoning steps inside a turn (line or paragraph) instead of whole turns",
+    )
+    g.add_argument(
+        "--final-marker",
+        action="append",
+        default=None,
+        help="with --steps: text that ends a turn (repeatable; default: the env's final_answer_markers)",
+    )
+    g.add_argument("--max-turn-steps", type=int, default=_MCTS.max_turn_steps, help="with --steps: steps per turn")
     g = p.add_argument_group("pairs and DPO")
     g.add_argument("--rejected", choices=("lowest_q", "random"), default=PairConfig().rejected)
     g.add_argument("--any-outcome", action="store_true", help="also take pairs from trees that failed")
@@ -107,6 +122,9 @@ def config_from_args(args: argparse.Namespace) -> Any:
         gamma=args.gamma,
         reward_weight=args.reward_weight,
         seed=args.seed,
+        step_delimiter=STEP_DELIMITERS[args.steps] if args.steps else None,
+        final_markers=tuple(args.final_marker) if args.final_marker else None,
+        max_turn_steps=args.max_turn_steps,
     )
     pairs = PairConfig(
         rejected=args.rejected,
