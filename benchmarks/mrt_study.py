@@ -80,7 +80,7 @@ def train_config(args: argparse.Namespace, seed: int, mrt: bool, out: Path) -> T
         groups_per_step=args.groups,
         steps=args.steps,
         lr=args.lr,
-        kl_coef=0.05,
+        kl_coef=args.kl_coef,
         temperature=1.0,
         max_new_tokens=MAX_NEW_TOKENS,
         estimator="grpo",
@@ -167,6 +167,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     parser.add_argument("--group-size", type=int, default=8)
     parser.add_argument("--groups", type=int, default=8, help="groups (tasks) per step")
     parser.add_argument("--lr", type=float, default=5e-4)
+    parser.add_argument("--kl-coef", type=float, default=0.05, help="k3 KL weight to the start policy")
     parser.add_argument("--alpha", type=float, default=1.0, help="weight of the MRT progress bonus")
     parser.add_argument("--train-samples", type=int, default=4, help="K of J during training")
     parser.add_argument("--samples", type=int, default=8, help="K of J during measurement")
