@@ -18,6 +18,7 @@ from turnkit.critics.sweet import (
     bradley_terry_loss,
     outcome_pairs,
     ranking_accuracy,
+    render_reference,
     sweet_pairs,
     top_bottom_pairs,
     turn_advantage,
@@ -169,6 +170,17 @@ def test_suffix_placement_closes_the_last_message(tok) -> None:
     msgs = critic.critic_messages(task, [Message("user", "Q"), Message("assistant", "A"), Message("user", "Wrong.")])
     assert msgs[:2] == [Message("user", "Q"), Message("assistant", "A")]
     assert msgs[2] == Message("user", "Wrong.\nIn light that the final answer is: 42.")
+
+
+def test_collab_code_facts_are_rendered_as_slot_equals_value(tok) -> None:
+    facts = ({"slot": "grade.cutoff", "value": 65}, {"slot": "grade.inclusive", "value": True})
+    critic = SweetCritic(_policy(tok), SweetConfig(reference_key="facts", template="Hidden facts: {reference}."))
+    msgs = critic.critic_messages(Task("t", "q", privileged={"facts": facts}), [Message("user", "Q")])
+    assert msgs == [Message("user", "Hidden facts: grade.cutoff = 65; grade.inclusive = True.\nQ")]
+
+
+def test_render_reference_nests_mappings_and_sequences() -> None:
+    assert render_reference([{"a": [1, 2]}, "x", 3.5]) == "a = 1; 2; x; 3.5"
 
 
 def test_config_rejects_unknown_placement_and_score() -> None:

@@ -45,7 +45,7 @@ import copy
 import math
 import time
 from collections import defaultdict
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -229,6 +229,29 @@ def ranking_accuracy(chosen_scores: Sequence[float], rejected_scores: Sequence[f
     return wins / len(chosen_scores)
 
 
+def render_reference(value: Any) -> str:
+    """Privileged data as one line of text for the critic's prompt.
+
+    Strings pass through; a ``{"slot": s, "value": v}`` fact (CollabCode's ``Task.privileged["facts"]``) reads
+    ``s = v``; other mappings ``k = v, ...``; lists and tuples join their rendered items with ``"; "``.
+
+    Example:
+        >>> render_reference([{"slot": "late_fee.grace", "value": 5}, {"slot": "late_fee.cap", "value": None}])
+        'late_fee.grace = 5; late_fee.cap = None'
+        >>> render_reference({"a": 1, "b": "x"}), render_reference("def f(): ..."), render_reference(7)
+        ('a = 1, b = x', 'def f(): ...', '7')
+    """
+    if isinstance(value, str):
+        return value
+    if isinstance(value, Mapping):
+        if set(value) == {"slot", "value"}:
+            return f"{value['slot']} = {value['value']}"
+        return ", ".join(f"{k} = {render_reference(v)}" for k, v in value.items())
+    if isinstance(value, (list, tuple)):
+        return "; ".join(render_reference(v) for v in value)
+    return str(value)
+
+
 # ---------------------------------------------------------------------------------------------- critic
 
 
@@ -246,7 +269,8 @@ class SweetConfig:
     """
 
     reference_key: str | None = "answer"
-    """Key of ``Task.privileged`` shown to the critic; ``None`` is the ablation without training-time info."""
+    """Key of ``Task.privileged`` shown to the critic (rendered by :func:`render_reference`); ``None`` is the ablation
+    without training-time info."""
     template: str = PRIVILEGED_TEMPLATE
     """How the reference is written (must contain ``{reference}``)."""
     placement: str = "prefix"
@@ -369,7 +393,7 @@ class SweetCritic:
             raise CriticError(
                 f"sweet: task {task.task_id!r} has no privileged {key!r} (keys: {sorted(task.privileged)})"
             )
-        line = self.config.template.format(reference=task.privileged[key])
+        line = self.config.template.format(reference=render_reference(task.privileged[key]))
         if not out:
             return [Message("user", line)]
         if self.config.placement == "suffix":
