@@ -1,0 +1,267 @@
+"""The SWEET-RL critic on CollabCode: does it rank held-out same-task trajectory pairs above chance, and better
+with the hidden facts than without (the paper's ablation)?
+
+    python benchmarks/sweet_collab.py --out-dir benchmarks/results/sweet_collab          # 2 x 3 runs, 2 at a time
+    python benchmarks/sweet_collab.py --condition privileged --seed 0 --out-dir /tmp/sc  # one run
+
+What it does (all seeds fixed):
+
+1. **Trajectories.** There is no trained CollabCode policy, so a scripted mixture makes the spread of quality:
+   :class:`PartialClarifier` ``r`` (``r = 0..per_task-1``, one rollout each per task) draws, from the episode
+   seed and ``r``, an ask-probability ``q ~ U(0, 1)``, asks the family's question for each hidden parameter
+   with probability ``q`` (``q`` small: answer at once with defaults; ``q`` near 1: the full clarifying
+   agent), and when answering "forgets" each learned value (uses the default) with probability ``--slip``.
+   Training tasks are ``turnkit/CollabCode-v0`` seeds ``0..train_tasks-1``; held-out tasks seeds from 100000
+   (disjoint). Reward: share of the 10 hidden tests passed.
+2. **Truncation.** The env's fixed instruction paragraph (identical in every episode, ~250 of ~350 prompt
+   tokens) is replaced by the bare request in the first observation before the critic reads it; the scripted
+   agents ask at most one question per hidden parameter (<= 5 turns), so every critic segment stays far below
+   the tiny model's 1024 positions (checked).
+3. **Critic.** A LoRA on a copy of the tiny policy pinned in ``sweet_study.py`` (``STUDY_RECIPE``; 0.56M
+   parameters, BPE tokenizer) trained with the Bradley–Terry loss on same-task pairs (<= 4 per task, every
+   task, since not all have a perfect rollout). ``privileged``: the critic reads the task's hidden facts
+   (``Task.privileged["facts"]``, e.g. ``late_fee.grace = 5; late_fee.rate = 0.25``) right before the scored
+   turn; ``no_privileged``: the same without them. β = 1, LoRA lr 1e-3, as measured for the tiny critic in
+   ``sweet_study.py``.
+4. **Held-out evaluation.** Every same-task pair with different rewards: pair accuracy (ties ½), also on
+   pairs with equally many turns (asking more already predicts a better outcome here, and a summed
+   trajectory score can count turns), against the "more turns wins" heuristic on the same pairs.
+
+Runs differ by the critic seed (LoRA init, pair subsampling, batch order); the data are the same in every run.
+``summary.json`` gives per-condition means over seeds with ``turnkit.stats.mean_ci`` 95% CIs and the paired
+(same seed) difference privileged − no_privileged.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import subprocess
+import sys
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import gymnasium
+import numpy as np
+import torch
+from sweet_study import STUDY_RECIPE, bootstrap_ci, pair_outcomes
+
+import turnkit
+from turnkit.agents.base import Context
+from turnkit.critics.sweet import SweetConfig, SweetCritic, outcome_pairs
+from turnkit.envs.collab_code.agents import answer_message, parse_replies, read_signature
+from turnkit.envs.collab_code.families import FAMILY_OF_FUNCTION
+from turnkit.stats import mean_ci
+from turnkit.train.embedded import tiny_policy
+from turnkit.types import AgentTurn, Message, Trajectory
+
+ENV = "turnkit/CollabCode-v0"
+TRAIN_SEED, HELD_SEED = 0, 100_000
+CONDITIONS = {"privileged": "facts", "no_privileged": None}
+TEMPLATE = "Hidden facts: {reference}."
+
+
+class PartialClarifier:
+    """A scripted CollabCode agent that asks a random subset of the needed questions, then answers.
+
+    Per episode (from ``Context.episode_seed`` and ``variant``): an ask-probability ``q ~ U(0, 1)``; each hidden
+    parameter's question is asked with probability ``q``; each learned value is forgotten (default used) with
+    probability ``slip``. Deterministic given the seed, so the same decisions hold on every turn.
+
+    Example:
+        >>> from turnkit.envs.collab_code.env import CollabCodeEnv
+        >>> env = CollabCodeEnv(kinds=("late_fee",))
+        >>> [len(turnkit.collect(env, PartialClarifier(v), seed=2).steps) for v in range(4)]
+        [2, 3, 4, 2]
+    """
+
+    def __init__(self, variant: int, slip: float = 0.2) -> None:
+        self.variant = variant
+        self.slip = slip
+
+    def plan(self, episode_seed: int, n_params: int) -> tuple[list[bool], list[bool]]:
+        """``(ask, forget)`` flags per hidden parameter for one episode."""
+        rng = np.random.default_rng([episode_seed, self.variant])
+        q = rng.uniform()
+        return (rng.random(n_params) < q).tolist(), (rng.random(n_params) < self.slip).tolist()
+
+    def next_message(self, messages: Sequence[Message], episode_seed: int) -> str:
+        """The next message of the conversation."""
+        prompt = next((m.content for m in messages if m.role == "user"), "")
+        signature = read_signature(prompt)
+        family = FAMILY_OF_FUNCTION.get(signature[0]) if signature else None
+        if family is None:
+            return answer_message(f"def {signature[0] if signature else 'solution'}(*args):\n    return None")
+        ask, forget = self.plan(episode_seed, len(family.params))
+        asked = {m.content for m in messages if m.role == "assistant"}
+        known = parse_replies(family, [m.content for m in messages[1:] if m.role == "user"])
+        for p, a in zip(family.params, ask, strict=True):
+            if a and p.name not in known and p.question not in asked:
+                return p.question
+        values = family.defaults()
+        values.update(
+            {p.name: known[p.name] for p, f in zip(family.params, forget, strict=True) if p.name in known and not f}
+        )
+        return answer_message(family.render(signature[0], values))
+
+    def act(self, contexts: Sequence[Context]) -> list[AgentTurn]:
+        """One message per context."""
+        return [AgentTurn(text=self.next_message(c.messages, c.episode_seed or 0)) for c in contexts]
+
+
+def strip_instructions(traj: Trajectory) -> Trajectory:
+    """The trajectory with its first observation cut to the task request (the instructions are constant)."""
+    first = dataclasses.replace(traj.steps[0], observation=traj.task.prompt)
+    return dataclasses.replace(traj, steps=(first, *traj.steps[1:]), initial_observation=traj.task.prompt)
+
+
+def rollouts(seed0: int, tasks: int, per_task: int, slip: float) -> list[Trajectory]:
+    """``per_task`` mixture rollouts of each of ``tasks`` tasks, grouped by task."""
+    env = gymnasium.make(ENV)
+    out = []
+    for i in range(tasks):
+        for v in range(per_task):
+            traj = turnkit.collect(env, PartialClarifier(v, slip), seed=seed0 + i)
+            out.append(dataclasses.replace(strip_instructions(traj), group=i))
+    env.close()
+    return out
+
+
+def data_report(trajs: Sequence[Trajectory]) -> dict[str, Any]:
+    rewards = [t.total_reward for t in trajs]
+    return {
+        "episodes": len(trajs),
+        "errors": sum(t.error is not None for t in trajs),
+        "mean_reward": float(np.mean(rewards)),
+        "success": float(np.mean([r == 1.0 for r in rewards])),
+        "turns_hist": np.bincount([len(t.steps) for t in trajs]).tolist(),
+    }
+
+
+def held_pairs(trajs: Sequence[Trajectory]) -> list[tuple[int, int]]:
+    """Every same-task pair with different rewards (no cap, no success filter)."""
+    return outcome_pairs([t.total_reward for t in trajs], [t.group for t in trajs], max_pairs_per_group=None)
+
+
+def acc_block(wins: Sequence[float], rng: np.random.Generator) -> dict[str, Any]:
+    return {
+        "n": len(wins),
+        "mean": float(np.mean(wins)) if wins else None,
+        "ci95": bootstrap_ci(wins, rng) if wins else None,
+    }
+
+
+def run_one(args: argparse.Namespace) -> dict[str, Any]:
+    torch.set_num_threads(1)
+    start = time.perf_counter()
+    train = rollouts(TRAIN_SEED, args.train_tasks, args.per_task, args.slip)
+    held = rollouts(HELD_SEED, args.held_tasks, args.per_task, args.slip)
+    base = tiny_policy(recipe=STUDY_RECIPE, progress=False, max_batch_size=64)
+    cfg = SweetConfig(
+        reference_key=CONDITIONS[args.condition],
+        template=TEMPLATE,
+        placement="suffix",
+        beta=args.beta,
+        lr=args.lr,
+        steps=args.steps,
+        batch_size=args.batch,
+        require_success=None,
+        seed=args.seed,
+    )
+    critic = SweetCritic.from_policy(base, cfg)
+    longest = max(len(p) + len(c) for t in train + held for p, c in critic.turn_segments(t))
+    limit = base.model.config.max_position_embeddings
+    if longest > limit:
+        raise SystemExit(f"a critic segment has {longest} tokens, over the model's {limit}")
+    fit = critic.fit(train)
+    pairs = held_pairs(held)
+    wins = pair_outcomes(critic, held, pairs)
+    equal = [k for k, (a, b) in enumerate(pairs) if len(held[a].steps) == len(held[b].steps)]
+    turns = [float(np.sign(len(held[a].steps) - len(held[b].steps)) + 1) / 2 for a, b in pairs]
+    rng = np.random.default_rng(0)
+    return {
+        "condition": args.condition,
+        "seed": args.seed,
+        "data": {"train": data_report(train), "held": data_report(held), "longest_segment_tokens": longest},
+        "fit": fit,
+        "pair_acc": acc_block(wins, rng),
+        "pair_acc_equal_turns": acc_block([wins[k] for k in equal], rng),
+        "more_turns_heuristic": {"all": float(np.mean(turns)), "equal_turns": 0.5 if equal else None},
+        "wall_s": time.perf_counter() - start,
+    }
+
+
+def summarize(runs: Sequence[dict[str, Any]]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    by = {c: sorted((r for r in runs if r["condition"] == c), key=lambda r: r["seed"]) for c in CONDITIONS}
+    for c, rs in by.items():
+        out[c] = {
+            key: dict(zip(("mean", "lo", "hi"), mean_ci([r[key]["mean"] for r in rs]), strict=True))
+            for key in ("pair_acc", "pair_acc_equal_turns")
+        }
+        out[c]["per_seed"] = {r["seed"]: [r["pair_acc"]["mean"], r["pair_acc_equal_turns"]["mean"]] for r in rs}
+        out[c]["train_acc"] = float(np.mean([r["fit"]["accuracy"] for r in rs]))
+    seeds = sorted({r["seed"] for r in by["privileged"]} & {r["seed"] for r in by["no_privileged"]})
+    for key in ("pair_acc", "pair_acc_equal_turns"):
+        diffs = [
+            next(r for r in by["privileged"] if r["seed"] == s)[key]["mean"]
+            - next(r for r in by["no_privileged"] if r["seed"] == s)[key]["mean"]
+            for s in seeds
+        ]
+        if diffs:
+            out[f"diff_{key}"] = dict(zip(("mean", "lo", "hi"), mean_ci(diffs), strict=True))
+    if runs:
+        out["n_pairs"] = {k: runs[0][k]["n"] for k in ("pair_acc", "pair_acc_equal_turns")}
+        out["more_turns_heuristic"] = runs[0]["more_turns_heuristic"]
+        out["data"] = runs[0]["data"]
+    return out
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--condition", choices=tuple(CONDITIONS), default=None, help="one run (default: all runs)")
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--seeds", type=int, default=3, help="critic seeds per condition (all-runs mode)")
+    ap.add_argument("--jobs", type=int, default=2, help="runs in parallel (all-runs mode)")
+    ap.add_argument("--train-tasks", type=int, default=150)
+    ap.add_argument("--held-tasks", type=int, default=100)
+    ap.add_argument("--per-task", type=int, default=4)
+    ap.add_argument("--slip", type=float, default=0.2)
+    ap.add_argument("--steps", type=int, default=200)
+    ap.add_argument("--batch", type=int, default=8)
+    ap.add_argument("--beta", type=float, default=1.0)
+    ap.add_argument("--lr", type=float, default=1e-3)
+    ap.add_argument("--out-dir", type=Path, required=True)
+    args = ap.parse_args()
+    args.out_dir.mkdir(parents=True, exist_ok=True)
+    if args.condition is not None:
+        result = {"args": {k: str(v) for k, v in vars(args).items()}, **run_one(args)}
+        path = args.out_dir / f"{args.condition}_seed{args.seed}.json"
+        path.write_text(json.dumps(result, indent=2) + "\n", encoding="utf-8")
+        print(json.dumps({k: result[k] for k in ("condition", "seed", "fit", "pair_acc", "pair_acc_equal_turns")}))
+        return
+    passthrough = [
+        f"--{k.replace('_', '-')}={getattr(args, k)}"
+        for k in ("train_tasks", "held_tasks", "per_task", "slip", "steps", "batch", "beta", "lr", "out_dir")
+    ]
+    jobs = [(c, s) for s in range(args.seeds) for c in CONDITIONS]
+    running: list[subprocess.Popen[bytes]] = []
+    for c, s in jobs:
+        while len(running) >= args.jobs:
+            running[0].wait()
+            running = [p for p in running if p.poll() is None]
+        cmd = [sys.executable, __file__, f"--condition={c}", f"--seed={s}", *passthrough]
+        running.append(subprocess.Popen(cmd))
+    for p in running:
+        p.wait()
+    runs = [json.loads(p.read_text(encoding="utf-8")) for p in sorted(args.out_dir.glob("*_seed*.json"))]
+    summary = summarize(runs)
+    (args.out_dir / "summary.json").write_text(json.dumps(summary, indent=2) + "\n", encoding="utf-8")
+    print(json.dumps(summary, indent=2))
+
+
+if __name__ == "__main__":
+    main()
