@@ -133,20 +133,24 @@ def test_an_agent_fault_is_a_500_and_the_server_keeps_serving():
 
 def test_concurrent_requests_are_batched_into_one_act_call():
     sizes: list[int] = []
-    first_call = threading.Event()
+    first_call, release = threading.Event(), threading.Event()
 
     class Recording:
         def act(self, contexts):
             sizes.append(len(contexts))
             if len(sizes) == 1:
                 first_call.set()
-                time.sleep(0.5)  # the other requests queue up meanwhile
+                release.wait(timeout=30)  # held until the other requests have queued up
             return ScriptedAgent(["ok"]).act(contexts)
 
     with AgentServer(Recording()) as server, ThreadPoolExecutor(8) as pool:
         head = pool.submit(post, server, CHAT)
-        first_call.wait(timeout=5)
+        assert first_call.wait(timeout=30)
         rest = [pool.submit(post, server, CHAT) for _ in range(7)]
+        deadline = time.monotonic() + 30
+        while server._jobs.qsize() < 7 and time.monotonic() < deadline:  # no sleep-based timing: wait for them
+            time.sleep(0.01)
+        release.set()
         assert all(f.result()[0] == 200 for f in [head, *rest])
     assert sizes == [1, 7]
 
