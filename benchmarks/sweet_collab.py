@@ -20,7 +20,7 @@ What it does (all seeds fixed):
 3. **Critic.** A LoRA on a copy of the tiny policy pinned in ``sweet_study.py`` (``STUDY_RECIPE``; 0.56M
    parameters, BPE tokenizer) trained with the Bradley–Terry loss on same-task pairs (<= 4 per task, every
    task, since not all have a perfect rollout). ``privileged``: the critic reads the task's hidden facts
-   (``Task.privileged["facts"]``, e.g. ``late_fee.grace = 5; late_fee.rate = 0.25``) right before the scored
+   (``Task.privileged["facts"]``, e.g. ``late_fee.grace = 0; late_fee.per_day = 0.25``) right before the scored
    turn; ``no_privileged``: the same without them. β = 1, LoRA lr 1e-3, as measured for the tiny critic in
    ``sweet_study.py``.
 4. **Held-out evaluation.** Every same-task pair with different rewards: pair accuracy (ties ½), also on
