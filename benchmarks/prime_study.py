@@ -29,32 +29,19 @@ from typing import Any
 import gymnasium
 import numpy as np
 import torch
+from sweet_study import STUDY_RECIPE  # the same pinned SFT start as the SWEET study
 
 import turnkit  # noqa: F401  (registers the envs)
 from turnkit.agents.hf import HFPolicy
 from turnkit.critics.prime import ImplicitPRM, PrimeConfig, accuracy_filter, group_ranking_accuracy, prime_update
 from turnkit.rollout.collect import collect_batch
 from turnkit.stats import wilson_interval
-from turnkit.train.embedded import TinyRecipe, tiny_policy
+from turnkit.train.embedded import tiny_policy
 from turnkit.types import Trajectory
 
 ENV = "turnkit/MathEpisodes-v0"
 ENV_KWARGS = {"difficulty": 1}
 
-STUDY_RECIPE = TinyRecipe(
-    hidden_size=128,
-    num_layers=2,
-    num_heads=4,
-    intermediate_size=384,
-    vocab_size=1024,
-    corpus_tasks=3000,
-    demo_episodes=2000,
-    sft_steps=400,
-    sft_batch_size=32,
-    sft_lr=3e-3,
-    max_new_tokens=24,
-)
-"""The SFT start, pinned so that a change of the embedded default does not silently change this study."""
 TRAIN_SEED, EVAL_SEED = 700_000, 900_000
 
 
