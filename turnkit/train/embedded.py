@@ -38,7 +38,6 @@ from transformers import PreTrainedTokenizerFast
 
 from turnkit.agents.hf import HFPolicy
 from turnkit.agents.tiny import (
-    TinyModelConfig,
     build_tiny_model,
     build_tiny_tokenizer,
     cache_dir,
@@ -48,8 +47,8 @@ from turnkit.envs.math.env import FORMAT_LINE
 from turnkit.envs.math.generator import SPLITS, generate
 from turnkit.errors import ConfigError
 from turnkit.train.demos import collect_demos, demo_rows
-from turnkit.train.model_cache import build_into, recipe_key
-from turnkit.train.sft import SFTConfig, train_sft
+from turnkit.train.model_cache import TinyTrainingRecipe, build_into, recipe_key
+from turnkit.train.sft import train_sft
 
 RECIPE_VERSION = 2
 """Bumped whenever the recipe's code changes what it builds (invalidates every cached tiny policy).
@@ -66,7 +65,7 @@ FEEDBACK_TEXTS = (
 
 
 @dataclass(frozen=True)
-class TinyRecipe:
+class TinyRecipe(TinyTrainingRecipe):
     """Everything that determines the embedded tiny policy (its hash is the cache key).
 
     Example:
@@ -113,20 +112,6 @@ class TinyRecipe:
         for name in ("vocab_size", "corpus_tasks", "demo_episodes", "max_new_tokens"):
             if getattr(self, name) < 1:
                 raise ConfigError(f"TinyRecipe.{name} must be >= 1, got {getattr(self, name)}")
-
-    def model_config(self) -> TinyModelConfig:
-        """The :class:`~turnkit.agents.tiny.TinyModelConfig` of this recipe."""
-        return TinyModelConfig(
-            hidden_size=self.hidden_size,
-            num_layers=self.num_layers,
-            num_heads=self.num_heads,
-            intermediate_size=self.intermediate_size,
-            max_position_embeddings=self.max_position_embeddings,
-        )
-
-    def sft_config(self) -> SFTConfig:
-        """The :class:`~turnkit.train.sft.SFTConfig` of this recipe."""
-        return SFTConfig(steps=self.sft_steps, batch_size=self.sft_batch_size, lr=self.sft_lr, seed=self.seed)
 
     def key(self) -> str:
         """A short hash of the recipe and :data:`RECIPE_VERSION` (the cache folder name).

@@ -32,7 +32,8 @@ from typing import Any
 
 from transformers import PreTrainedTokenizerFast
 
-from turnkit.agents.tiny import save_tiny
+from turnkit.agents.tiny import TinyModelConfig, save_tiny
+from turnkit.train.sft import SFTConfig
 from turnkit.train.threads import torch_threads
 
 BUILD_THREADS = 1
@@ -42,6 +43,54 @@ INFO_FILE = "turnkit_recipe.json"
 
 Trainer = Callable[[], tuple[Any, PreTrainedTokenizerFast, dict[str, Any]]]
 """Trains a model: returns ``(model, tokenizer, info)``; ``info`` (JSON-able) is saved next to the weights."""
+
+
+class TinyTrainingRecipe:
+    """Mixin for recipe dataclasses that train a tiny model: their model and SFT configs.
+
+    The recipe must have the fields ``hidden_size``, ``num_layers``, ``num_heads``, ``intermediate_size``,
+    ``max_position_embeddings``, ``sft_steps``, ``sft_batch_size``, ``sft_lr`` and ``seed``.
+
+    Example:
+        >>> from dataclasses import dataclass
+        >>> @dataclass(frozen=True)
+        ... class Recipe(TinyTrainingRecipe):
+        ...     hidden_size: int = 32
+        ...     num_layers: int = 1
+        ...     num_heads: int = 2
+        ...     intermediate_size: int = 64
+        ...     max_position_embeddings: int = 256
+        ...     sft_steps: int = 5
+        ...     sft_batch_size: int = 4
+        ...     sft_lr: float = 1e-3
+        ...     seed: int = 0
+        >>> Recipe().model_config().hidden_size, Recipe().sft_config().steps
+        (32, 5)
+    """
+
+    hidden_size: int
+    num_layers: int
+    num_heads: int
+    intermediate_size: int
+    max_position_embeddings: int
+    sft_steps: int
+    sft_batch_size: int
+    sft_lr: float
+    seed: int
+
+    def model_config(self) -> TinyModelConfig:
+        """The :class:`~turnkit.agents.tiny.TinyModelConfig` of this recipe."""
+        return TinyModelConfig(
+            hidden_size=self.hidden_size,
+            num_layers=self.num_layers,
+            num_heads=self.num_heads,
+            intermediate_size=self.intermediate_size,
+            max_position_embeddings=self.max_position_embeddings,
+        )
+
+    def sft_config(self) -> SFTConfig:
+        """The :class:`~turnkit.train.sft.SFTConfig` of this recipe."""
+        return SFTConfig(steps=self.sft_steps, batch_size=self.sft_batch_size, lr=self.sft_lr, seed=self.seed)
 
 
 def recipe_key(recipe: Any, *, version: int) -> str:

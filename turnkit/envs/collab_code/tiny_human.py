@@ -39,22 +39,22 @@ import numpy as np
 from transformers import PreTrainedTokenizerFast
 
 from turnkit.agents.hf import HFPolicy, chat_prompt_ids
-from turnkit.agents.tiny import TinyModelConfig, build_tiny_model, build_tiny_tokenizer, cache_dir, load_tiny
+from turnkit.agents.tiny import build_tiny_model, build_tiny_tokenizer, cache_dir, load_tiny
 from turnkit.envs.collab_code.generator import SPLITS
 from turnkit.envs.collab_code.human_data import TRAIN_PROBES, HumanExample, clarify_examples, probe_examples
 from turnkit.envs.collab_code.llm_human import LLMHuman
 from turnkit.errors import ConfigError
 from turnkit.rollout.batch import TokenRow
 from turnkit.train.demos import completion_ids
-from turnkit.train.model_cache import build_into, recipe_key
-from turnkit.train.sft import SFTConfig, train_sft
+from turnkit.train.model_cache import TinyTrainingRecipe, build_into, recipe_key
+from turnkit.train.sft import train_sft
 
 RECIPE_VERSION = 1
 """Bumped whenever the code changes what a recipe builds (invalidates every cached tiny human)."""
 
 
 @dataclass(frozen=True)
-class TinyHumanRecipe:
+class TinyHumanRecipe(TinyTrainingRecipe):
     """Everything that determines the tiny simulated human (its hash is the cache key).
 
     Example:
@@ -115,20 +115,6 @@ class TinyHumanRecipe:
                 raise ConfigError(f"TinyHumanRecipe.{name} must be >= 1, got {getattr(self, name)}")
         if self.probes_per_task < 0 or self.first_seed < 0:
             raise ConfigError("TinyHumanRecipe.probes_per_task and first_seed must be >= 0")
-
-    def model_config(self) -> TinyModelConfig:
-        """The :class:`~turnkit.agents.tiny.TinyModelConfig` of this recipe."""
-        return TinyModelConfig(
-            hidden_size=self.hidden_size,
-            num_layers=self.num_layers,
-            num_heads=self.num_heads,
-            intermediate_size=self.intermediate_size,
-            max_position_embeddings=self.max_position_embeddings,
-        )
-
-    def sft_config(self) -> SFTConfig:
-        """The :class:`~turnkit.train.sft.SFTConfig` of this recipe."""
-        return SFTConfig(steps=self.sft_steps, batch_size=self.sft_batch_size, lr=self.sft_lr, seed=self.seed)
 
     def key(self) -> str:
         """A short hash of the recipe and :data:`RECIPE_VERSION` (the cache folder name).
