@@ -306,8 +306,10 @@ def _verify(
         if ok and style == "symbols":
             left, right = prompt.removeprefix("Solve for x: ").removesuffix(".").split(" = ")
             shown_l, shown_r = parse_answer(left), parse_answer(right)
-            ok = shown_l is not None and shown_r is not None
-            ok = ok and sympy.expand(shown_l - shown_r).subs(sympy.Symbol("x"), ref) == 0
+            if shown_l is None or shown_r is None:
+                ok = False
+            else:
+                ok = sympy.expand(shown_l - shown_r).subs(sympy.Symbol("x"), ref) == 0
     else:
         ok = exact.evaluate(templates.check_expression(f"({templates.fmt(start)})", steps)) == answer
         if ok and style == "symbols" and kind != "word":
