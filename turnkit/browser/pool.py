@@ -76,7 +76,7 @@ class BrowserPool:
         Raises:
             BrowserError: Invalid settings (see :class:`~turnkit.browser.browser.Browser`).
         """
-        settings = {
+        settings: dict[str, Any] = {
             "viewport": viewport,
             "timeout_s": timeout_s,
             "javascript": javascript,

@@ -227,9 +227,9 @@ def batch_schedule(n: int, config: DPOConfig) -> Iterator[tuple[int, list[int]]]
     rng = np.random.default_rng(config.seed)
     if config.steps is None:
         for epoch in range(config.epochs):
-            order = rng.permutation(n).tolist()
+            perm = rng.permutation(n).tolist()
             for start in range(0, n, config.batch_size):
-                yield epoch, order[start : start + config.batch_size]
+                yield epoch, perm[start : start + config.batch_size]
         return
     order: list[int] = []
     drawn = 0
