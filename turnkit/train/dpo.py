@@ -187,7 +187,19 @@ def as_segmented(pair: PairLike, tokenizer: Any = None) -> SegmentedPair:
 
 
 def side_logprobs(policy: HFPolicy, pairs: Sequence[SegmentedPair], *, grad: bool) -> tuple[Tensor, Tensor]:
-    """``[B]`` summed log-probs (temperature 1) of the chosen and rejected sides, all segments in one forward."""
+    """``[B]`` summed log-probs (temperature 1) of the chosen and rejected sides, all segments in one forward.
+
+    Example:
+        >>> from turnkit.agents.hf import HFPolicy
+        >>> from turnkit.agents.tiny import TinyModelConfig, build_tiny_model, build_tiny_tokenizer
+        >>> tok = build_tiny_tokenizer()
+        >>> cfg = TinyModelConfig(hidden_size=16, num_layers=1, num_heads=2, intermediate_size=32)
+        >>> policy = HFPolicy(build_tiny_model(tok, cfg), tok)
+        >>> two_turns = SegmentedPair((((5, 6), (7,)), ((8,), (9, 10))), (((5, 6), (11,)),))
+        >>> chosen, rejected = side_logprobs(policy, [two_turns], grad=False)
+        >>> chosen.shape, bool(chosen < 0), bool(rejected < 0)  # sums over 3 and 1 completion tokens
+        (torch.Size([1]), True, True)
+    """
     prompts: list[list[int]] = []
     completions: list[list[int]] = []
     owner: list[int] = []
@@ -204,7 +216,20 @@ def side_logprobs(policy: HFPolicy, pairs: Sequence[SegmentedPair], *, grad: boo
 
 
 def reference_logprobs(policy: HFPolicy, pairs: Sequence[PairLike], *, batch_size: int = 32) -> tuple[Tensor, Tensor]:
-    """``[N]`` reference log-probs of the chosen and rejected sides (adapter disabled, no gradients)."""
+    """``[N]`` reference log-probs of the chosen and rejected sides (adapter disabled, no gradients).
+
+    Example:
+        >>> from turnkit.agents.hf import HFPolicy
+        >>> from turnkit.agents.tiny import TinyModelConfig, build_tiny_model, build_tiny_tokenizer
+        >>> tok = build_tiny_tokenizer()
+        >>> cfg = TinyModelConfig(hidden_size=16, num_layers=1, num_heads=2, intermediate_size=32)
+        >>> policy = HFPolicy(build_tiny_model(tok, cfg), tok)
+        >>> policy.attach_lora()  # the reference is the model with this adapter switched off
+        >>> pairs = [DPOExample((5, 6), (7,), (8,))] * 3
+        >>> chosen, rejected = reference_logprobs(policy, pairs, batch_size=2)
+        >>> chosen.shape, bool(torch.allclose(chosen, reference_logprobs(policy, pairs[:1])[0].expand(3)))
+        (torch.Size([3]), True)
+    """
     rows = [as_segmented(p, policy.tokenizer) for p in pairs]
     chosen, rejected = [], []
     with torch.no_grad(), policy.reference() as ref:

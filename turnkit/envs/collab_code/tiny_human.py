@@ -190,6 +190,13 @@ def train_tiny_human(
 
     Raises:
         ConfigError: A prompt + reply longer than ``max_position_embeddings``.
+
+    Example:
+        >>> recipe = TinyHumanRecipe(hidden_size=32, num_layers=1, intermediate_size=64, vocab_size=300,
+        ...                          train_tasks=4, splits=("id",), sft_steps=2, sft_batch_size=4)
+        >>> model, tok, history, info = train_tiny_human(recipe, progress=False)
+        >>> len(history), info["examples"] == info["clarify_examples"] + info["probe_examples"]
+        (2, True)
     """
     examples = training_examples(recipe)
     template_human = human_for(_NoAgent(), recipe)

@@ -54,6 +54,11 @@ class DesignScore:
         total: The reward, ``VISUAL_WEIGHT * visual + TEXT_WEIGHT * text`` rounded to 4 decimals.
         visual: The pixel score in [0, 1].
         text: The text-block score in [0, 1] (4 decimals).
+
+    Example:
+        >>> s = DesignScore(total=0.75, visual=0.9, text=0.6)
+        >>> s.total == round(VISUAL_WEIGHT * s.visual + TEXT_WEIGHT * s.text, 4)
+        True
     """
 
     total: float
