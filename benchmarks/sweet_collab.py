@@ -50,66 +50,17 @@ import torch
 from sweet_study import STUDY_RECIPE, bootstrap_ci, pair_outcomes
 
 import turnkit
-from turnkit.agents.base import Context
 from turnkit.critics.sweet import SweetConfig, SweetCritic, outcome_pairs
-from turnkit.envs.collab_code.agents import answer_message, parse_replies, read_signature
-from turnkit.envs.collab_code.families import FAMILY_OF_FUNCTION
+from turnkit.envs.collab_code.agents import PartialClarifier
 from turnkit.stats import mean_ci
 from turnkit.train.embedded import tiny_policy
-from turnkit.types import AgentTurn, Message, Trajectory
+from turnkit.types import Trajectory
 
 ENV = "turnkit/CollabCode-v0"
 TRAIN_SEED, HELD_SEED = 0, 100_000
 CONDITIONS = {"privileged": "facts", "no_privileged": None}
 TEMPLATE = "Hidden facts: {reference}."
-
-
-class PartialClarifier:
-    """A scripted CollabCode agent that asks a random subset of the needed questions, then answers.
-
-    Per episode (from ``Context.episode_seed`` and ``variant``): an ask-probability ``q ~ U(0, 1)``; each hidden
-    parameter's question is asked with probability ``q``; each learned value is forgotten (default used) with
-    probability ``slip``. Deterministic given the seed, so the same decisions hold on every turn.
-
-    Example:
-        >>> from turnkit.envs.collab_code.env import CollabCodeEnv
-        >>> env = CollabCodeEnv(kinds=("late_fee",))
-        >>> [len(turnkit.collect(env, PartialClarifier(v), seed=2).steps) for v in range(4)]
-        [2, 3, 4, 2]
-    """
-
-    def __init__(self, variant: int, slip: float = 0.2) -> None:
-        self.variant = variant
-        self.slip = slip
-
-    def plan(self, episode_seed: int, n_params: int) -> tuple[list[bool], list[bool]]:
-        """``(ask, forget)`` flags per hidden parameter for one episode."""
-        rng = np.random.default_rng([episode_seed, self.variant])
-        q = rng.uniform()
-        return (rng.random(n_params) < q).tolist(), (rng.random(n_params) < self.slip).tolist()
-
-    def next_message(self, messages: Sequence[Message], episode_seed: int) -> str:
-        """The next message of the conversation."""
-        prompt = next((m.content for m in messages if m.role == "user"), "")
-        signature = read_signature(prompt)
-        family = FAMILY_OF_FUNCTION.get(signature[0]) if signature else None
-        if family is None:
-            return answer_message(f"def {signature[0] if signature else 'solution'}(*args):\n    return None")
-        ask, forget = self.plan(episode_seed, len(family.params))
-        asked = {m.content for m in messages if m.role == "assistant"}
-        known = parse_replies(family, [m.content for m in messages[1:] if m.role == "user"])
-        for p, a in zip(family.params, ask, strict=True):
-            if a and p.name not in known and p.question not in asked:
-                return p.question
-        values = family.defaults()
-        values.update(
-            {p.name: known[p.name] for p, f in zip(family.params, forget, strict=True) if p.name in known and not f}
-        )
-        return answer_message(family.render(signature[0], values))
-
-    def act(self, contexts: Sequence[Context]) -> list[AgentTurn]:
-        """One message per context."""
-        return [AgentTurn(text=self.next_message(c.messages, c.episode_seed or 0)) for c in contexts]
+METRICS = ("pair_acc", "pair_acc_equal_turns", "pair_acc_same_dialogue")
 
 
 def strip_instructions(traj: Trajectory) -> Trajectory:
@@ -118,13 +69,13 @@ def strip_instructions(traj: Trajectory) -> Trajectory:
     return dataclasses.replace(traj, steps=(first, *traj.steps[1:]), initial_observation=traj.task.prompt)
 
 
-def rollouts(seed0: int, tasks: int, per_task: int, slip: float) -> list[Trajectory]:
+def rollouts(seed0: int, tasks: int, per_task: int, slip: float, unasked: str = "default") -> list[Trajectory]:
     """``per_task`` mixture rollouts of each of ``tasks`` tasks, grouped by task."""
     env = gymnasium.make(ENV)
     out = []
     for i in range(tasks):
         for v in range(per_task):
-            traj = turnkit.collect(env, PartialClarifier(v, slip), seed=seed0 + i)
+            traj = turnkit.collect(env, PartialClarifier(v, slip, unasked), seed=seed0 + i)  # type: ignore[arg-type]
             out.append(dataclasses.replace(strip_instructions(traj), group=i))
     env.close()
     return out
@@ -139,6 +90,11 @@ def data_report(trajs: Sequence[Trajectory]) -> dict[str, Any]:
         "success": float(np.mean([r == 1.0 for r in rewards])),
         "turns_hist": np.bincount([len(t.steps) for t in trajs]).tolist(),
     }
+
+
+def same_dialogue(a: Trajectory, b: Trajectory) -> bool:
+    """Whether two episodes asked the same questions (so they differ only in the final code)."""
+    return [s.action for s in a.steps[:-1]] == [s.action for s in b.steps[:-1]]
 
 
 def held_pairs(trajs: Sequence[Trajectory]) -> list[tuple[int, int]]:
@@ -157,8 +113,8 @@ def acc_block(wins: Sequence[float], rng: np.random.Generator) -> dict[str, Any]
 def run_one(args: argparse.Namespace) -> dict[str, Any]:
     torch.set_num_threads(1)
     start = time.perf_counter()
-    train = rollouts(TRAIN_SEED, args.train_tasks, args.per_task, args.slip)
-    held = rollouts(HELD_SEED, args.held_tasks, args.per_task, args.slip)
+    train = rollouts(TRAIN_SEED, args.train_tasks, args.per_task, args.slip, args.unasked)
+    held = rollouts(HELD_SEED, args.held_tasks, args.per_task, args.slip, args.unasked)
     base = tiny_policy(recipe=STUDY_RECIPE, progress=False, max_batch_size=64)
     cfg = SweetConfig(
         reference_key=CONDITIONS[args.condition],
@@ -180,6 +136,7 @@ def run_one(args: argparse.Namespace) -> dict[str, Any]:
     pairs = held_pairs(held)
     wins = pair_outcomes(critic, held, pairs)
     equal = [k for k, (a, b) in enumerate(pairs) if len(held[a].steps) == len(held[b].steps)]
+    same = [k for k, (a, b) in enumerate(pairs) if same_dialogue(held[a], held[b])]
     turns = [float(np.sign(len(held[a].steps) - len(held[b].steps)) + 1) / 2 for a, b in pairs]
     rng = np.random.default_rng(0)
     return {
@@ -189,6 +146,7 @@ def run_one(args: argparse.Namespace) -> dict[str, Any]:
         "fit": fit,
         "pair_acc": acc_block(wins, rng),
         "pair_acc_equal_turns": acc_block([wins[k] for k in equal], rng),
+        "pair_acc_same_dialogue": acc_block([wins[k] for k in same], rng),
         "more_turns_heuristic": {"all": float(np.mean(turns)), "equal_turns": 0.5 if equal else None},
         "wall_s": time.perf_counter() - start,
     }
@@ -199,13 +157,12 @@ def summarize(runs: Sequence[dict[str, Any]]) -> dict[str, Any]:
     by = {c: sorted((r for r in runs if r["condition"] == c), key=lambda r: r["seed"]) for c in CONDITIONS}
     for c, rs in by.items():
         out[c] = {
-            key: dict(zip(("mean", "lo", "hi"), mean_ci([r[key]["mean"] for r in rs]), strict=True))
-            for key in ("pair_acc", "pair_acc_equal_turns")
+            key: dict(zip(("mean", "lo", "hi"), mean_ci([r[key]["mean"] for r in rs]), strict=True)) for key in METRICS
         }
-        out[c]["per_seed"] = {r["seed"]: [r["pair_acc"]["mean"], r["pair_acc_equal_turns"]["mean"]] for r in rs}
+        out[c]["per_seed"] = {r["seed"]: [r[key]["mean"] for key in METRICS] for r in rs}
         out[c]["train_acc"] = float(np.mean([r["fit"]["accuracy"] for r in rs]))
     seeds = sorted({r["seed"] for r in by["privileged"]} & {r["seed"] for r in by["no_privileged"]})
-    for key in ("pair_acc", "pair_acc_equal_turns"):
+    for key in METRICS:
         diffs = [
             next(r for r in by["privileged"] if r["seed"] == s)[key]["mean"]
             - next(r for r in by["no_privileged"] if r["seed"] == s)[key]["mean"]
@@ -214,7 +171,7 @@ def summarize(runs: Sequence[dict[str, Any]]) -> dict[str, Any]:
         if diffs:
             out[f"diff_{key}"] = dict(zip(("mean", "lo", "hi"), mean_ci(diffs), strict=True))
     if runs:
-        out["n_pairs"] = {k: runs[0][k]["n"] for k in ("pair_acc", "pair_acc_equal_turns")}
+        out["n_pairs"] = {k: runs[0][k]["n"] for k in METRICS}
         out["more_turns_heuristic"] = runs[0]["more_turns_heuristic"]
         out["data"] = runs[0]["data"]
     return out
@@ -230,6 +187,12 @@ def main() -> None:
     ap.add_argument("--held-tasks", type=int, default=100)
     ap.add_argument("--per-task", type=int, default=4)
     ap.add_argument("--slip", type=float, default=0.2)
+    ap.add_argument(
+        "--unasked",
+        choices=("default", "guess"),
+        default="default",
+        help="what the mixture writes for unlearned values",
+    )
     ap.add_argument("--steps", type=int, default=200)
     ap.add_argument("--batch", type=int, default=8)
     ap.add_argument("--beta", type=float, default=1.0)
@@ -241,11 +204,11 @@ def main() -> None:
         result = {"args": {k: str(v) for k, v in vars(args).items()}, **run_one(args)}
         path = args.out_dir / f"{args.condition}_seed{args.seed}.json"
         path.write_text(json.dumps(result, indent=2) + "\n", encoding="utf-8")
-        print(json.dumps({k: result[k] for k in ("condition", "seed", "fit", "pair_acc", "pair_acc_equal_turns")}))
+        print(json.dumps({k: result[k] for k in ("condition", "seed", "fit", *METRICS)}))
         return
     passthrough = [
         f"--{k.replace('_', '-')}={getattr(args, k)}"
-        for k in ("train_tasks", "held_tasks", "per_task", "slip", "steps", "batch", "beta", "lr", "out_dir")
+        for k in ("train_tasks", "held_tasks", "per_task", "slip", "unasked", "steps", "batch", "beta", "lr", "out_dir")
     ]
     jobs = [(c, s) for s in range(args.seeds) for c in CONDITIONS]
     running: list[subprocess.Popen[bytes]] = []

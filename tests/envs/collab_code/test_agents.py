@@ -3,15 +3,18 @@
 import numpy as np
 import pytest
 
+import turnkit
 from turnkit.agents.base import Context, uses_privileged
 from turnkit.agents.oracle import oracle_for
 from turnkit.envs.collab_code.agents import (
     AnswerAtOnceAgent,
     ClarifyingAgent,
+    PartialClarifier,
     parse_replies,
     read_signature,
     write_code,
 )
+from turnkit.envs.collab_code.env import CollabCodeEnv
 from turnkit.envs.collab_code.families import FAMILIES
 from turnkit.envs.collab_code.generator import generate
 from turnkit.envs.collab_code.oracle import oracle_reply, oracle_reply_for
@@ -85,3 +88,35 @@ def test_oracle_replies_with_the_reference_and_needs_the_task():
         oracle_reply(_ctx(task.prompt))
     with pytest.raises(AgentError):
         oracle_reply_for(Task("t", "p", {}))
+
+
+def test_partial_clarifier_mixture_spans_answer_at_once_to_full_clarifying():
+    env = CollabCodeEnv(kinds=("late_fee",))
+    turns = [len(turnkit.collect(env, PartialClarifier(v, slip=0.0), seed=s).steps) for s in range(5) for v in range(8)]
+    assert min(turns) == 1 and max(turns) == 4  # never asks .. asks all three hidden parameters
+
+
+def test_partial_clarifier_guesses_come_from_the_id_values_and_repeat_per_episode():
+    family = FAMILIES["late_fee"]
+    guesses = [PartialClarifier(v, unasked="guess").plan(3, family)[2] for v in range(40)]
+    for p in family.params:
+        seen = {g[p.name] for g in guesses}
+        assert seen <= set(p.id_values) and len(seen) > 1
+    assert PartialClarifier(5, unasked="guess").plan(3, family) == PartialClarifier(5, unasked="guess").plan(3, family)
+    assert PartialClarifier(5).plan(3, family)[2] == family.defaults()
+
+
+def test_partial_clarifier_guessing_changes_only_the_unlearned_values():
+    env = CollabCodeEnv(kinds=("late_fee",))
+    for v in range(6):
+        by_default = turnkit.collect(env, PartialClarifier(v, slip=0.0), seed=4)
+        by_guess = turnkit.collect(env, PartialClarifier(v, slip=0.0, unasked="guess"), seed=4)
+        # same questions in the same order; only the final code may differ
+        assert [s.action for s in by_default.steps[:-1]] == [s.action for s in by_guess.steps[:-1]]
+
+
+def test_partial_clarifier_rejects_bad_settings():
+    with pytest.raises(ValueError, match="slip"):
+        PartialClarifier(0, slip=1.5)
+    with pytest.raises(ValueError, match="unasked"):
+        PartialClarifier(0, unasked="random")

@@ -11,6 +11,9 @@ with the family's own renderer, so they differ only in what they know about the 
 The gap between the two measures how much asking is worth (see ``docs/envs/collab_code.md``). For tasks of
 an unknown family (e.g. loaded ColBench tasks) both answer with a stub that returns ``None``.
 
+:class:`PartialClarifier` sits between them, with a random share of questions per episode: a scripted mixture
+of rollouts of varying quality, for critic studies (``benchmarks/sweet_collab.py``) and SFT demonstrations.
+
 Example:
     >>> import turnkit
     >>> from turnkit.envs.collab_code.env import CollabCodeEnv
@@ -25,7 +28,9 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, Literal
+
+import numpy as np
 
 from turnkit.agents.base import Context
 from turnkit.envs.collab_code.families import FAMILY_OF_FUNCTION, UNKNOWN, Family
@@ -145,3 +150,71 @@ class ClarifyingAgent:
     def act(self, contexts: Sequence[Context]) -> list[AgentTurn]:
         """One message per context."""
         return [AgentTurn(text=self.next_message(ctx.messages)) for ctx in contexts]
+
+
+class PartialClarifier:
+    """Asks a random subset of the needed questions, then answers: one member of a scripted mixture.
+
+    Per episode, from ``Context.episode_seed`` and ``variant``: an ask-probability ``q ~ U(0, 1)``; each hidden
+    parameter's question is asked with probability ``q``; each learned value is forgotten with probability
+    ``slip``. A parameter it never learned (or forgot) is set to the family's default (``unasked="default"``)
+    or to a value drawn from the parameter's ``id_values`` (``unasked="guess"``: right by luck, so only
+    someone who knows the hidden facts can tell a lucky answer from an unlucky one). Every decision is drawn
+    once per episode, so the same plan holds on every turn.
+
+    Args:
+        variant: Which member of the mixture (rollout ``r`` of a task uses ``variant=r``).
+        slip: Probability of forgetting a learned value.
+        unasked: What to write for a parameter it does not know: ``"default"`` or ``"guess"``.
+
+    Example:
+        >>> import turnkit
+        >>> from turnkit.envs.collab_code.env import CollabCodeEnv
+        >>> env = CollabCodeEnv(kinds=("late_fee",))
+        >>> [len(turnkit.collect(env, PartialClarifier(v), seed=2).steps) for v in range(4)]
+        [2, 3, 4, 2]
+        >>> PartialClarifier(0, unasked="guess").plan(7, FAMILY_OF_FUNCTION["late_fee"])[2]
+        {'grace': 1, 'per_day': 1.0, 'cap': None}
+    """
+
+    def __init__(self, variant: int, slip: float = 0.2, unasked: Literal["default", "guess"] = "default") -> None:
+        if not 0.0 <= slip <= 1.0:
+            raise ValueError(f"slip must be in [0, 1], got {slip}")
+        if unasked not in ("default", "guess"):
+            raise ValueError(f"unasked must be 'default' or 'guess', got {unasked!r}")
+        self.variant = variant
+        self.slip = slip
+        self.unasked = unasked
+
+    def plan(self, episode_seed: int, family: Family) -> tuple[list[bool], list[bool], dict[str, Any]]:
+        """``(ask, forget, fallback)`` for one episode: flags per hidden parameter and the value used unlearned."""
+        rng = np.random.default_rng([episode_seed, self.variant])
+        n = len(family.params)
+        q = rng.uniform()
+        ask, forget = (rng.random(n) < q).tolist(), (rng.random(n) < self.slip).tolist()
+        fallback = family.defaults()
+        if self.unasked == "guess":
+            fallback = {p.name: p.id_values[int(rng.integers(len(p.id_values)))] for p in family.params}
+        return ask, forget, fallback
+
+    def next_message(self, messages: Sequence[Message], episode_seed: int) -> str:
+        """The next message of the conversation."""
+        prompt = next((m.content for m in messages if m.role == "user"), "")
+        signature = read_signature(prompt)
+        family = FAMILY_OF_FUNCTION.get(signature[0]) if signature else None
+        if family is None or signature is None:
+            return answer_message(write_code(prompt))
+        ask, forget, values = self.plan(episode_seed, family)
+        asked = {m.content for m in messages if m.role == "assistant"}
+        known = parse_replies(family, [m.content for m in messages[1:] if m.role == "user"])
+        for p, a in zip(family.params, ask, strict=True):
+            if a and p.name not in known and p.question not in asked:
+                return p.question
+        values.update(
+            {p.name: known[p.name] for p, f in zip(family.params, forget, strict=True) if p.name in known and not f}
+        )
+        return answer_message(family.render(signature[0], values))
+
+    def act(self, contexts: Sequence[Context]) -> list[AgentTurn]:
+        """One message per context."""
+        return [AgentTurn(text=self.next_message(c.messages, c.episode_seed or 0)) for c in contexts]
