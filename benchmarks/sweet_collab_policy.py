@@ -308,7 +308,26 @@ def summarize(evals: dict[str, dict[int, dict[str, Any]]], rng: np.random.Genera
                 k: dict(zip(("mean", "lo", "hi"), mean_ci([p[k]["mean"] for p in per.values()]), strict=True))
                 for k in keys
             }
+            block[f"vs_{ref}_pooled"] = pooled_diff([runs[s] for s in by_seed], list(by_seed.values()), rng)
         out[m] = block
+    return out
+
+
+def pooled_diff(
+    evs: Sequence[dict[str, Any]], refs: Sequence[dict[str, Any]], rng: np.random.Generator
+) -> dict[str, Any]:
+    """Per-task differences averaged over the seeds, then a bootstrap over tasks (task-sampling uncertainty)."""
+    out = {}
+    for mode in ("t1", "greedy"):
+        for key in ("reward", "success"):
+            diff = np.mean(
+                [
+                    np.asarray(e[mode][f"_{key}"]) - np.asarray(r[mode][f"_{key}"])
+                    for e, r in zip(evs, refs, strict=True)
+                ],
+                axis=0,
+            )
+            out[f"{mode}_{key}"] = {"mean": float(diff.mean()), "ci95": bootstrap_ci(diff, rng)}
     return out
 
 
