@@ -347,7 +347,7 @@ def plot(summary: dict[str, Any], path: Path) -> None:
     ax.set_xticks(np.arange(len(names)), names)
     ax.set_ylabel("held-out mean reward")
     ax.set_title("CollabCode: policies trained from the tiny agent")
-    ax.legend(fontsize=7)
+    ax.legend(fontsize=7, loc="lower right")
     fig.tight_layout()
     fig.savefig(path, dpi=100)
     plt.close(fig)
