@@ -279,6 +279,7 @@ def main() -> None:
     ap.add_argument("--critic-lr", type=float, default=1e-3)
     ap.add_argument("--critic-batch", type=int, default=8)
     ap.add_argument("--critic-beta", type=float, default=1.0)
+    ap.add_argument("--critic-seed", type=int, default=0, help="LoRA init, pair subsampling and batch order")
     ap.add_argument("--placement", default="suffix", choices=("prefix", "suffix"))
     ap.add_argument("--score", default="sum", choices=("sum", "mean"), help="trajectory score of the critic")
     ap.add_argument("--policy-steps", type=int, default=100)
@@ -323,6 +324,7 @@ def main() -> None:
             steps=args.critic_steps,
             lr=args.critic_lr,
             batch_size=args.critic_batch,
+            seed=args.critic_seed,
         )
         critic = SweetCritic.from_policy(base, cfg)
         fit = critic.fit(train)
