@@ -43,6 +43,7 @@ from typing import Any
 import gymnasium
 import numpy as np
 import torch
+from sweet_collab import data_report as mixture_data_report
 from sweet_study import bootstrap_ci, fresh_policy, pair_outcomes, train_pairs, train_rft, trajectory_pairs
 
 import turnkit  # noqa: F401  (registers the envs)
@@ -89,17 +90,9 @@ def rollouts(policy: HFPolicy, seed0: int, tasks: int, per_task: int, chunk: int
 
 
 def data_report(trajs: Sequence[Trajectory]) -> dict[str, Any]:
-    rewards = [t.total_reward for t in trajs]
-    return {
-        "episodes": len(trajs),
-        "errors": sum(t.error is not None for t in trajs),
-        "mean_reward": float(np.mean(rewards)),
-        "success": float(np.mean([t.success for t in trajs])),
-        "turns_hist": np.bincount([len(t.steps) for t in trajs]).tolist(),
-        "tasks_with_spread": int(
-            sum(len({t.total_reward for t in trajs if t.group == g}) > 1 for g in {t.group for t in trajs})
-        ),
-    }
+    """``sweet_collab.data_report`` plus how many tasks have a reward spread (what pairs are made of)."""
+    spread = sum(len({t.total_reward for t in trajs if t.group == g}) > 1 for g in {t.group for t in trajs})
+    return {**mixture_data_report(trajs), "tasks_with_spread": int(spread)}
 
 
 def critic_report(critic: SweetCritic, held: Sequence[Trajectory], rng: np.random.Generator) -> dict[str, Any]:
