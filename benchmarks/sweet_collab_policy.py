@@ -43,6 +43,7 @@ from typing import Any
 import gymnasium
 import numpy as np
 import torch
+from sweet_collab import CONDITIONS
 from sweet_collab import data_report as mixture_data_report
 from sweet_study import bootstrap_ci, fresh_policy, pair_outcomes, train_pairs, train_rft, trajectory_pairs
 
@@ -57,7 +58,8 @@ from turnkit.types import Message, Task, Trajectory
 
 ENV = "turnkit/CollabCode-v0"
 TRAIN_SEED, HELD_SEED, EVAL_SEED = 0, 100_000, 500_000
-TEMPLATE = "Hidden facts: {reference}."
+TEMPLATE = CONDITIONS["privileged"][1]
+"""The fact line of the privileged critic, as in ``sweet_collab.py``."""
 METHODS = ("rft", "mt_dpo", "sweet", "sweet_no_priv")
 
 

@@ -262,6 +262,15 @@ def tiny_code_agent(
         **policy_kwargs: Passed to :class:`~turnkit.agents.hf.HFPolicy`; ``temperature`` defaults to ``1``
             (the stochastic mixture imitator), ``max_new_tokens`` to ``recipe.max_new_tokens`` and
             ``max_batch_size`` to 64.
+
+    Example:
+        >>> import tempfile
+        >>> micro = TinyAgentRecipe(hidden_size=32, num_layers=1, intermediate_size=64, vocab_size=300,
+        ...                         train_tasks=2, per_task=1, sft_steps=1, sft_batch_size=2)
+        >>> with tempfile.TemporaryDirectory() as d:
+        ...     agent = tiny_code_agent(recipe=micro, cache=d, progress=False, max_new_tokens=8)
+        >>> agent.sampling.temperature, agent.sampling.max_new_tokens
+        (1.0, 8)
     """
     recipe = recipe if recipe is not None else DEFAULT_AGENT_RECIPE
     folder = model_folder(recipe, cache)
