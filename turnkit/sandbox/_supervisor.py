@@ -269,8 +269,7 @@ def _child_main(req: dict[str, Any], code: bytes, fds: tuple[int, int, int]) -> 
         os.chdir(req.get("cwd") or "/")
         _set_child_limits(req.get("limits") or {}, req.get("cpu"))
         if req["op"] == "exec":
-            signal.signal(signal.SIGPIPE, signal.SIG_DFL)
-            signal.signal(signal.SIGXFSZ, signal.SIG_DFL)
+            _default_signals(_PYTHON_IGNORED_SIGNALS)
             argv = req["argv"]
             try:
                 os.execvpe(argv[0], argv, env)
@@ -554,11 +553,27 @@ def _foreground_exec(limits_json: str, argv: list[str]) -> NoReturn:
     except OSError:
         pass  # already a session leader in the foreground (docker exec -t)
     signal.signal(signal.SIGTTOU, old)
+    _default_signals(_PYTHON_IGNORED_SIGNALS)
     os.execvp(argv[0], argv)
+
+
+# SIG_IGN survives exec, and so does a blocked mask: whatever the host process had (a library that ignores
+# SIGINT, a thread that blocks it) would reach every sandboxed program. A Python REPL started with SIGINT ignored
+# never raises KeyboardInterrupt, so Ctrl-C and timeouts could not interrupt it. The supervisor starts from the
+# defaults a fresh login has; Python itself then ignores SIGPIPE and SIGXFSZ, which programs it execs get back.
+_INHERITED_SIGNALS = ("SIGINT", "SIGQUIT", "SIGTERM", "SIGHUP", "SIGALRM", "SIGCHLD")
+_PYTHON_IGNORED_SIGNALS = ("SIGPIPE", "SIGXFSZ")
+
+
+def _default_signals(names: Sequence[str]) -> None:
+    for name in names:
+        signal.signal(getattr(signal, name), signal.SIG_DFL)
 
 
 def main(argv: list[str]) -> None:
     """Entry point inside the sandbox."""
+    signal.pthread_sigmask(signal.SIG_SETMASK, [])
+    _default_signals(_INHERITED_SIGNALS)
     mode = argv[1] if len(argv) > 1 else "once"
     if mode == "fg":
         _foreground_exec(argv[2], argv[3:])
