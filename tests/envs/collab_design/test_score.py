@@ -15,19 +15,21 @@ from turnkit.envs.collab_design.similarity import visual_similarity
 # one design of each ID layout (seed -> layout found by sampling; checked below)
 SEEDS = {"split": 0, "sidebar": 1, "hero": 9, "card_grid": 11}
 
-# (perturbation, lowest allowed, highest allowed) for the total reward
+# (perturbation, lowest allowed, highest allowed) for the total reward. Renders move with the Chromium build and
+# its fonts (up to 0.007 between the two builds we compared), so every bound keeps at least 0.03 of headroom from
+# the values measured with Chromium 156 (min..max over the four layouts in the comments).
 BOUNDS = {
-    "shifted by 1 px": (0.97, 0.9999),
-    "shifted by 2 px": (0.95, 0.99),
-    "typo in heading": (0.93, 0.995),
-    "missing button": (0.9, 0.99),
-    "wrong heading text": (0.55, 0.88),
-    "other brand, heading, tagline": (0.4, 0.8),
-    "next palette": (0.3, 0.9),
-    "layout mirrored": (0.3, 0.9),
-    "next layout": (0.3, 0.7),
-    "blank page, same background": (0.1, 0.35),
-    "empty white page": (0.0, 0.35),
+    "shifted by 1 px": (0.95, 0.9999),  # 0.988..0.992; never a perfect copy
+    "shifted by 2 px": (0.93, 0.995),  # 0.973..0.979
+    "typo in heading": (0.9, 0.999),  # 0.969..0.985
+    "missing button": (0.88, 0.995),  # 0.958..0.972
+    "wrong heading text": (0.55, 0.89),  # 0.695..0.860; below the success threshold
+    "other brand, heading, tagline": (0.4, 0.83),  # 0.581..0.797
+    "next palette": (0.3, 0.9),  # 0.464..0.865
+    "layout mirrored": (0.3, 0.92),  # 0.486..0.888
+    "next layout": (0.3, 0.7),  # 0.523..0.617
+    "blank page, same background": (0.1, 0.38),  # 0.187..0.348
+    "empty white page": (0.0, 0.35),  # 0.036..0.237
 }
 
 # a > b for every design: "a person would call a worse than b" never scores higher
@@ -89,7 +91,7 @@ def test_wording_now_moves_the_reward_while_the_pixels_barely_notice(table: dict
     passed_on_pixels = 0
     for layout, scores in table.items():
         wrong = scores["wrong heading text"]
-        assert wrong.text < 0.75 and wrong.total < SUCCESS_THRESHOLD, (layout, wrong)
+        assert wrong.text < 0.8 and wrong.total < SUCCESS_THRESHOLD, (layout, wrong)  # text 0.558..0.748
         if wrong.visual >= SUCCESS_THRESHOLD:  # the heading did not reflow: the pixels alone would call it a success
             passed_on_pixels += 1
             assert 1.0 - wrong.total > 2 * (1.0 - wrong.visual), (layout, wrong)
