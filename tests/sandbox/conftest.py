@@ -13,6 +13,7 @@ import pytest
 from turnkit.sandbox import DockerSandbox, Limits, LocalSandbox, docker_available
 from turnkit.sandbox import docker as docker_backend
 from turnkit.sandbox._bwrap import bwrap_path
+from turnkit.sandbox._watchdog import owner_label
 from turnkit.sandbox.image import build_image
 
 SECRET = "turnkit-secret-7d1f0c"
@@ -49,44 +50,62 @@ def make_sandbox(name: str, limits: Limits = TEST_LIMITS) -> LocalSandbox | Dock
 
 
 # --- host snapshot ---------------------------------------------------------------------------------
+#
+# Only what sandbox code starts is counted: bubblewrap and `docker exec` processes and everything below them, the
+# supervisor when it runs unsandboxed, processes under a sandbox uid, work dirs in this run's private temp dir
+# (the root conftest gives every run its own), and containers labelled with this process as their owner. Chromium,
+# other programs and other test runs on the machine are none of this check's business.
+
+_SANDBOX_COMMANDS = {"bwrap", "docker"}
+_SUPERVISOR_MARK = b"The in-sandbox supervisor"
 
 
-def _descendants(root: int) -> set[int]:
-    children: dict[int, list[int]] = {}
+def _process_table() -> dict[int, tuple[int, str]]:
+    """pid -> (parent pid, command name) of every live process."""
+    table = {}
     for name in os.listdir("/proc"):
         if name.isdigit():
             try:
                 stat = Path(f"/proc/{name}/stat").read_bytes()
             except OSError:
                 continue
-            ppid = int(stat[stat.rindex(b")") + 2 :].split()[1])
-            children.setdefault(ppid, []).append(int(name))
+            comm = stat[stat.index(b"(") + 1 : stat.rindex(b")")].decode(errors="replace")
+            table[int(name)] = (int(stat[stat.rindex(b")") + 2 :].split()[1]), comm)
+    return table
+
+
+def _is_sandbox_root(pid: int, comm: str) -> bool:
+    if comm in _SANDBOX_COMMANDS:
+        return True
+    try:
+        return _SUPERVISOR_MARK in Path(f"/proc/{pid}/cmdline").read_bytes()[:400]
+    except OSError:
+        return False
+
+
+def _sandbox_processes() -> set[int]:
+    """Our descendants that sandbox code started (and theirs), plus processes under one of our sandbox uids."""
+    table = _process_table()
+    children: dict[int, list[int]] = {}
+    for pid, (ppid, _) in table.items():
+        children.setdefault(ppid, []).append(pid)
     found: set[int] = set()
-    todo = [root]
+    todo = [(os.getpid(), False)]
     while todo:
-        for pid in children.get(todo.pop(), ()):
+        pid, inside = todo.pop()
+        for child in children.get(pid, ()):
+            child_inside = inside or _is_sandbox_root(child, table[child][1])
+            if child_inside:
+                found.add(child)
+            todo.append((child, child_inside))
+    for pid in table:
+        try:
+            uid = os.stat(f"/proc/{pid}").st_uid
+        except OSError:
+            continue
+        if uid >= 1 << 30 and (uid - (1 << 30)) >> 8 == os.getpid():  # LocalSandbox uid: 2**30 + owner * 256 + n
             found.add(pid)
-            todo.append(pid)
     return found
-
-
-def _ours(owner_pid: int) -> bool:
-    """Whether something owned by ``owner_pid`` is this suite's business (other helpers share the box)."""
-    return owner_pid == os.getpid() or not Path(f"/proc/{owner_pid}").exists()
-
-
-def _sandbox_uid_processes() -> set[int]:
-    """Processes running as a LocalSandbox uid (2**30 + owner_pid * 256 + n) of ours or of a dead owner."""
-    pids = set()
-    for name in os.listdir("/proc"):
-        if name.isdigit():
-            try:
-                uid = os.stat(f"/proc/{name}").st_uid
-            except OSError:
-                continue
-            if uid >= 1 << 30 and _ours((uid - (1 << 30)) >> 8):
-                pids.add(int(name))
-    return pids
 
 
 def _cmdline(pid: int) -> str:
@@ -98,34 +117,27 @@ def _cmdline(pid: int) -> str:
 
 def _snapshot() -> dict[str, set[str]]:
     tmp = tempfile.gettempdir()
-    procs = (_descendants(os.getpid()) | _sandbox_uid_processes()) - {os.getpid()}
-    workdirs = set()
-    for name in os.listdir(tmp):
-        owner = name.removeprefix("turnkit-sandbox-").split("-")[0]
-        if name.startswith("turnkit-sandbox-") and owner.isdigit() and _ours(int(owner)):
-            workdirs.add(name)
-    workdirs |= {n for n in os.listdir(tmp) if n.startswith(_OWN_TMP_PREFIXES)}
-    workdirs |= {f"/root/{n}" for n in os.listdir("/root") if n.startswith(".tk-hostfile-")}
+    workdirs = {n for n in os.listdir(tmp) if n.startswith(("turnkit-sandbox-", *_OWN_TMP_PREFIXES))}
+    workdirs |= {str(f) for f in Path.home().glob(".tk-hostfile-*")}
     snap = {
         "workdirs": workdirs,
-        "processes": {f"{p} {_cmdline(p)}" for p in procs if _cmdline(p) != "?"},
+        "processes": {f"{p} {_cmdline(p)}" for p in _sandbox_processes() if _cmdline(p) != "?"},
         "containers": set(),
     }
     if _DOCKER:
         import docker
 
         client = docker.from_env()
-        for c in client.containers.list(all=True, filters={"label": "turnkit.sandbox=1"}):
-            owner = c.labels.get("turnkit.owner", "").split("/")
-            if len(owner) == 3 and owner[1].isdigit() and _ours(int(owner[1])):
-                snap["containers"].add(c.id)
+        mine = owner_label(os.getpid(), docker_backend._start_ticks(os.getpid()))
+        for c in client.containers.list(all=True, filters={"label": f"turnkit.owner={mine}"}):
+            snap["containers"].add(c.id)
         client.close()
     return snap
 
 
-@pytest.fixture(scope="session", autouse=True)
+@pytest.fixture(scope="package", autouse=True)
 def host_unchanged() -> Iterator[None]:
-    """The whole suite leaves no stray files, processes or containers behind (and sets the host secret)."""
+    """The sandbox suite leaves no stray files, processes or containers behind (and sets the host secret)."""
     os.environ["TURNKIT_TEST_SECRET"] = SECRET
     before = _snapshot()
     yield
@@ -147,7 +159,7 @@ def host_unchanged() -> Iterator[None]:
 _SHARED: dict[str, LocalSandbox | DockerSandbox] = {}
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="package")
 def shared_sandboxes() -> Iterator[Callable[[str], LocalSandbox | DockerSandbox]]:
     """One sandbox per backend, reused across tests (each test checks that the sandbox stays usable)."""
 

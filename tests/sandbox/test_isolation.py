@@ -69,7 +69,7 @@ def test_host_environment_not_inherited(sb):
 
 
 def test_host_secret_files_unreadable(sb):
-    secret_file = Path("/root") / f".tk-hostfile-{uuid.uuid4().hex}"
+    secret_file = Path.home() / f".tk-hostfile-{uuid.uuid4().hex}"
     secret_file.write_text(SECRET)
     secret_file.chmod(0o600)
     try:

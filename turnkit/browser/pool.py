@@ -149,6 +149,26 @@ class BrowserPool:
         with self._lock:
             return next((e[1] for e in self._entries.values() if e[0] is browser), 0)
 
+    def close_all(self) -> int:
+        """Close every browser in the pool and forget its holders (for test teardown and shutdown).
+
+        Holders that release later get a :class:`BrowserError`, as for any release of an unheld browser.
+
+        Returns:
+            How many browsers were closed.
+
+        Example:
+            >>> pool = BrowserPool(); b = pool.acquire(viewport=(64, 48))
+            >>> pool.close_all(), len(pool), pool.holders(b)
+            (1, 0, 0)
+        """
+        with self._lock:
+            held = [e[0] for e in self._entries.values()]
+            self._entries.clear()
+        for browser in held:  # outside the pool lock: closing waits for the process tree
+            browser.close()
+        return len(held)
+
     def browsers(self) -> list[Browser]:
         """The browsers currently held, in acquisition order of their settings."""
         with self._lock:
