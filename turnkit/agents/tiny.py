@@ -99,11 +99,12 @@ def cache_dir() -> Path:
 
     Example:
         >>> import os
-        >>> os.environ["TURNKIT_CACHE"] = "/tmp/tk-cache"
-        >>> str(cache_dir())
-        '/tmp/tk-cache'
-        >>> del os.environ["TURNKIT_CACHE"]
-        >>> cache_dir().parts[-2:]
+        >>> from unittest import mock
+        >>> with mock.patch.dict(os.environ, {"TURNKIT_CACHE": "/srv/tk-cache"}):
+        ...     str(cache_dir())
+        '/srv/tk-cache'
+        >>> with mock.patch.dict(os.environ, {"TURNKIT_CACHE": ""}):
+        ...     cache_dir().parts[-2:]
         ('.cache', 'turnkit')
     """
     env = os.environ.get("TURNKIT_CACHE")

@@ -208,8 +208,9 @@ def reap_stale_containers(client: Any = None) -> list[str]:
         The ids of removed containers.
 
     Example:
-        >>> reap_stale_containers() if docker_available() else []
-        []
+        >>> removed = reap_stale_containers() if docker_available() else []
+        >>> isinstance(removed, list)  # what there is to reap depends on the machine
+        True
     """
     docker = _docker_module()
     client = client or docker.from_env()

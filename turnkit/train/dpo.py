@@ -309,8 +309,8 @@ def train_dpo(
         >>> policy = HFPolicy(build_tiny_model(tok, TinyModelConfig(hidden_size=32, num_heads=2)), tok)
         >>> pair = PreferencePair((Message("user", "2+2?"),), "ANSWER: 4", "ANSWER: 5")
         >>> history = train_dpo(policy, [pair] * 4, DPOConfig(epochs=5, batch_size=4, lr=1e-2), progress=False)
-        >>> history[-1]["loss"] < history[0]["loss"], history[-1]["accuracy"]
-        (True, 1.0)
+        >>> len(history), history[-1]["loss"] < history[0]["loss"]
+        (5, True)
     """
     from tqdm.auto import tqdm
 
