@@ -20,3 +20,13 @@ quickstart: setup
 
 bench: setup
 	$(PYTHON) benchmarks/bench_envs.py
+
+.PHONY: lock fresh
+
+# Re-resolve .ci/constraints.txt (the tested pins setup.sh installs) in a clean venv; commit the refresh on its own.
+lock:
+	@bash .ci/lock.sh $(LOCK_ARGS)
+
+# Check `make test` and `make quickstart` on a fresh Debian root (root only; FRESH_ARGS="--only test", see --help).
+fresh:
+	@bash .ci/fresh.sh $(FRESH_ARGS)
