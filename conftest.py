@@ -27,6 +27,8 @@ def pytest_configure(config: pytest.Config) -> None:
     _SESSION_TMP = tempfile.mkdtemp(prefix="turnkit-tests-")
     os.chmod(_SESSION_TMP, 0o1777)  # like /tmp: sandboxes run under their own uids and must reach their work dirs
     os.environ["TMPDIR"] = _SESSION_TMP  # subprocesses (check_env's fresh process, Chromium) use it too
+    # datasets caches what tests load under ~/.cache/huggingface, where a later run would find it
+    os.environ["HF_DATASETS_CACHE"] = os.path.join(_SESSION_TMP, "hf-datasets")
     tempfile.tempdir = _SESSION_TMP
 
 
