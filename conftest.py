@@ -7,6 +7,7 @@ the package here, before collection, makes every test and doctest share one copy
 
 from __future__ import annotations
 
+import gc
 import os
 import shutil
 import tempfile
@@ -40,7 +41,7 @@ def pytest_unconfigure(config: pytest.Config) -> None:
 
 
 @pytest.fixture(scope="module", autouse=True)
-def _browsers_end_with_their_module() -> Iterator[None]:
+def no_chromium_left() -> Iterator[None]:
     """Close what a module (a test file or a doc) left in the shared browser pool and check its Chromium is gone.
 
     A doctest that fails before its ``env.close()`` leaves its browser held; this ends it with its module. Only the
@@ -48,6 +49,7 @@ def _browsers_end_with_their_module() -> Iterator[None]:
     """
     before = len(launched_profiles())
     yield
+    gc.collect()  # unreachable browsers are killed by their finalizers
     shared_pool().close_all()
     mine = launched_profiles()[before:]
     deadline = time.monotonic() + 10.0
