@@ -12,8 +12,9 @@ test: setup
 	@$(PYTHON) -m pytest -q -p no:cacheprovider $(PYTEST_ARGS); rc=$$?; if [ $$rc -eq 5 ]; then echo "no tests collected"; rc=0; fi; exit $$rc
 
 lint:
-	ruff check turnkit tests benchmarks
-	ruff format --check turnkit tests benchmarks
+	ruff check turnkit tests benchmarks studies
+	ruff format --check turnkit tests benchmarks studies
+	lint-imports --no-logo
 
 quickstart: setup
 	$(PYTHON) -m turnkit.cli quickstart

@@ -10,8 +10,9 @@ Configurations, interleaved per trial (ABC ABC ...) so that machine noise hits a
 * ``clarifying``: the scripted clarifying agent (about 3 questions to the rule-based human, then the answer)
   with the persistent sandbox, to show the cost of the dialogue turns.
 
+Whether asking matters (clarifying vs answer-at-once success) is a study: ``studies/collab_code_asking.py``.
+
 Run:  python benchmarks/bench_collab_code.py --trials 5 --episodes 40
-      python benchmarks/bench_collab_code.py --study 200   (clarifying vs answer-at-once, per split, 95% CIs)
 """
 
 from __future__ import annotations
@@ -24,12 +25,11 @@ from typing import Any
 
 import turnkit
 from turnkit.agents.oracle import OracleAgent
-from turnkit.envs.collab_code.agents import AnswerAtOnceAgent, ClarifyingAgent
+from turnkit.envs.collab_code.agents import ClarifyingAgent
 from turnkit.envs.collab_code.env import CollabCodeEnv
 from turnkit.envs.collab_code.grading import GRADING_LIMITS, REFERENCE_CACHE
 from turnkit.rollout.collect import collect_batch
 from turnkit.sandbox import LocalSandbox
-from turnkit.stats import mean_ci, wilson_interval
 from turnkit.types import ExecResult
 
 
@@ -95,49 +95,12 @@ def bench(trials: int, episodes: int) -> dict[str, dict[str, float]]:
     return {name: {key: statistics.median(s[key] for s in runs) for key in runs[0]} for name, runs in samples.items()}
 
 
-def study(n: int) -> list[dict[str, Any]]:
-    rows = []
-    for split in ("id", "ood", "combo"):
-        for label, agent in (("clarifying", ClarifyingAgent()), ("answer-at-once", AnswerAtOnceAgent())):
-            trajs = collect_batch([CollabCodeEnv(split=split) for _ in range(n)], agent, list(range(n)))
-            assert all(t.error is None for t in trajs)
-            wins = sum(t.success for t in trajs)
-            mean, lo, hi = mean_ci([t.total_reward for t in trajs])
-            rows.append(
-                {
-                    "split": split,
-                    "agent": label,
-                    "n": n,
-                    "success": wins / n,
-                    "success_ci": wilson_interval(wins, n),
-                    "tests_passed": mean,
-                    "tests_passed_ci": (lo, hi),
-                    "turns": statistics.mean(len(t.steps) for t in trajs),
-                }
-            )
-    return rows
-
-
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--trials", type=int, default=5)
     parser.add_argument("--episodes", type=int, default=40, help="episodes per configuration and trial (x8)")
-    parser.add_argument("--study", type=int, default=0, help="run the agent study with this many tasks per split")
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args([a for a in (argv or []) if a != "--"] if argv is not None else None)
-    if args.study:
-        rows = study(args.study)
-        if args.json:
-            print(json.dumps(rows, indent=2))
-            return 0
-        print(f"{'split':<6} {'agent':<15} {'success [95% CI]':<24} {'tests passed [95% CI]':<24} turns")
-        for r in rows:
-            s_lo, s_hi = r["success_ci"]
-            t_lo, t_hi = r["tests_passed_ci"]
-            success = f"{r['success']:.3f} [{s_lo:.3f}, {s_hi:.3f}]"
-            tests = f"{r['tests_passed']:.3f} [{t_lo:.3f}, {t_hi:.3f}]"
-            print(f"{r['split']:<6} {r['agent']:<15} {success:<24} {tests:<24} {r['turns']:.2f}")
-        return 0
     episodes = max(8, args.episodes // 8 * 8)
     result = bench(args.trials, episodes)
     if args.json:

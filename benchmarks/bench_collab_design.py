@@ -10,21 +10,16 @@ Configurations, run side by side in interleaved trials (ABCABC...) on one warm b
 Browser start-up (one per env, paid once) is measured separately. Every trial uses new seeds, so no design
 is rendered twice across trials.
 
-``--quality N`` instead measures what the numbers in ``docs/envs/collab_design.md`` rest on, over N seeds per
-split: final reward (with its visual and text parts, mean and 95 % CI) and success rate of the oracle, of the
-feedback follower and of its answer-at-once ablation, and the reward of the reference against perturbed copies
-of itself (the metric's calibration, :mod:`turnkit.envs.collab_design.perturb`, first min(N, 20) ID designs;
-only when ``--splits`` includes ``id``).
-
 ``--group G`` compares, for oracle ``collect_group`` calls of G envs (the env and its clones are made, run and
 closed each time, as a training loop does), one private Chromium per env (``share_browser=False``) against the
 pooled shared browser (the default): episodes/s (median of ``--trials`` interleaved trials, and the ratio),
 the share of wall time inside ``Browser.render`` (cold starts included) and browsers started per group.
 
 Run:  python benchmarks/bench_collab_design.py --trials 5 --episodes 20
-      python benchmarks/bench_collab_design.py --quality 200
       python benchmarks/bench_collab_design.py --group 8 --trials 7 [--no-cache]
       (or ``turnkit bench collab_design -- --trials 5``)
+
+The agents' rewards and the metric's calibration are a study: ``studies/collab_design_quality.py``.
 """
 
 from __future__ import annotations
@@ -36,17 +31,12 @@ import sys
 import time
 
 import gymnasium
-import numpy as np
 from gymnasium.envs.registration import register
 
 import turnkit
 from turnkit.agents.oracle import OracleAgent
 from turnkit.browser import Browser, RenderCache, launched_profiles, shared_cache
 from turnkit.envs.collab_design.baselines import FeedbackFollower
-from turnkit.envs.collab_design.generator import reference_html, sample_design
-from turnkit.envs.collab_design.perturb import perturbations
-from turnkit.envs.collab_design.score import DesignScore, design_score
-from turnkit.stats import mean_ci
 
 ENV_ID = "turnkit/CollabDesign-v0"
 if ENV_ID not in gymnasium.registry:  # until turnkit/envs/registration.py registers it
@@ -85,77 +75,6 @@ def startup_seconds(trials: int) -> float:
             b.render("<p>warm</p>")
         times.append(time.perf_counter() - start)
     return statistics.median(times)
-
-
-def baselines(
-    browser: Browser, seeds: int, splits: tuple[str, ...] = ("id", "ood", "combo")
-) -> dict[str, dict[str, float]]:
-    """Mean final reward (with its visual and text parts), success rate and turns per (agent, split)."""
-    agents = {
-        "oracle": OracleAgent(),
-        "answer at once": FeedbackFollower(answer_at_once=True),
-        "feedback follower": FeedbackFollower(),
-    }
-    out = {}
-    for split in splits:
-        env = gymnasium.make(ENV_ID, split=split, browser=browser)
-        for name, agent in agents.items():
-            trajs = [turnkit.collect(env, agent, seed=s) for s in range(seeds)]  # type: ignore[arg-type]
-            if any(t.error is not None for t in trajs):
-                raise RuntimeError(f"{name} [{split}]: {next(t.error for t in trajs if t.error is not None)}")
-            rewards = [t.total_reward for t in trajs]
-            low, high = mean_ci(rewards)[1:]
-            out[f"{name} [{split}]"] = {
-                "n": len(trajs),
-                "reward": statistics.mean(rewards),
-                "reward_ci95": [low, high],
-                "visual": statistics.mean(t.steps[-1].info["visual_similarity"] for t in trajs),
-                "text": statistics.mean(t.steps[-1].info["text_similarity"] for t in trajs),
-                "success": statistics.mean(float(t.success) for t in trajs),
-                "turns": statistics.mean(len(t.steps) for t in trajs),
-            }
-    return out
-
-
-def calibration(browser: Browser, seeds: int) -> dict[str, dict[str, float]]:
-    """Median reward (and its visual and text parts) of ID reference pages vs perturbed copies of themselves."""
-    scores: dict[str, list[DesignScore]] = {}
-    for seed in range(seeds):
-        d = sample_design(np.random.default_rng(seed), "id")
-        ref = browser.render(reference_html(d).strip())
-        for name, variant in perturbations(d).items():
-            scores.setdefault(name, []).append(design_score(browser.render(variant), ref))
-    return {
-        k: {
-            "reward": statistics.median(s.total for s in v),
-            "min": min(s.total for s in v),
-            "max": max(s.total for s in v),
-            "visual": statistics.median(s.visual for s in v),
-            "text": statistics.median(s.text for s in v),
-        }
-        for k, v in scores.items()
-    }
-
-
-def quality(seeds: int, as_json: bool, splits: tuple[str, ...]) -> int:
-    """Print the baselines and the metric calibration (see the module docstring)."""
-    with Browser() as browser:
-        calib = calibration(browser, min(seeds, 20)) if "id" in splits else {}
-        base = baselines(browser, seeds, splits)
-    if as_json:
-        print(json.dumps({"seeds": seeds, "baselines": base, "calibration": calib}, indent=2))
-        return 0
-    print(f"{'agent [split]':<32}{'n':>5}{'reward':>8}{'95% CI':>16}{'visual':>8}{'text':>7}{'success':>9}{'turns':>7}")
-    for name, r in base.items():
-        ci = f"[{r['reward_ci95'][0]:.3f}, {r['reward_ci95'][1]:.3f}]"
-        print(
-            f"{name:<32}{r['n']:>5}{r['reward']:>8.3f}{ci:>16}{r['visual']:>8.3f}{r['text']:>7.3f}"
-            f"{100 * r['success']:>8.0f}%{r['turns']:>7.1f}"
-        )
-    print(f"\n{'reference vs ... (median)':<32}{'reward':>8}{'min':>7}{'max':>7}{'visual':>8}{'text':>7}")
-    for name, v in calib.items():
-        print(f"{name:<32}{v['reward']:>8.3f}{v['min']:>7.3f}{v['max']:>7.3f}{v['visual']:>8.3f}{v['text']:>7.3f}")
-    return 0
 
 
 def group_round(shared: bool, group_size: int, seed: int) -> dict[str, float]:
@@ -239,13 +158,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--trials", type=int, default=5)
     parser.add_argument("--episodes", type=int, default=20, help="episodes per configuration and trial")
     parser.add_argument("--json", action="store_true", help="print JSON instead of a table")
-    parser.add_argument("--quality", type=int, default=0, metavar="N", help="baselines + calibration, N seeds")
-    parser.add_argument("--splits", default="id,ood,combo", help="splits of --quality (comma-separated)")
     parser.add_argument("--group", type=int, default=0, metavar="G", help="shared vs separate browsers, groups of G")
     parser.add_argument("--no-cache", action="store_true", help="--group with the render cache switched off")
     args = parser.parse_args([a for a in (sys.argv[1:] if argv is None else argv) if a != "--"])
-    if args.quality:
-        return quality(args.quality, args.json, tuple(args.splits.split(",")))
     if args.group:
         return groups(args.trials, args.group, args.json, cache=not args.no_cache)
 

@@ -19,7 +19,7 @@ import torch
 
 from turnkit.agents.base import Context
 from turnkit.agents.hf import HFPolicy, chat_prompt_ids
-from turnkit.agents.tiny import TinyModelConfig, build_tiny_model, build_tiny_tokenizer
+from turnkit.models.tiny import TinyModelConfig, build_tiny_model, build_tiny_tokenizer
 from turnkit.types import Message
 
 PROMPTS = [

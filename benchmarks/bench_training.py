@@ -8,11 +8,10 @@ Measures, with medians over ``--repeats`` trials:
   batch (16 groups x 8 episodes), split into the envs' own reset/step time and the collector's bookkeeping
   (the rest). Target: <= 5%. The baseline it is a ratio against is the wall time of the same run.
 
-``--quickstart-seeds 0 1 2`` also runs the quickstart once per training seed (into
-``runs/quickstart-seeds``) and prints the before/after table with the mean change and its 95% interval.
+What the quickstart's GRPO run learns (success before/after, over training seeds) is a study, run by
+``turnkit quickstart --seeds N``; see studies/README.md.
 
 Run:  python benchmarks/bench_training.py --repeats 5
-      python benchmarks/bench_training.py --skip-throughput --quickstart-seeds 0 1 2
       (or ``turnkit bench training -- --repeats 5``)
 """
 
@@ -29,9 +28,9 @@ import torch
 
 import turnkit  # noqa: F401  (registers envs)
 from turnkit.agents.base import Context
+from turnkit.models.embedded import tiny_policy
 from turnkit.rollout.collect import collect_batch
 from turnkit.train.config import TrainConfig
-from turnkit.train.embedded import tiny_policy
 from turnkit.train.loop import TimedAgent, prepare_policy, update
 from turnkit.types import Message
 
@@ -120,41 +119,31 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--threads", type=int, default=2, help="torch CPU threads (the target machine has 2 cores)")
-    parser.add_argument("--skip-throughput", action="store_true")
-    parser.add_argument("--quickstart-seeds", type=int, nargs="*", default=[])
     parser.add_argument("--json", action="store_true", help="print JSON instead of a table")
     args = parser.parse_args([a for a in (argv or []) if a != "--"])
     torch.set_num_threads(args.threads)
     results: dict[str, object] = {"threads": args.threads, "repeats": args.repeats}
-    if not args.skip_throughput:
-        policy = tiny_policy(progress=False, temperature=1.0)
-        params = sum(p.numel() for p in policy.model.parameters())
-        results["params"] = params
+    policy = tiny_policy(progress=False, temperature=1.0)
+    params = sum(p.numel() for p in policy.model.parameters())
+    results["params"] = params
+    for batch in (1, 16, 64):
+        results[f"gen_tokens_per_s_b{batch}"] = generation_tps(policy, batch, args.repeats)
+    over = rollout_overhead(policy, args.repeats)
+    results["rollout_overhead_frac"] = over["overhead_frac"]
+    results["rollout_env_frac"] = over["env_frac"]
+    results["rollout_s_128_episodes"] = over["rollout_s"]
+    results["train_tokens_per_s"] = training_tps(policy, over["trajs"], args.repeats)
+    if not args.json:
+        print(f"tiny policy: {params / 1e6:.2f}M parameters, torch threads {args.threads}, medians of {args.repeats}")
         for batch in (1, 16, 64):
-            results[f"gen_tokens_per_s_b{batch}"] = generation_tps(policy, batch, args.repeats)
-        over = rollout_overhead(policy, args.repeats)
-        results["rollout_overhead_frac"] = over["overhead_frac"]
-        results["rollout_env_frac"] = over["env_frac"]
-        results["rollout_s_128_episodes"] = over["rollout_s"]
-        results["train_tokens_per_s"] = training_tps(policy, over["trajs"], args.repeats)
-        if not args.json:
-            print(
-                f"tiny policy: {params / 1e6:.2f}M parameters, torch threads {args.threads}, medians of {args.repeats}"
-            )
-            for batch in (1, 16, 64):
-                print(f"  generation, batch {batch:>2}:  {results[f'gen_tokens_per_s_b{batch}']:>9.0f} tokens/s")
-            print(f"  GRPO update (fwd+bwd+AdamW): {results['train_tokens_per_s']:>9.0f} tokens/s")
-            print(
-                f"  rollout of 128 episodes: {over['rollout_s']:.2f}s, outside the policy "
-                f"{100 * over['overhead_frac']:.2f}% (target <= 5%): env reset/step "
-                f"{100 * over['env_frac']:.2f}%, collector bookkeeping "
-                f"{100 * (over['overhead_frac'] - over['env_frac']):.2f}%"
-            )
-    if args.quickstart_seeds:
-        from turnkit.train.quickstart import QuickstartConfig, run_seeds
-
-        agg = run_seeds(QuickstartConfig(out_dir="runs/quickstart-seeds"), args.quickstart_seeds, progress=False)
-        results["quickstart"] = {k: v for k, v in agg.items() if k != "runs"}
+            print(f"  generation, batch {batch:>2}:  {results[f'gen_tokens_per_s_b{batch}']:>9.0f} tokens/s")
+        print(f"  GRPO update (fwd+bwd+AdamW): {results['train_tokens_per_s']:>9.0f} tokens/s")
+        print(
+            f"  rollout of 128 episodes: {over['rollout_s']:.2f}s, outside the policy "
+            f"{100 * over['overhead_frac']:.2f}% (target <= 5%): env reset/step "
+            f"{100 * over['env_frac']:.2f}%, collector bookkeeping "
+            f"{100 * (over['overhead_frac'] - over['env_frac']):.2f}%"
+        )
     if args.json:
         print(json.dumps(results, indent=2))
     return 0

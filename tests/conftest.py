@@ -7,7 +7,7 @@ import pytest
 def policy_factory():
     """Builds fresh, identical micro HF policies (1 layer, 32 wide, seed 0) on the default byte tokenizer."""
     from turnkit.agents.hf import HFPolicy
-    from turnkit.agents.tiny import TinyModelConfig, build_tiny_model, build_tiny_tokenizer
+    from turnkit.models.tiny import TinyModelConfig, build_tiny_model, build_tiny_tokenizer
 
     tok = build_tiny_tokenizer()
 

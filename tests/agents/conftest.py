@@ -7,7 +7,7 @@ from transformers import LlamaForCausalLM, PreTrainedTokenizerFast
 
 from turnkit.agents.base import Context
 from turnkit.agents.hf import HFPolicy
-from turnkit.agents.tiny import TinyModelConfig, build_tiny_model, build_tiny_tokenizer
+from turnkit.models.tiny import TinyModelConfig, build_tiny_model, build_tiny_tokenizer
 from turnkit.types import Message
 
 TEST_CONFIG = TinyModelConfig(hidden_size=64, num_layers=2, num_heads=4, intermediate_size=128)

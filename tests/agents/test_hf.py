@@ -12,8 +12,8 @@ import torch
 
 from tests.agents.conftest import make_context
 from turnkit.agents.hf import HFPolicy, chat_prompt_ids, sample_tokens
-from turnkit.agents.tiny import save_tiny
 from turnkit.errors import ConfigError
+from turnkit.models.tiny import save_tiny
 from turnkit.types import Message
 
 PROMPTS = ["1+1?", "What is 12*(3+4)?", "hi", "Solve x^2 = 49 for positive x, please.", "7-3"]
@@ -180,7 +180,7 @@ LINED_PROMPT = (Message("user", "Add 1 and 2."),)
 def lined_policy(tokenizer):
     """A tiny model overfit (60 Adam steps, ~1 s) to answer LINED_PROMPT with the three-line LINED text."""
     from tests.agents.conftest import TEST_CONFIG
-    from turnkit.agents.tiny import build_tiny_model
+    from turnkit.models.tiny import build_tiny_model
 
     torch.manual_seed(0)
     model = build_tiny_model(tokenizer, TEST_CONFIG, seed=0)
@@ -255,3 +255,14 @@ def test_different_prefixes_in_one_batch_sample_as_they_would_alone(lined_policy
     for b, a in zip(batched, alone, strict=False):
         assert (b.token_ids, b.text, b.prompt_token_ids) == (a.token_ids, a.text, a.prompt_token_ids)
         assert torch.allclose(torch.tensor(b.logprobs), torch.tensor(a.logprobs), atol=1e-5)
+
+
+def test_generation_raises_no_deprecation_warning(policy):
+    """The KV cache goes in under the name this transformers version declares (no FutureWarning on the old one)."""
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", FutureWarning)
+        warnings.simplefilter("error", DeprecationWarning)
+        [turn] = policy.act([make_context("What is 2+2?")])
+    assert turn.token_ids

@@ -10,8 +10,8 @@ import torch
 
 from tests.agents.conftest import TEST_CONFIG, make_context
 from turnkit.agents.hf import HFPolicy
-from turnkit.agents.tiny import build_tiny_model
 from turnkit.errors import ConfigError
+from turnkit.models.tiny import build_tiny_model
 
 PROMPT, COMPLETION = [[1, 4, 60, 61, 62, 2, 5]], [[70, 71, 72, 73]]
 
@@ -123,3 +123,17 @@ def test_attach_is_deterministic_and_leaves_the_global_rng_alone(tokenizer):
     assert torch.equal(torch.random.get_rng_state(), state)
     for (_, pa), (_, pb) in zip(a.model.named_parameters(), b.model.named_parameters(), strict=True):
         assert torch.equal(pa, pb)
+
+
+def test_attaching_an_adapter_raises_no_deprecation_warning(model, tokenizer):
+    import copy
+    import warnings
+
+    from turnkit.agents.hf import HFPolicy
+
+    policy = HFPolicy(copy.deepcopy(model), tokenizer)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", FutureWarning)
+        warnings.simplefilter("error", DeprecationWarning)
+        policy.attach_lora(r=4)
+    assert policy.has_adapter

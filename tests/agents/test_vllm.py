@@ -13,9 +13,9 @@ import torch
 
 from tests.agents.conftest import make_context
 from turnkit.agents.hf import HFPolicy
-from turnkit.agents.tiny import TinyModelConfig, build_tiny_model, build_tiny_tokenizer, save_tiny
 from turnkit.agents.vllm import VLLMPolicy
 from turnkit.errors import AgentError, ConfigError
+from turnkit.models.tiny import TinyModelConfig, build_tiny_model, build_tiny_tokenizer, save_tiny
 
 
 def needs_vllm_gpu(test):

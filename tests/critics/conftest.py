@@ -3,7 +3,7 @@
 import pytest
 import torch
 
-from turnkit.agents.tiny import build_tiny_tokenizer
+from turnkit.models.tiny import build_tiny_tokenizer
 
 
 @pytest.fixture(autouse=True, scope="module")

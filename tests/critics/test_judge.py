@@ -9,10 +9,10 @@ import pytest
 from turnkit.agents.base import Context
 from turnkit.agents.hf import HFPolicy
 from turnkit.agents.scripted import ScriptedAgent
-from turnkit.agents.tiny import TinyModelConfig, build_tiny_model, build_tiny_tokenizer
 from turnkit.critics.base import Critic, score_all
 from turnkit.critics.judge import JudgeConfig, JudgeCritic, JudgeParseError, parse_score, render_transcript
 from turnkit.errors import ConfigError, CriticError
+from turnkit.models.tiny import TinyModelConfig, build_tiny_model, build_tiny_tokenizer
 from turnkit.types import AgentTurn, Message, Step, Task, Trajectory
 
 

@@ -9,7 +9,6 @@ import pytest
 import torch
 
 from turnkit.agents.hf import HFPolicy
-from turnkit.agents.tiny import TinyModelConfig, build_tiny_model
 from turnkit.critics.base import Critic, LearnedCritic
 from turnkit.critics.prime import (
     ImplicitPRM,
@@ -24,6 +23,7 @@ from turnkit.critics.prime import (
 )
 from turnkit.errors import ConfigError, DataError
 from turnkit.learners.advantages import rloo_advantages, whiten
+from turnkit.models.tiny import TinyModelConfig, build_tiny_model
 from turnkit.types import AgentTurn, Step, Trajectory
 
 TINY = TinyModelConfig(hidden_size=32, num_layers=1, num_heads=2, intermediate_size=64, max_position_embeddings=128)

@@ -10,7 +10,6 @@ import pytest
 import torch
 
 from turnkit.agents.hf import HFPolicy, chat_prompt_ids
-from turnkit.agents.tiny import TinyModelConfig, build_tiny_model
 from turnkit.critics.base import Critic, LearnedCritic, score_all
 from turnkit.critics.sweet import (
     SweetConfig,
@@ -24,7 +23,8 @@ from turnkit.critics.sweet import (
     turn_advantage,
 )
 from turnkit.errors import ConfigError, CriticError, DataError
-from turnkit.train.demos import turn_messages
+from turnkit.models.tiny import TinyModelConfig, build_tiny_model
+from turnkit.rollout.demos import turn_messages
 from turnkit.types import AgentTurn, Message, Step, Task, Trajectory
 
 TINY = TinyModelConfig(hidden_size=32, num_layers=2, num_heads=2, intermediate_size=64, max_position_embeddings=256)

@@ -6,11 +6,8 @@ from turnkit.learners.dpo import (
     common_prefix_length,
     conservative_epsilon,
     dpo_loss,
-    pair_example,
     split_at_divergence,
 )
-from turnkit.search.pairs import PreferencePair
-from turnkit.types import Message
 
 
 def t(*xs):
@@ -82,28 +79,6 @@ def test_split_refuses_identical_completions():
         split_at_divergence([1], [3, 4], [3, 4])
 
 
-def test_stored_token_ids_are_used_not_the_text(policy_factory):
-    pair = PreferencePair(
-        (Message("user", "q"),),
-        "x",
-        "y",
-        prompt_token_ids=(1, 4),
-        chosen_token_ids=(70, 71, 2),
-        rejected_token_ids=(70, 72, 2),
-    )
-    ex = pair_example(pair, policy_factory().tokenizer)
-    assert ex.prompt_ids == (1, 4, 70) and ex.chosen_ids == (71, 2) and ex.rejected_ids == (72, 2)
-
-
-def test_pairs_without_ids_are_rendered_with_the_chat_template(policy_factory):
-    tok = policy_factory().tokenizer
-    ex = pair_example(PreferencePair((Message("user", "hi"),), "ab", "ac"), tok)
-    assert tok.convert_ids_to_tokens(list(ex.prompt_ids))[-2:] == ["<|assistant|>", "a"]
-    assert tok.convert_ids_to_tokens(list(ex.chosen_ids)) == ["b", "<|end|>"]
-    with pytest.raises(DataError, match="no token ids"):
-        pair_example(PreferencePair((Message("user", "hi"),), "ab", "ac"))
-
-
 def test_shared_prefix_tokens_get_no_gradient(policy_factory):
     """Changing the model only at the shared prefix's scores must not change the loss: check h directly."""
     policy = policy_factory()
@@ -115,12 +90,3 @@ def test_shared_prefix_tokens_get_no_gradient(policy_factory):
     # the difference of full sums equals the difference of suffix sums: the prefix cancels exactly
     assert (full[0].sum() - full[1].sum()).item() == pytest.approx((suffix[0].sum() - suffix[1].sum()).item(), abs=1e-5)
     assert suffix.shape[1] == 2
-
-
-def test_the_loop_moved_to_turnkit_train_but_old_imports_still_work():
-    import turnkit.learners.dpo as learners_dpo
-    from turnkit.train import dpo as loop
-
-    assert learners_dpo.train_dpo is loop.train_dpo and learners_dpo.DPOConfig is loop.DPOConfig
-    with pytest.raises(AttributeError, match="no attribute 'nope'"):
-        learners_dpo.nope  # noqa: B018

@@ -282,7 +282,7 @@ def tiny_rollout():
 
     import turnkit
     from turnkit.agents.hf import HFPolicy
-    from turnkit.agents.tiny import TinyModelConfig, build_tiny_model, build_tiny_tokenizer
+    from turnkit.models.tiny import TinyModelConfig, build_tiny_model, build_tiny_tokenizer
 
     tok = build_tiny_tokenizer()
     cfg = TinyModelConfig(hidden_size=32, num_layers=1, num_heads=2, intermediate_size=64)

@@ -52,7 +52,7 @@ def choice_agent():
 def tiny_hf():
     """A factory of small random-init HF policies (fast enough for unit tests)."""
     from turnkit.agents.hf import HFPolicy
-    from turnkit.agents.tiny import TinyModelConfig, build_tiny_model, build_tiny_tokenizer
+    from turnkit.models.tiny import TinyModelConfig, build_tiny_model, build_tiny_tokenizer
 
     tok = build_tiny_tokenizer()
 

@@ -5,14 +5,14 @@ import gymnasium
 import pytest
 
 import turnkit
+from turnkit.cli.synth import add_commands, cmd_synth, config_from_args
 from turnkit.envs.core import TextEnv, Transition
 from turnkit.errors import ConfigError
-from turnkit.search.cli import add_commands, cmd_synth, config_from_args
 from turnkit.search.mcts import MCTS, MCTSConfig
 from turnkit.search.pairs import PairConfig, read_pairs
-from turnkit.search.synth import SynthConfig, synthesize
 from turnkit.search.tree import SearchTree
 from turnkit.train.dpo import DPOConfig
+from turnkit.train.synth import SynthConfig, synthesize
 from turnkit.types import Task
 
 SHORT_MATH = {"difficulty": 1, "token_budget": 12, "budget_unit": "chars"}  # random text ends episodes fast

@@ -20,7 +20,7 @@ def trl_block() -> str:
 @pytest.mark.slow
 def test_docs_trl_example_trains_on_exported_pairs(tmp_path):
     pytest.importorskip("trl")
-    from turnkit.agents.tiny import TinyModelConfig, build_tiny_model, build_tiny_tokenizer, save_tiny
+    from turnkit.models.tiny import TinyModelConfig, build_tiny_model, build_tiny_tokenizer, save_tiny
 
     tok = build_tiny_tokenizer()
     model = build_tiny_model(tok, TinyModelConfig(hidden_size=32, num_layers=1, num_heads=2, intermediate_size=64))

@@ -8,9 +8,9 @@ import pytest
 from transformers import PreTrainedTokenizerFast
 
 from turnkit.agents.hf import HFPolicy
-from turnkit.agents.tiny import TinyModelConfig, build_tiny_model, build_tiny_tokenizer
 from turnkit.envs.core import TextEnv, Transition
-from turnkit.train.embedded import TinyRecipe
+from turnkit.models.embedded import TinyRecipe
+from turnkit.models.tiny import TinyModelConfig, build_tiny_model, build_tiny_tokenizer
 from turnkit.types import Task
 
 SMALL = TinyModelConfig(hidden_size=32, num_layers=1, num_heads=2, intermediate_size=64, max_position_embeddings=512)

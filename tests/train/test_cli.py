@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 from transformers import PreTrainedTokenizerFast
 
-from turnkit.agents.tiny import build_tiny_model, save_tiny
 from turnkit.cli import main
+from turnkit.models.tiny import build_tiny_model, save_tiny
 
 from .conftest import SMALL
 

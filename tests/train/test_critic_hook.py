@@ -17,9 +17,9 @@ from turnkit.agents.hf import HFPolicy, chat_prompt_ids
 from turnkit.agents.scripted import ScriptedAgent
 from turnkit.envs.core import TextEnv, Transition
 from turnkit.errors import ConfigError
+from turnkit.rollout.demos import completion_ids
 from turnkit.train import loop
 from turnkit.train.config import TrainConfig, apply_overrides
-from turnkit.train.demos import completion_ids
 from turnkit.train.loop import build_critic, critic_rewards, train, update
 from turnkit.train.metrics import read_metrics
 from turnkit.types import AgentTurn, ErrorCause, Message, Step, Task, Trajectory, TrajectoryError

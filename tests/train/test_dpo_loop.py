@@ -6,13 +6,14 @@ import pytest
 import torch
 
 from turnkit.errors import ConfigError, DataError
-from turnkit.learners.dpo import DPOExample, pair_example, split_at_divergence
+from turnkit.learners.dpo import DPOExample, split_at_divergence
 from turnkit.search.pairs import PreferencePair
 from turnkit.train.dpo import (
     DPOConfig,
     SegmentedPair,
     as_segmented,
     batch_schedule,
+    pair_example,
     reference_logprobs,
     side_logprobs,
     train_dpo,
@@ -144,3 +145,25 @@ def test_turn_scope_nll_covers_the_shared_prefix_too(policy_factory):
     assert history[0]["dpo_loss"] == pytest.approx(math.log(2), abs=1e-6)
     with pytest.raises(ConfigError, match="nll_scope"):
         DPOConfig(nll_scope="prompt")
+
+
+def test_stored_token_ids_are_used_not_the_text(policy_factory):
+    pair = PreferencePair(
+        (Message("user", "q"),),
+        "x",
+        "y",
+        prompt_token_ids=(1, 4),
+        chosen_token_ids=(70, 71, 2),
+        rejected_token_ids=(70, 72, 2),
+    )
+    ex = pair_example(pair, policy_factory().tokenizer)
+    assert ex.prompt_ids == (1, 4, 70) and ex.chosen_ids == (71, 2) and ex.rejected_ids == (72, 2)
+
+
+def test_pairs_without_ids_are_rendered_with_the_chat_template(policy_factory):
+    tok = policy_factory().tokenizer
+    ex = pair_example(PreferencePair((Message("user", "hi"),), "ab", "ac"), tok)
+    assert tok.convert_ids_to_tokens(list(ex.prompt_ids))[-2:] == ["<|assistant|>", "a"]
+    assert tok.convert_ids_to_tokens(list(ex.chosen_ids)) == ["b", "<|end|>"]
+    with pytest.raises(DataError, match="no token ids"):
+        pair_example(PreferencePair((Message("user", "hi"),), "ab", "ac"))

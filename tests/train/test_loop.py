@@ -9,8 +9,8 @@ import torch
 from transformers import PreTrainedTokenizerFast
 
 from turnkit.agents.hf import HFPolicy, chat_prompt_ids
+from turnkit.rollout.demos import completion_ids
 from turnkit.train.config import TrainConfig
-from turnkit.train.demos import completion_ids
 from turnkit.train.loop import rollout_metrics, sample_task_seeds, train, update
 from turnkit.train.metrics import read_metrics
 from turnkit.types import AgentTurn, ErrorCause, Message, Step, Trajectory, TrajectoryError

@@ -29,7 +29,7 @@ model with the adapter disabled (:meth:`HFPolicy.reference`), never a second cop
 
 Example:
     >>> from turnkit.agents.base import Context
-    >>> from turnkit.agents.tiny import TinyModelConfig, build_tiny_model, build_tiny_tokenizer
+    >>> from turnkit.models.tiny import TinyModelConfig, build_tiny_model, build_tiny_tokenizer
     >>> from turnkit.types import Message
     >>> tok = build_tiny_tokenizer()
     >>> model = build_tiny_model(tok, TinyModelConfig(hidden_size=32, num_layers=1, num_heads=2,
@@ -47,6 +47,8 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import inspect
+import warnings
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
@@ -70,7 +72,7 @@ def chat_prompt_ids(tokenizer: PreTrainedTokenizerBase, messages: Sequence[Messa
         ConfigError: The tokenizer has no chat template.
 
     Example:
-        >>> from turnkit.agents.tiny import build_tiny_tokenizer
+        >>> from turnkit.models.tiny import build_tiny_tokenizer
         >>> tok = build_tiny_tokenizer()
         >>> ids = chat_prompt_ids(tok, [Message("user", "hi")])
         >>> tok.convert_ids_to_tokens(ids)
@@ -123,6 +125,23 @@ def sample_tokens(
     race = torch.stack([torch.empty_like(probs[0]).exponential_(generator=g) for g in generators])
     tokens = (probs / race).argmax(dim=-1)
     return tokens, logp.gather(-1, tokens[:, None]).squeeze(-1)
+
+
+def cache_argument(model: Any) -> str:
+    """The keyword under which ``model.forward`` takes the KV cache (PEFT wrappers are looked through).
+
+    transformers 5.24 renamed ``past_key_values`` to ``cache`` and warns on the old name; earlier versions
+    know only ``past_key_values``. Passing the name the model declares keeps generation warning-free on both.
+
+    Example:
+        >>> from turnkit.models.tiny import TinyModelConfig, build_tiny_model, build_tiny_tokenizer
+        >>> model = build_tiny_model(build_tiny_tokenizer(), TinyModelConfig(hidden_size=16, num_layers=1,
+        ...                                                                 num_heads=2, intermediate_size=32))
+        >>> cache_argument(model) in ("cache", "past_key_values")
+        True
+    """
+    base = model.get_base_model() if hasattr(model, "get_base_model") else model
+    return "cache" if "cache" in inspect.signature(base.forward).parameters else "past_key_values"
 
 
 class HFPolicy:
@@ -186,7 +205,7 @@ class HFPolicy:
 
         Example:
             >>> import tempfile
-            >>> from turnkit.agents.tiny import TinyModelConfig, build_tiny_model, build_tiny_tokenizer, save_tiny
+            >>> from turnkit.models.tiny import TinyModelConfig, build_tiny_model, build_tiny_tokenizer, save_tiny
             >>> tok = build_tiny_tokenizer()
             >>> cfg = TinyModelConfig(hidden_size=32, num_layers=1, num_heads=2, intermediate_size=64)
             >>> with tempfile.TemporaryDirectory() as d:
@@ -216,7 +235,7 @@ class HFPolicy:
         :meth:`attach_lora`).
 
         Example:
-            >>> from turnkit.agents.tiny import TinyModelConfig, build_tiny_model, build_tiny_tokenizer
+            >>> from turnkit.models.tiny import TinyModelConfig, build_tiny_model, build_tiny_tokenizer
             >>> tok = build_tiny_tokenizer()
             >>> p = HFPolicy(build_tiny_model(tok, TinyModelConfig(hidden_size=32, num_heads=2)), tok)
             >>> greedy = p.with_sampling(temperature=0.0)
@@ -307,6 +326,7 @@ class HFPolicy:
         )
         past, logits = out.past_key_values, out.logits[:, -1, :]
         next_pos = positions[:, -1:] + 1
+        cache_arg = cache_argument(self.model)
         while any(f is None for f in finish):
             new, lps = sample_tokens(
                 logits, generators, temperature=self.sampling.temperature, top_p=self.sampling.top_p
@@ -330,8 +350,8 @@ class HFPolicy:
                 input_ids=new[:, None],
                 attention_mask=attention,
                 position_ids=next_pos,
-                past_key_values=past,
                 use_cache=True,
+                **{cache_arg: past},
             )
             past, logits = out.past_key_values, out.logits[:, -1, :]
             next_pos = next_pos + 1
@@ -388,7 +408,7 @@ class HFPolicy:
             ``[B, max_completion_len]`` float32 log-probs; positions past a row's completion are ``0``.
 
         Example:
-            >>> from turnkit.agents.tiny import TinyModelConfig, build_tiny_model, build_tiny_tokenizer
+            >>> from turnkit.models.tiny import TinyModelConfig, build_tiny_model, build_tiny_tokenizer
             >>> tok = build_tiny_tokenizer()
             >>> policy = HFPolicy(build_tiny_model(tok, TinyModelConfig(hidden_size=32, num_heads=2)), tok)
             >>> lp = policy.sequence_logprobs([[1, 4, 50], [1, 4]], [[60, 61], [62]])
@@ -452,7 +472,7 @@ class HFPolicy:
         ``A`` matrices are drawn from a forked torch RNG seeded with ``seed``.
 
         Example:
-            >>> from turnkit.agents.tiny import TinyModelConfig, build_tiny_model, build_tiny_tokenizer
+            >>> from turnkit.models.tiny import TinyModelConfig, build_tiny_model, build_tiny_tokenizer
             >>> tok = build_tiny_tokenizer()
             >>> policy = HFPolicy(build_tiny_model(tok, TinyModelConfig(hidden_size=32, num_heads=2)), tok)
             >>> policy.attach_lora(r=4)
@@ -466,7 +486,10 @@ class HFPolicy:
         config = LoraConfig(
             r=r, lora_alpha=alpha, target_modules=list(target_modules), lora_dropout=dropout, task_type="CAUSAL_LM"
         )
-        with torch.random.fork_rng(devices=[]):
+        with torch.random.fork_rng(devices=[]), warnings.catch_warnings():
+            # peft (0.21) asks transformers (5.2x) for the deprecated `is_gradient_checkpointing`: peft's call, not
+            # ours, harmless until transformers 6; silenced here only, so a deprecation in our own calls still shows.
+            warnings.filterwarnings("ignore", "`is_gradient_checkpointing` is deprecated", FutureWarning)
             torch.manual_seed(seed)
             self.model = get_peft_model(self.model, config).eval()
 
@@ -475,7 +498,7 @@ class HFPolicy:
 
         Example:
             >>> import tempfile
-            >>> from turnkit.agents.tiny import TinyModelConfig, build_tiny_model, build_tiny_tokenizer
+            >>> from turnkit.models.tiny import TinyModelConfig, build_tiny_model, build_tiny_tokenizer
             >>> tok = build_tiny_tokenizer()
             >>> policy = HFPolicy(build_tiny_model(tok, TinyModelConfig(hidden_size=32, num_heads=2)), tok)
             >>> policy.attach_lora(r=4)
@@ -498,7 +521,7 @@ class HFPolicy:
 
         Example:
             >>> import tempfile
-            >>> from turnkit.agents.tiny import TinyModelConfig, build_tiny_model, build_tiny_tokenizer
+            >>> from turnkit.models.tiny import TinyModelConfig, build_tiny_model, build_tiny_tokenizer
             >>> tok = build_tiny_tokenizer()
             >>> cfg = TinyModelConfig(hidden_size=32, num_heads=2)
             >>> a, b = HFPolicy(build_tiny_model(tok, cfg), tok), HFPolicy(build_tiny_model(tok, cfg), tok)
@@ -533,7 +556,7 @@ class HFPolicy:
         """Inside the block the policy acts and scores as the base model (adapter disabled, no copy).
 
         Example:
-            >>> from turnkit.agents.tiny import TinyModelConfig, build_tiny_model, build_tiny_tokenizer
+            >>> from turnkit.models.tiny import TinyModelConfig, build_tiny_model, build_tiny_tokenizer
             >>> tok = build_tiny_tokenizer()
             >>> policy = HFPolicy(build_tiny_model(tok, TinyModelConfig(hidden_size=32, num_heads=2)), tok)
             >>> policy.attach_lora(r=4)

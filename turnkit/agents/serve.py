@@ -336,7 +336,7 @@ def _error(message: str, kind: str) -> dict[str, Any]:
 def main(argv: Sequence[str] | None = None) -> None:
     """Serve a local HF model folder until interrupted: ``python -m turnkit.agents.serve MODEL_DIR``."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
-    parser.add_argument("model_dir", help="a local HF model folder (e.g. written by turnkit.agents.tiny.save_tiny)")
+    parser.add_argument("model_dir", help="a local HF model folder (e.g. written by turnkit.models.tiny.save_tiny)")
     parser.add_argument("--adapter", default=None, help="a peft LoRA adapter folder")
     parser.add_argument("--host", default="127.0.0.1")
     parser.add_argument("--port", type=int, default=8000)

@@ -251,7 +251,7 @@ class ImplicitPRM:
         config: Settings.
 
     Example:
-        >>> from turnkit.agents.tiny import TinyModelConfig, build_tiny_model, build_tiny_tokenizer
+        >>> from turnkit.models.tiny import TinyModelConfig, build_tiny_model, build_tiny_tokenizer
         >>> from turnkit.types import AgentTurn, Step, Trajectory
         >>> tok = build_tiny_tokenizer()
         >>> prm = ImplicitPRM(HFPolicy(build_tiny_model(tok, TinyModelConfig(32, 1, 2)), tok))

@@ -58,8 +58,8 @@ from turnkit.agents.base import Context
 from turnkit.agents.hf import HFPolicy, chat_prompt_ids
 from turnkit.critics.base import CriticResult
 from turnkit.errors import ConfigError, CriticError, DataError
+from turnkit.rollout.demos import completion_ids, turn_messages
 from turnkit.search.pairs import PreferencePair
-from turnkit.train.demos import completion_ids, turn_messages
 from turnkit.types import AgentTurn, Message, Task, Trajectory
 
 PRIVILEGED_TEMPLATE = "In light that the final answer is: {reference}."
@@ -336,7 +336,7 @@ class SweetCritic:
         config: Settings.
 
     Example:
-        >>> from turnkit.agents.tiny import TinyModelConfig, build_tiny_model, build_tiny_tokenizer
+        >>> from turnkit.models.tiny import TinyModelConfig, build_tiny_model, build_tiny_tokenizer
         >>> from turnkit.types import AgentTurn, Step, Task, Trajectory
         >>> tok = build_tiny_tokenizer()
         >>> model = build_tiny_model(tok, TinyModelConfig(hidden_size=32, num_layers=1, num_heads=2))
@@ -377,7 +377,7 @@ class SweetCritic:
             CriticError: Privileged mode without a task, or the task lacks ``reference_key``.
 
         Example:
-            >>> from turnkit.agents.tiny import TinyModelConfig, build_tiny_model, build_tiny_tokenizer
+            >>> from turnkit.models.tiny import TinyModelConfig, build_tiny_model, build_tiny_tokenizer
             >>> tok = build_tiny_tokenizer()
             >>> critic = SweetCritic(HFPolicy(build_tiny_model(tok, TinyModelConfig(32, 1, 2)), tok))
             >>> critic.critic_messages(Task("t", "q", privileged={"answer": "7"}), [Message("user", "q")])

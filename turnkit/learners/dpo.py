@@ -35,19 +35,12 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
 
 import torch
 import torch.nn.functional as F
 from torch import Tensor
 
 from turnkit.errors import DataError
-
-if TYPE_CHECKING:
-    from transformers import PreTrainedTokenizerBase
-
-    from turnkit.search.pairs import PreferencePair
-
 
 # ---------------------------------------------------------------------------------------------- kernels
 
@@ -172,43 +165,3 @@ def split_at_divergence(
         confidence=float(confidence),
         shared=k,
     )
-
-
-def pair_example(pair: PreferencePair, tokenizer: PreTrainedTokenizerBase | None = None) -> DPOExample:
-    """A :class:`DPOExample` from a stored pair: its exact ids, or (no ids stored) the tokenizer's rendering.
-
-    Raises:
-        DataError: The pair has no token ids and no tokenizer was given.
-    """
-    prompt, chosen, rejected = pair.prompt_token_ids, pair.chosen_token_ids, pair.rejected_token_ids
-    if not (prompt and chosen and rejected):
-        if tokenizer is None:
-            raise DataError(
-                f"pair (env {pair.env_id}, seed {pair.seed}, step {pair.step}) has no token ids; pass the policy's "
-                "tokenizer to render it, or synthesise with a token-recording policy"
-            )
-        from turnkit.agents.hf import chat_prompt_ids
-
-        eos = [] if tokenizer.eos_token_id is None else [int(tokenizer.eos_token_id)]
-        prompt = tuple(chat_prompt_ids(tokenizer, pair.prompt))
-        chosen = tuple(tokenizer(pair.chosen, add_special_tokens=False)["input_ids"]) + tuple(eos)
-        rejected = tuple(tokenizer(pair.rejected, add_special_tokens=False)["input_ids"]) + tuple(eos)
-    return split_at_divergence(prompt, chosen, rejected, pair.confidence)
-
-
-def __getattr__(name: str) -> Any:
-    """Names that moved to :mod:`turnkit.train.dpo` (the loop and its config) stay importable from here.
-
-    Example:
-        >>> from turnkit.learners.dpo import train_dpo
-        >>> train_dpo.__module__
-        'turnkit.train.dpo'
-    """
-    if name in _MOVED:
-        from turnkit.train import dpo as loop
-
-        return getattr(loop, name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-
-
-_MOVED = frozenset({"DPOConfig", "train_dpo", "reference_logprobs"})

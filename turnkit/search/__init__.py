@@ -1,6 +1,6 @@
 """Search over env snapshots: MCTS, best-of-N, beam, and step-level preference pairs.
 
-Importing this package does not import torch; the synthesis loop (:mod:`turnkit.search.synth`) and the
+Importing this package does not import torch; the synthesis loop (:mod:`turnkit.train.synth`) and the
 DPO learner do.
 
 Example:

@@ -59,7 +59,7 @@ class TrainConfig:
     """Cut episodes after this many turns (``None``: the env's own time limit)."""
     # --- policy
     model: str = "tiny"
-    """``"tiny"`` (the embedded SFT policy, :func:`turnkit.train.embedded.tiny_policy`) or a local HF model folder."""
+    """``"tiny"`` (the embedded SFT policy, :func:`turnkit.models.embedded.tiny_policy`) or a local HF model folder."""
     lora_r: int = 0
     """LoRA rank; ``0`` fine-tunes every weight (fine for the ~0.5M-parameter tiny model)."""
     lora_alpha: int = 16

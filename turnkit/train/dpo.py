@@ -34,9 +34,11 @@ import torch
 from torch import Tensor
 
 from turnkit.errors import ConfigError, DataError
-from turnkit.learners.dpo import DPOExample, conservative_epsilon, dpo_loss, pair_example
+from turnkit.learners.dpo import DPOExample, conservative_epsilon, dpo_loss, split_at_divergence
 
 if TYPE_CHECKING:
+    from transformers import PreTrainedTokenizerBase
+
     from turnkit.agents.hf import HFPolicy
     from turnkit.search.pairs import PreferencePair
 
@@ -169,6 +171,28 @@ class SegmentedPair:
         return self.anchor or self.chosen
 
 
+def pair_example(pair: PreferencePair, tokenizer: PreTrainedTokenizerBase | None = None) -> DPOExample:
+    """A :class:`DPOExample` from a stored pair: its exact ids, or (no ids stored) the tokenizer's rendering.
+
+    Raises:
+        DataError: The pair has no token ids and no tokenizer was given.
+    """
+    prompt, chosen, rejected = pair.prompt_token_ids, pair.chosen_token_ids, pair.rejected_token_ids
+    if not (prompt and chosen and rejected):
+        if tokenizer is None:
+            raise DataError(
+                f"pair (env {pair.env_id}, seed {pair.seed}, step {pair.step}) has no token ids; pass the policy's "
+                "tokenizer to render it, or synthesise with a token-recording policy"
+            )
+        from turnkit.agents.hf import chat_prompt_ids
+
+        eos = [] if tokenizer.eos_token_id is None else [int(tokenizer.eos_token_id)]
+        prompt = tuple(chat_prompt_ids(tokenizer, pair.prompt))
+        chosen = tuple(tokenizer(pair.chosen, add_special_tokens=False)["input_ids"]) + tuple(eos)
+        rejected = tuple(tokenizer(pair.rejected, add_special_tokens=False)["input_ids"]) + tuple(eos)
+    return split_at_divergence(prompt, chosen, rejected, pair.confidence)
+
+
 PairLike = Union["PreferencePair", DPOExample, SegmentedPair]
 
 
@@ -191,7 +215,7 @@ def side_logprobs(policy: HFPolicy, pairs: Sequence[SegmentedPair], *, grad: boo
 
     Example:
         >>> from turnkit.agents.hf import HFPolicy
-        >>> from turnkit.agents.tiny import TinyModelConfig, build_tiny_model, build_tiny_tokenizer
+        >>> from turnkit.models.tiny import TinyModelConfig, build_tiny_model, build_tiny_tokenizer
         >>> tok = build_tiny_tokenizer()
         >>> cfg = TinyModelConfig(hidden_size=16, num_layers=1, num_heads=2, intermediate_size=32)
         >>> policy = HFPolicy(build_tiny_model(tok, cfg), tok)
@@ -220,7 +244,7 @@ def reference_logprobs(policy: HFPolicy, pairs: Sequence[PairLike], *, batch_siz
 
     Example:
         >>> from turnkit.agents.hf import HFPolicy
-        >>> from turnkit.agents.tiny import TinyModelConfig, build_tiny_model, build_tiny_tokenizer
+        >>> from turnkit.models.tiny import TinyModelConfig, build_tiny_model, build_tiny_tokenizer
         >>> tok = build_tiny_tokenizer()
         >>> cfg = TinyModelConfig(hidden_size=16, num_layers=1, num_heads=2, intermediate_size=32)
         >>> policy = HFPolicy(build_tiny_model(tok, cfg), tok)
@@ -302,7 +326,7 @@ def train_dpo(
 
     Example:
         >>> from turnkit.agents.hf import HFPolicy
-        >>> from turnkit.agents.tiny import TinyModelConfig, build_tiny_model, build_tiny_tokenizer
+        >>> from turnkit.models.tiny import TinyModelConfig, build_tiny_model, build_tiny_tokenizer
         >>> from turnkit.search.pairs import PreferencePair
         >>> from turnkit.types import Message
         >>> tok = build_tiny_tokenizer()

@@ -34,7 +34,7 @@ on the rollout batch, before the update; the learners never touch an env. Its me
 Example:
     >>> import tempfile
     >>> from turnkit.agents.hf import HFPolicy
-    >>> from turnkit.agents.tiny import TinyModelConfig, build_tiny_model, build_tiny_tokenizer
+    >>> from turnkit.models.tiny import TinyModelConfig, build_tiny_model, build_tiny_tokenizer
     >>> tok = build_tiny_tokenizer()
     >>> model = build_tiny_model(tok, TinyModelConfig(hidden_size=32, num_layers=1, num_heads=2,
     ...                                               intermediate_size=64))
@@ -140,7 +140,7 @@ class LiveProver:
     the policy's weights and its per-step sampling seed.
 
     Example:
-        >>> from turnkit.agents.tiny import TinyModelConfig, build_tiny_model, build_tiny_tokenizer
+        >>> from turnkit.models.tiny import TinyModelConfig, build_tiny_model, build_tiny_tokenizer
         >>> tok = build_tiny_tokenizer()
         >>> policy = HFPolicy(build_tiny_model(tok, TinyModelConfig(hidden_size=32, num_heads=2)), tok,
         ...                   max_new_tokens=2)
@@ -238,7 +238,7 @@ def build_policy(cfg: TrainConfig, *, progress: bool = True) -> HFPolicy:
         "max_new_tokens": cfg.max_new_tokens,
     }
     if cfg.model == "tiny":
-        from turnkit.train.embedded import tiny_policy
+        from turnkit.models.embedded import tiny_policy
 
         return tiny_policy(progress=progress, **sampling)
     return HFPolicy.from_pretrained(cfg.model, **sampling)

@@ -1,6 +1,6 @@
 """``turnkit quickstart``: the main job, end to end on a laptop CPU in a few minutes.
 
-1. Build (or load from the cache) the embedded tiny SFT policy (:func:`turnkit.train.embedded.tiny_policy`).
+1. Build (or load from the cache) the embedded tiny SFT policy (:func:`turnkit.models.embedded.tiny_policy`).
 2. Evaluate it on held-out seeds of ``turnkit/MathEpisodes-v0`` (greedy, and sampled at the training
    temperature; seeds from 10⁹ on, disjoint from the SFT demonstration seeds ``0 .. 1999`` and from every RL
    training seed).
@@ -31,12 +31,12 @@ import torch
 
 from turnkit.agents.hf import HFPolicy
 from turnkit.errors import ConfigError
+from turnkit.models import embedded
+from turnkit.models.embedded import TinyRecipe, tiny_policy
+from turnkit.models.threads import torch_threads
 from turnkit.stats import mean_ci
-from turnkit.train import embedded
 from turnkit.train.config import TrainConfig
-from turnkit.train.embedded import TinyRecipe, tiny_policy
 from turnkit.train.loop import evaluate_policy, train
-from turnkit.train.threads import torch_threads
 
 QUICKSTART_TRAIN: dict[str, Any] = {
     "env_kwargs": {"difficulty": 1, "kinds": ["arithmetic"], "max_attempts": 1},
@@ -74,7 +74,7 @@ class QuickstartConfig:
     steps: int | None = None
     """RL steps (default: the recipe's)."""
     recipe: TinyRecipe | None = None
-    """The start policy's recipe (default: :data:`turnkit.train.embedded.DEFAULT_RECIPE`)."""
+    """The start policy's recipe (default: :data:`turnkit.models.embedded.DEFAULT_RECIPE`)."""
     train_overrides: dict[str, Any] = field(default_factory=dict)
     """Extra :class:`TrainConfig` values on top of :data:`QUICKSTART_TRAIN`."""
     cache: str | None = None

@@ -12,7 +12,7 @@ The gap between the two measures how much asking is worth (see ``docs/envs/colla
 an unknown family (e.g. loaded ColBench tasks) both answer with a stub that returns ``None``.
 
 :class:`PartialClarifier` sits between them, with a random share of questions per episode: a scripted mixture
-of rollouts of varying quality, for critic studies (``benchmarks/sweet_collab.py``) and SFT demonstrations.
+of rollouts of varying quality, for critic studies (``studies/sweet_collab.py``) and SFT demonstrations.
 
 Example:
     >>> import turnkit

@@ -2,7 +2,7 @@
 
 :func:`perturbations` returns named HTML variants of a design's reference page, each changing one thing a
 person would notice (or, for the shifts, barely notice). The tests render them in Chromium and pin the
-reward's ordering and bounds; ``benchmarks/bench_collab_design.py --quality`` reports their medians.
+reward's ordering and bounds; ``studies/collab_design_quality.py`` reports their medians.
 
 Example:
     >>> import numpy as np

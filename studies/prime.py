@@ -1,0 +1,189 @@
+"""PRIME on MathEpisodes with the embedded tiny policy: does the online implicit PRM learn to rank, and how does
+PRIME compare with outcome-only RLOO run side by side?
+
+    python studies/prime.py --out /tmp/prime_study.json          # ~15 min on 2 shared CPU cores
+
+Two runs from the same SFT start ``π_0`` (full fine-tune, AdamW), the same task seeds at every step and the same
+[0.2, 0.8] accuracy filter:
+
+- **PRIME**: implicit PRM (LoRA on a copy of ``π_0``, reference = ``π_0``, β = 0.05); token rewards from the
+  pre-update PRM, then one BCE pass on the batch's outcomes; RLOO per reward source, summed and whitened;
+- **RLOO**: the same update with the process source switched off (``prm=None``).
+
+Logged per step: rollout success rate, responses kept by the filter, and for PRIME the online PRM ranking
+accuracy (within-group (correct, incorrect) pairs of the *fresh* batch, scored before the PRM sees it), next
+to a frozen copy of the PRM taken at ``--freeze-at`` (the "offline PRM" of the paper's comparison). Both
+policies are evaluated on held-out tasks at the start and the end (Wilson 95% CIs, paired bootstrap CI of
+the difference).
+"""
+
+from __future__ import annotations
+
+import argparse
+import copy
+import json
+import time
+from pathlib import Path
+from typing import Any
+
+import gymnasium
+import numpy as np
+import torch
+from sweet_math import STUDY_RECIPE  # the same pinned SFT start as the SWEET study
+
+import turnkit  # noqa: F401  (registers the envs)
+from turnkit.agents.hf import HFPolicy
+from turnkit.critics.prime import ImplicitPRM, PrimeConfig, accuracy_filter, group_ranking_accuracy, prime_update
+from turnkit.models.embedded import tiny_policy
+from turnkit.rollout.collect import collect_batch
+from turnkit.stats import wilson_interval
+from turnkit.types import Trajectory
+
+ENV = "turnkit/MathEpisodes-v0"
+ENV_KWARGS = {"difficulty": 1}
+
+TRAIN_SEED, EVAL_SEED = 700_000, 900_000
+
+
+def log(msg: str, start: float) -> None:
+    print(f"[{time.perf_counter() - start:7.1f}s] {msg}", flush=True)
+
+
+def play(policy: HFPolicy, envs: list[gymnasium.Env], seeds: list[int], per_task: int) -> list[Trajectory]:
+    episode_seeds = [s for s in seeds for _ in range(per_task)]
+    groups = [g for g in range(len(seeds)) for _ in range(per_task)]
+    return collect_batch(envs[: len(episode_seeds)], policy, episode_seeds, groups=groups)
+
+
+def evaluate(policy: HFPolicy, envs: list[gymnasium.Env], tasks: int) -> dict[str, Any]:
+    view = policy.with_sampling(temperature=1.0, seed=4242)
+    success: list[float] = []
+    for lo in range(0, tasks, len(envs)):
+        seeds = list(range(EVAL_SEED + lo, EVAL_SEED + min(tasks, lo + len(envs))))
+        success += [float(t.success) for t in play(view, envs, seeds, 1)]
+    wins = int(sum(success))
+    return {"success": wins / tasks, "ci95": wilson_interval(wins, tasks), "_per_task": success}
+
+
+def bootstrap_ci(values: list[float], rng: np.random.Generator, reps: int = 2000) -> tuple[float, float]:
+    v = np.asarray(values, dtype=float)
+    means = v[rng.integers(0, len(v), size=(reps, len(v)))].mean(axis=1)
+    return float(np.quantile(means, 0.025)), float(np.quantile(means, 0.975))
+
+
+def frozen_rank_acc(prm: ImplicitPRM, trajs: list[Trajectory], cfg: PrimeConfig) -> tuple[float, int]:
+    """Ranking accuracy of a (frozen) PRM on the filtered part of a batch."""
+    clean = [t for t in trajs if t.error is None and t.steps]
+    keep = accuracy_filter(
+        [float(t.success) for t in clean], [t.group for t in clean], low=cfg.acc_low, high=cfg.acc_high
+    )
+    batch = [t for t, k in zip(clean, keep, strict=True) if k]
+    if not batch:
+        return float("nan"), 0
+    totals = [r.total for r in prm.score_batch(batch)]
+    return group_ranking_accuracy(totals, [float(t.success) for t in batch], [t.group for t in batch])
+
+
+def window(history: list[dict[str, Any]], key: str, lo: int, hi: int) -> dict[str, Any]:
+    """Pair-weighted mean of a per-step accuracy over steps [lo, hi)."""
+    rows = [h for h in history[lo:hi] if h.get(key) is not None and h.get(key + "_pairs", 0) > 0 and h[key] == h[key]]
+    pairs = sum(h[key + "_pairs"] for h in rows)
+    if not pairs:
+        return {"steps": f"{lo}-{hi - 1}", "mean": None, "pairs": 0}
+    mean = sum(h[key] * h[key + "_pairs"] for h in rows) / pairs
+    return {"steps": f"{lo}-{hi - 1}", "mean": mean, "pairs": pairs}
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--steps", type=int, default=30)
+    ap.add_argument("--tasks-per-step", type=int, default=16)
+    ap.add_argument("--per-task", type=int, default=4)
+    ap.add_argument("--lr", type=float, default=2e-4)
+    ap.add_argument("--prm-lr", type=float, default=3e-3)
+    ap.add_argument("--freeze-at", type=int, default=5)
+    ap.add_argument("--eval-tasks", type=int, default=500)
+    ap.add_argument("--out", type=Path, default=None)
+    args = ap.parse_args()
+    torch.set_num_threads(1)  # the box is shared: more threads than free cores is several times slower
+    start = time.perf_counter()
+    base = tiny_policy(recipe=STUDY_RECIPE, progress=False, temperature=1.0, max_batch_size=64)
+    envs = [gymnasium.make(ENV, **ENV_KWARGS) for _ in range(max(args.tasks_per_step * args.per_task, 128))]
+    cfg = PrimeConfig(prm_lr=args.prm_lr)
+    runs: dict[str, dict[str, Any]] = {}
+    for name in ("prime", "rloo"):
+        policy = HFPolicy(
+            copy.deepcopy(base.model), base.tokenizer, max_new_tokens=base.sampling.max_new_tokens, max_batch_size=64
+        )
+        runs[name] = {
+            "policy": policy,
+            "optimizer": torch.optim.AdamW(policy.model.parameters(), lr=args.lr, weight_decay=0.0),
+            "prm": ImplicitPRM.from_policy(base, cfg) if name == "prime" else None,
+            "history": [],
+        }
+    results: dict[str, Any] = {"args": {k: str(v) for k, v in vars(args).items()}}
+    results["eval_start"] = {k: v for k, v in evaluate(base, envs, args.eval_tasks).items() if k != "_per_task"}
+    log(f"start policy: {results['eval_start']}", start)
+    frozen: ImplicitPRM | None = None
+    task_rng = np.random.default_rng(0)
+    for step in range(args.steps):
+        seeds = [TRAIN_SEED + int(s) for s in task_rng.choice(100_000, size=args.tasks_per_step, replace=False)]
+        for name, run in runs.items():
+            policy: HFPolicy = run["policy"]
+            policy.sampling = policy.sampling.__class__(1.0, 1.0, policy.sampling.max_new_tokens, 1000 + step)
+            t0 = time.perf_counter()
+            trajs = play(policy, envs, seeds, args.per_task)
+            metrics = {"step": step, "rollout_s": time.perf_counter() - t0}
+            if name == "prime" and frozen is not None:
+                metrics["frozen_rank_acc"], metrics["frozen_rank_acc_pairs"] = frozen_rank_acc(frozen, trajs, cfg)
+            metrics.update(prime_update(policy, run["optimizer"], run["prm"], trajs, cfg))
+            if "prm_rank_pairs" in metrics:
+                metrics["prm_rank_acc_pairs"] = metrics.pop("prm_rank_pairs")
+            run["history"].append(metrics)
+            if name == "prime" and step + 1 == args.freeze_at:
+                frozen = copy.deepcopy(run["prm"])
+        p, r = runs["prime"]["history"][-1], runs["rloo"]["history"][-1]
+        log(
+            f"step {step}: prime success {p['success_rate']:.3f} kept {p['kept']:.0f} prm_rank_acc "
+            f"{p.get('prm_rank_acc', float('nan')):.3f} frozen {p.get('frozen_rank_acc', float('nan')):.3f} | "
+            f"rloo success {r['success_rate']:.3f} kept {r['kept']:.0f}",
+            start,
+        )
+    rng = np.random.default_rng(1)
+    evals = {name: evaluate(run["policy"], envs, args.eval_tasks) for name, run in runs.items()}
+    diff = np.asarray(evals["prime"]["_per_task"]) - np.asarray(evals["rloo"]["_per_task"])
+    results["eval_end"] = {n: {k: v for k, v in e.items() if k != "_per_task"} for n, e in evals.items()}
+    results["eval_end"]["prime_minus_rloo"] = {"mean": float(diff.mean()), "ci95": bootstrap_ci(list(diff), rng)}
+    hist = runs["prime"]["history"]
+    q = max(1, args.steps // 3)
+    results["prm_rank_acc_windows"] = [
+        window(hist, "prm_rank_acc", lo, min(args.steps, lo + q)) for lo in range(0, args.steps, q)
+    ]
+    results["frozen_rank_acc_windows"] = [
+        window(hist, "frozen_rank_acc", lo, min(args.steps, lo + q)) for lo in range(args.freeze_at, args.steps, q)
+    ]
+    results["train_success_windows"] = {
+        name: [
+            float(np.mean([h["success_rate"] for h in run["history"][lo : lo + q]])) for lo in range(0, args.steps, q)
+        ]
+        for name, run in runs.items()
+    }
+    results["history"] = {name: run["history"] for name, run in runs.items()}
+    pairs = zip(runs["prime"]["policy"].model.parameters(), runs["rloo"]["policy"].model.parameters(), strict=True)
+    moved = zip(runs["prime"]["policy"].model.parameters(), base.model.parameters(), strict=True)
+    results["weight_l2"] = {
+        "prime_vs_rloo": float(sum(((a - b) ** 2).sum().item() for a, b in pairs) ** 0.5),
+        "prime_vs_start": float(sum(((a - b) ** 2).sum().item() for a, b in moved) ** 0.5),
+    }
+    results["wall_s"] = time.perf_counter() - start
+    log(f"eval end: {json.dumps(results['eval_end'])}; weights {results['weight_l2']}", start)
+    log(f"prm rank acc windows: {json.dumps(results['prm_rank_acc_windows'])}", start)
+    log(f"frozen rank acc windows: {json.dumps(results['frozen_rank_acc_windows'])}", start)
+    text = json.dumps(results, indent=2)
+    if args.out is not None:
+        args.out.parent.mkdir(parents=True, exist_ok=True)
+        args.out.write_text(text + "\n", encoding="utf-8")
+
+
+if __name__ == "__main__":
+    main()

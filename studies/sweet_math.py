@@ -1,0 +1,388 @@
+"""SWEET-RL on MathEpisodes with the embedded tiny policy: critic ranking, the privileged-info ablation, and the
+policy step against rejection fine-tuning (RFT) and multi-turn trajectory DPO at equal data.
+
+    python studies/sweet_math.py --out /tmp/sweet_study.json                   # multi-turn (3 attempts)
+    python studies/sweet_math.py --max-attempts 1 --out /tmp/sweet_single.json  # one answer per episode
+
+What it does (all seeds fixed; training, held-out and evaluation tasks come from disjoint seed ranges, and
+none overlaps the SFT demonstrations of the tiny policy, seeds 0..1999):
+
+1. **Offline data.** The SFT start policy ``π_0`` plays ``--train-tasks`` tasks ``--per-task`` times each
+   (T = 1). Every method below learns from exactly these trajectories.
+2. **Critics.** Two SWEET critics (LoRA on copies of ``π_0``) are trained with the Bradley–Terry loss on the
+   same pairs: one reads the reference answer (``Task.privileged["answer"]``), one does not (the paper's
+   ablation). Tiny-model settings (measured, see docs/critics/sweet.md): β = 1 instead of the paper's 0.1
+   (with 0.1 the loss hardly moves in 600 steps), the reference line at the end of the conversation
+   (``placement="suffix"``), LoRA lr 1e-3 (3e-3 diverged on this start policy). On held-out tasks we report
+   - trajectory-pair accuracy (all pairs, and pairs with equally many turns: fewer turns already means
+     success in this env, so only equal-length pairs test what the critic reads);
+   - turn-level ranking accuracy: at held-out turn states, ``--k`` candidate turns sampled from ``π_0`` are
+     labelled correct/incorrect by replaying the env from the state, and the critic's advantages rank
+     (correct, incorrect) pairs of the same state.
+3. **Policies** (each a LoRA on a copy of ``π_0``, the same optimizer steps and batch size):
+   - RFT: SFT on every turn of the successful trajectories;
+   - multi-turn DPO: same-task trajectory pairs (higher vs lower return), log-ratios summed over turns;
+   - SWEET-RL: at the recorded turn states, ``--k`` candidates from ``π_0`` ranked by the privileged critic,
+     upper-half vs lower-half pairs, DPO without privileged data.
+   DPO is :func:`turnkit.train.dpo.train_dpo` (standard DPO, β = 0.1, plus 0.01 × chosen NLL per token, as in
+   the released code; a fixed number of steps of full batches).
+4. **Evaluation** on ``--eval-tasks`` held-out tasks at T = 1: success rate (Wilson 95% CI), first-attempt
+   accuracy, and paired bootstrap CIs of the difference to ``π_0`` and to RFT (same seeds for every policy).
+"""
+
+from __future__ import annotations
+
+import argparse
+import copy
+import json
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import gymnasium
+import numpy as np
+import torch
+
+import turnkit  # noqa: F401  (registers the envs)
+from turnkit.agents.base import Context
+from turnkit.agents.hf import HFPolicy
+from turnkit.critics.prime import group_ranking_accuracy
+from turnkit.critics.sweet import SweetConfig, SweetCritic, outcome_pairs, sweet_pairs
+from turnkit.envs.core import restore_env, snapshot_env
+from turnkit.learners.sft import select_successful
+from turnkit.models.embedded import TinyRecipe, tiny_policy
+from turnkit.models.sft import SFTConfig, train_sft
+from turnkit.rollout.batch import TokenRow
+from turnkit.rollout.collect import collect_batch
+from turnkit.rollout.demos import turn_messages
+from turnkit.stats import wilson_interval
+from turnkit.train.dpo import DPOConfig, SegmentedPair, as_segmented, train_dpo
+from turnkit.types import AgentTurn, Trajectory
+
+ENV = "turnkit/MathEpisodes-v0"
+ENV_KWARGS = {"difficulty": 1}
+
+STUDY_RECIPE = TinyRecipe(
+    hidden_size=128,
+    num_layers=2,
+    num_heads=4,
+    intermediate_size=384,
+    vocab_size=1024,
+    corpus_tasks=3000,
+    demo_episodes=2000,
+    sft_steps=400,
+    sft_batch_size=32,
+    sft_lr=3e-3,
+    max_new_tokens=24,
+)
+"""The SFT start, pinned so that a change of the embedded default does not silently change this study."""
+TRAIN_SEED, HELD_SEED, EVAL_SEED = 100_000, 300_000, 500_000
+
+
+def log(msg: str, start: float) -> None:
+    print(f"[{time.perf_counter() - start:7.1f}s] {msg}", flush=True)
+
+
+# ---------------------------------------------------------------------------------------------- data
+
+
+def rollouts(policy: HFPolicy, seed0: int, tasks: int, per_task: int, chunk: int = 512) -> list[Trajectory]:
+    seeds = [seed0 + i for i in range(tasks) for _ in range(per_task)]
+    groups = [i for i in range(tasks) for _ in range(per_task)]
+    envs = [gymnasium.make(ENV, **ENV_KWARGS) for _ in range(min(chunk, len(seeds)))]
+    out: list[Trajectory] = []
+    for lo in range(0, len(seeds), chunk):
+        s, g = seeds[lo : lo + chunk], groups[lo : lo + chunk]
+        out.extend(collect_batch(envs[: len(s)], policy, s, groups=g))
+    return out
+
+
+def label_candidates(traj: Trajectory, turn: int, candidates: Sequence[AgentTurn]) -> list[float]:
+    """1.0 if the candidate solves the task from the recorded state (env replayed to turn ``turn``), else 0.0."""
+    env = gymnasium.make(ENV, **ENV_KWARGS)
+    env.reset(seed=traj.seed)
+    for step in traj.steps[:turn]:
+        env.step(step.action.text)
+    snap = snapshot_env(env)
+    labels = []
+    for cand in candidates:
+        restore_env(env, snap)
+        _, reward, *_ = env.step(cand.text)
+        labels.append(float(reward > 0))
+    env.close()
+    return labels
+
+
+def candidate_states(
+    policy: HFPolicy, trajs: Sequence[Trajectory], k: int
+) -> list[tuple[Trajectory, int, list[AgentTurn], list[float]]]:
+    """``k`` samples from ``policy`` at every turn of ``trajs``, with env labels."""
+    states = [(t, h) for t in trajs if t.error is None for h in range(len(t.steps))]
+    contexts = [
+        Context(messages=tuple(turn_messages(t, h)), env_id=t.env_id, turn=h, episode_seed=t.seed)
+        for t, h in states
+        for _ in range(k)
+    ]
+    turns = policy.act(contexts)
+    out = []
+    for i, (t, h) in enumerate(states):
+        cands = turns[i * k : (i + 1) * k]
+        out.append((t, h, cands, label_candidates(t, h, cands)))
+    return out
+
+
+# ---------------------------------------------------------------------------------------------- stats
+
+
+def bootstrap_ci(values: Sequence[float], rng: np.random.Generator, reps: int = 2000) -> tuple[float, float]:
+    v = np.asarray(values, dtype=float)
+    means = v[rng.integers(0, len(v), size=(reps, len(v)))].mean(axis=1)
+    return float(np.quantile(means, 0.025)), float(np.quantile(means, 0.975))
+
+
+def pair_outcomes(critic: SweetCritic, trajs: Sequence[Trajectory], pairs: Sequence[tuple[int, int]]) -> list[float]:
+    needed = sorted({i for p in pairs for i in p})
+    scores = dict(zip(needed, critic.trajectory_scores([trajs[i] for i in needed]), strict=True))
+    return [1.0 if scores[a] > scores[b] else 0.5 if scores[a] == scores[b] else 0.0 for a, b in pairs]
+
+
+def critic_report(
+    critic: SweetCritic, held: Sequence[Trajectory], states: Sequence[Any], rng: np.random.Generator
+) -> dict[str, Any]:
+    pairs = critic.pairs(held, np.random.default_rng(1))
+    same_len = [(a, b) for a, b in pairs if len(held[a].steps) == len(held[b].steps)]
+    out: dict[str, Any] = {}
+    for name, subset in (("pair_acc", pairs), ("pair_acc_equal_turns", same_len)):
+        wins = pair_outcomes(critic, held, subset) if subset else []
+        out[name] = {
+            "n": len(wins),
+            "mean": float(np.mean(wins)) if wins else None,
+            "ci95": bootstrap_ci(wins, rng) if wins else None,
+        }
+    per_state, pooled_scores, pooled_labels, pooled_groups = [], [], [], []
+    for s, (t, h, cands, labels) in enumerate(states):
+        if 0 < sum(labels) < len(labels):
+            scores = critic.candidate_advantages(t.task, turn_messages(t, h), cands)
+            acc, _ = group_ranking_accuracy(scores, labels, [0] * len(labels))
+            per_state.append(acc)
+            pooled_scores += scores
+            pooled_labels += labels
+            pooled_groups += [s] * len(labels)
+    pooled, n_pairs = group_ranking_accuracy(pooled_scores, pooled_labels, pooled_groups) if per_state else (None, 0)
+    out["turn_rank_acc"] = {
+        "states": len(per_state),
+        "pairs": n_pairs,
+        "pooled": pooled,
+        "state_mean": float(np.mean(per_state)) if per_state else None,
+        "ci95": bootstrap_ci(per_state, rng) if per_state else None,
+    }
+    return out
+
+
+# ---------------------------------------------------------------------------------------------- policies
+
+
+def fresh_policy(base: HFPolicy, seed: int) -> HFPolicy:
+    policy = HFPolicy(
+        copy.deepcopy(base.model),
+        base.tokenizer,
+        max_new_tokens=base.sampling.max_new_tokens,
+        max_batch_size=64,
+        seed=seed,
+    )
+    policy.attach_lora(r=16, alpha=32, seed=seed)
+    return policy
+
+
+def train_rft(policy: HFPolicy, trajs: Sequence[Trajectory], steps: int, batch: int, lr: float) -> dict[str, float]:
+    kept = select_successful(trajs)
+    rows = [
+        TokenRow.from_prompt_completion(s.action.prompt_token_ids, s.action.token_ids) for t in kept for s in t.steps
+    ]
+    hist = train_sft(
+        policy.model,
+        rows,
+        SFTConfig(steps=steps, batch_size=batch, lr=lr, warmup_steps=5, min_lr_ratio=1.0),
+        pad_id=policy.pad_token_id,
+        progress=False,
+    )
+    return {"trajectories": len(kept), "rows": len(rows), "final_nll": hist[-1]["loss"]}
+
+
+def trajectory_pairs(trajs: Sequence[Trajectory], per_task: int, seed: int) -> list[SegmentedPair]:
+    keep = [t for t in trajs if t.error is None and t.steps]
+    index = outcome_pairs(
+        [t.total_reward for t in keep],
+        [t.group for t in keep],
+        max_pairs_per_group=per_task,
+        rng=np.random.default_rng(seed),
+    )
+
+    def side(t: Trajectory) -> tuple[tuple[tuple[int, ...], tuple[int, ...]], ...]:
+        return tuple((tuple(s.action.prompt_token_ids), tuple(s.action.token_ids)) for s in t.steps)
+
+    return [SegmentedPair(side(keep[a]), side(keep[b])) for a, b in index]
+
+
+def train_pairs(
+    policy: HFPolicy,
+    pairs: Sequence[SegmentedPair],
+    steps: int,
+    batch: int,
+    lr: float,
+    *,
+    beta: float = 0.1,
+    nll_coef: float = 0.01,
+    seed: int = 0,
+) -> dict[str, float]:
+    """Standard DPO plus ``nll_coef`` x chosen NLL (per token) with :func:`turnkit.train.dpo.train_dpo`.
+
+    Sides are sums over their segments (every turn of an episode for multi-turn DPO); ``steps`` full batches
+    drawn from a stream of seeded permutations; the policy already carries its LoRA adapter (``fresh_policy``).
+    """
+    cfg = DPOConfig(beta=beta, conservative=False, steps=steps, batch_size=batch, lr=lr, nll_weight=nll_coef, seed=seed)
+    hist = train_dpo(policy, pairs, cfg, progress=False)
+    tail = hist[-max(1, steps // 10) :]
+    return {
+        "pairs": len(pairs),
+        "final_loss": float(np.mean([h.get("dpo_loss", h["loss"]) for h in tail])),
+        "final_acc": float(np.mean([h["accuracy"] for h in tail])),
+    }
+
+
+def evaluate(policy: HFPolicy, tasks: int) -> dict[str, Any]:
+    trajs = rollouts(policy.with_sampling(temperature=1.0, seed=12345), EVAL_SEED, tasks, 1)
+    success = [float(t.success) for t in trajs]
+    first = [float(bool(t.steps) and t.steps[0].reward > 0) for t in trajs]
+    wins = int(sum(success))
+    return {
+        "success": wins / len(trajs),
+        "success_ci95": wilson_interval(wins, len(trajs)),
+        "first_attempt": float(np.mean(first)),
+        "first_attempt_ci95": wilson_interval(int(sum(first)), len(trajs)),
+        "_per_task": success,
+    }
+
+
+# ---------------------------------------------------------------------------------------------- main
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--train-tasks", type=int, default=300)
+    ap.add_argument("--per-task", type=int, default=4)
+    ap.add_argument("--held-tasks", type=int, default=100)
+    ap.add_argument("--eval-tasks", type=int, default=500)
+    ap.add_argument("--k", type=int, default=8, help="candidates per turn state")
+    ap.add_argument("--critic-steps", type=int, default=600)
+    ap.add_argument("--critic-lr", type=float, default=1e-3)
+    ap.add_argument("--critic-batch", type=int, default=8)
+    ap.add_argument("--critic-beta", type=float, default=1.0)
+    ap.add_argument("--critic-seed", type=int, default=0, help="LoRA init, pair subsampling and batch order")
+    ap.add_argument("--placement", default="suffix", choices=("prefix", "suffix"))
+    ap.add_argument("--score", default="sum", choices=("sum", "mean"), help="trajectory score of the critic")
+    ap.add_argument("--policy-steps", type=int, default=100)
+    ap.add_argument("--policy-batch", type=int, default=16)
+    ap.add_argument("--policy-lr", type=float, default=2e-4)
+    ap.add_argument("--sweet-states", type=int, default=300, help="turn states used for SWEET pairs")
+    ap.add_argument("--max-attempts", type=int, default=3, help="MathEpisodes answers allowed per episode")
+    ap.add_argument("--stage", default="all", choices=("critic", "all"))
+    ap.add_argument("--critics", default="privileged,no_privileged", help="which critics to train (comma list)")
+    ap.add_argument("--lora-targets", default="q_proj,k_proj,v_proj,o_proj")
+    ap.add_argument("--out", type=Path, default=None)
+    args = ap.parse_args()
+    torch.set_num_threads(1)  # the box is shared: more threads than free cores is several times slower
+    ENV_KWARGS["max_attempts"] = args.max_attempts
+    start = time.perf_counter()
+    rng = np.random.default_rng(0)
+    base = tiny_policy(recipe=STUDY_RECIPE, progress=False, temperature=1.0, max_batch_size=64)
+    results: dict[str, Any] = {"args": {k: str(v) for k, v in vars(args).items()}}
+
+    train = rollouts(base, TRAIN_SEED, args.train_tasks, args.per_task)
+    held = rollouts(base, HELD_SEED, args.held_tasks, args.per_task)
+    results["data"] = {
+        "train_episodes": len(train),
+        "train_success": float(np.mean([t.success for t in train])),
+        "held_episodes": len(held),
+    }
+    log(f"rollouts: {results['data']}", start)
+    held_first = [t for t in held if t.group is not None and t is next(u for u in held if u.group == t.group)]
+    states = candidate_states(base, held_first, args.k)
+    log(f"held-out candidate states: {len(states)} ({sum(0 < sum(s[3]) < len(s[3]) for s in states)} mixed)", start)
+
+    critics = {}
+    for name, key in (("privileged", "answer"), ("no_privileged", None)):
+        if name not in args.critics.split(","):
+            continue
+        cfg = SweetConfig(
+            reference_key=key,
+            placement=args.placement,
+            trajectory_score=args.score,
+            beta=args.critic_beta,
+            lora_targets=tuple(args.lora_targets.split(",")),
+            steps=args.critic_steps,
+            lr=args.critic_lr,
+            batch_size=args.critic_batch,
+            seed=args.critic_seed,
+        )
+        critic = SweetCritic.from_policy(base, cfg)
+        fit = critic.fit(train)
+        results[f"critic_{name}"] = {"fit": fit, **critic_report(critic, held, states, rng)}
+        critics[name] = critic
+        log(f"critic {name}: {json.dumps(results[f'critic_{name}'])}", start)
+    if args.stage == "critic":
+        _finish(results, args.out)
+        return
+
+    policies = {"sft_start": base}
+    rft = fresh_policy(base, 1)
+    results["train_rft"] = train_rft(rft, train, args.policy_steps, args.policy_batch, args.policy_lr)
+    policies["rft"] = rft
+    log(f"rft: {results['train_rft']}", start)
+    mt = fresh_policy(base, 2)
+    results["train_mt_dpo"] = train_pairs(
+        mt, trajectory_pairs(train, 4, 0), args.policy_steps, args.policy_batch, args.policy_lr
+    )
+    policies["mt_dpo"] = mt
+    log(f"multi-turn dpo: {results['train_mt_dpo']}", start)
+    state_trajs = [t for t in train if t.error is None]
+    order = np.random.default_rng(3).permutation(len(state_trajs))
+    chosen_trajs, n_states = [], 0
+    for i in order:
+        if n_states >= args.sweet_states:
+            break
+        chosen_trajs.append(state_trajs[i])
+        n_states += len(state_trajs[i].steps)
+    prefs = sweet_pairs(critics["privileged"], base, chosen_trajs, num_candidates=args.k, pairs_per_state=4, seed=0)
+    sw = fresh_policy(base, 3)
+    side_pairs = [as_segmented(p) for p in prefs]
+    results["train_sweet"] = {
+        "states": n_states,
+        **train_pairs(sw, side_pairs, args.policy_steps, args.policy_batch, args.policy_lr),
+    }
+    policies["sweet"] = sw
+    log(f"sweet: {results['train_sweet']}", start)
+
+    evals = {name: evaluate(p, args.eval_tasks) for name, p in policies.items()}
+    for name, ev in evals.items():
+        for ref in ("sft_start", "rft"):
+            if name != ref:
+                diff = np.asarray(ev["_per_task"]) - np.asarray(evals[ref]["_per_task"])
+                ev[f"diff_vs_{ref}"] = {"mean": float(diff.mean()), "ci95": bootstrap_ci(diff, rng)}
+    results["eval"] = {n: {k: v for k, v in e.items() if not k.startswith("_")} for n, e in evals.items()}
+    log(f"eval: {json.dumps(results['eval'])}", start)
+    results["wall_s"] = time.perf_counter() - start
+    _finish(results, args.out)
+
+
+def _finish(results: dict[str, Any], out: Path | None) -> None:
+    text = json.dumps(results, indent=2)
+    print(text)
+    if out is not None:
+        out.parent.mkdir(parents=True, exist_ok=True)
+        out.write_text(text + "\n", encoding="utf-8")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,61 @@
+from __future__ import annotations
+
+from pathlib import Path
+
+import torch
+
+from tests.train.conftest import MICRO_RECIPE
+from turnkit.cli.agents import make_agent
+from turnkit.models.embedded import TinyRecipe, math_corpus, tiny_policy
+
+
+def test_tiny_policy_is_built_once_then_loaded_from_the_cache(tmp_path: Path) -> None:
+    first = tiny_policy(recipe=MICRO_RECIPE, cache=tmp_path, progress=False)
+    folder = tmp_path / "tiny" / MICRO_RECIPE.key()
+    stamp = (folder / "model.safetensors").stat().st_mtime_ns
+    second = tiny_policy(recipe=MICRO_RECIPE, cache=tmp_path, progress=False)
+    assert (folder / "model.safetensors").stat().st_mtime_ns == stamp
+    pairs = zip(first.model.parameters(), second.model.parameters(), strict=True)
+    assert all(torch.equal(a, b) for a, b in pairs)
+    assert first.model is not second.model  # each caller may train its own copy
+
+
+def test_rebuild_is_deterministic(tmp_path: Path) -> None:
+    a = tiny_policy(recipe=MICRO_RECIPE, cache=tmp_path / "a", progress=False)
+    b = tiny_policy(recipe=MICRO_RECIPE, cache=tmp_path / "b", progress=False, rebuild=True)
+    assert all(torch.equal(x, y) for x, y in zip(a.model.parameters(), b.model.parameters(), strict=True))
+
+
+def test_the_build_is_the_same_bits_whatever_the_callers_thread_count(tmp_path: Path) -> None:
+    before = torch.get_num_threads()
+    try:
+        torch.set_num_threads(2)
+        tiny_policy(recipe=MICRO_RECIPE, cache=tmp_path / "a", progress=False)
+        assert torch.get_num_threads() == 2  # the caller's setting is restored
+        torch.set_num_threads(1)
+        tiny_policy(recipe=MICRO_RECIPE, cache=tmp_path / "b", progress=False)
+    finally:
+        torch.set_num_threads(before)
+    folder = Path("tiny") / MICRO_RECIPE.key() / "model.safetensors"
+    assert (tmp_path / "a" / folder).read_bytes() == (tmp_path / "b" / folder).read_bytes()
+
+
+def test_the_recipe_key_changes_with_any_field() -> None:
+    keys = {TinyRecipe().key(), TinyRecipe(sft_steps=151).key(), TinyRecipe(env_kwargs={"difficulty": 2}).key()}
+    assert len(keys) == 3
+
+
+def test_corpus_covers_prompts_answers_and_feedback() -> None:
+    corpus = math_corpus(6)
+    assert any(t.startswith("ANSWER: ") for t in corpus)
+    assert "Correct." in corpus and any("Reply with ANSWER" in t for t in corpus)
+
+
+def test_make_agent_tiny_uses_the_embedded_policy(tmp_path: Path, monkeypatch) -> None:
+    monkeypatch.setenv("TURNKIT_CACHE", str(tmp_path))
+    import turnkit.models.embedded as embedded
+
+    monkeypatch.setattr(embedded, "DEFAULT_RECIPE", MICRO_RECIPE)
+    agent = make_agent("tiny", seed=3)
+    assert type(agent).__name__ == "HFPolicy" and agent.sampling.seed == 3
+    assert (tmp_path / "tiny" / MICRO_RECIPE.key() / "config.json").is_file()

@@ -1,0 +1,59 @@
+"""The ``turnkit`` command: ``list play eval bench train quickstart synth``.
+
+One module per command group: :mod:`.envs`, :mod:`.train`, :mod:`.synth`.
+
+Example:
+    >>> main(["list"])  # doctest: +ELLIPSIS
+    turnkit/CollabCode-v0 ...
+    turnkit/MathEpisodes-v0 ...
+    0
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Sequence
+
+import gymnasium
+
+from turnkit.cli import envs
+from turnkit.errors import TurnkitError
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The argument parser of the ``turnkit`` command."""
+    parser = argparse.ArgumentParser(
+        prog="turnkit", description="Text environments, sandboxes and learners for multi-turn LLM agents."
+    )
+    parser.add_argument(
+        "--import",
+        dest="imports",
+        action="append",
+        default=[],
+        metavar="MODULE",
+        help="import MODULE before the sub-command runs, for the envs it registers (repeatable; installed "
+        "packages' turnkit.envs entry points load without it)",
+    )
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    envs.add_commands(sub)
+    # Training and synthesis commands; torch is imported only when one of them runs.
+    from turnkit.cli import synth, train
+
+    train.add_commands(sub)
+    synth.add_commands(sub)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of the ``turnkit`` command; returns the exit status."""
+    args = build_parser().parse_args(argv)
+    try:
+        envs.load_env_modules(args.imports, env_id=getattr(args, "env_id", None))
+        return int(args.func(args))
+    except (TurnkitError, gymnasium.error.Error) as exc:
+        print(f"turnkit: error: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        return 130

@@ -1,0 +1,95 @@
+"""The ``turnkit train`` and ``turnkit quickstart`` commands (torch is imported only when they run).
+
+Example:
+    >>> import argparse
+    >>> parser = argparse.ArgumentParser(prog="turnkit")
+    >>> add_commands(parser.add_subparsers(dest="command"))
+    >>> args = parser.parse_args(["train", "--set", "lr=0.01", "--set", "steps=2", "--resume"])
+    >>> args.overrides, args.resume, args.threads
+    (['lr=0.01', 'steps=2'], True, None)
+    >>> parser.parse_args(["quickstart"]).threads
+    1
+"""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+
+def cmd_train(args: argparse.Namespace) -> int:
+    """Run (or resume) a GRPO/RLOO training run from a config file and ``--set`` overrides."""
+    from turnkit.models.threads import torch_threads
+    from turnkit.train.config import TrainConfig, apply_overrides, load_config
+    from turnkit.train.loop import train
+
+    cfg = load_config(args.config) if args.config else TrainConfig()
+    overrides = list(args.overrides)
+    if args.out:
+        overrides.append(f"out_dir={args.out}")
+    cfg = apply_overrides(cfg, overrides)
+    with torch_threads(args.threads):
+        result = train(cfg, resume=args.resume, progress=not args.quiet)
+    last = next((r for r in reversed(result.history) if "reward_mean" in r), None)
+    line = f"trained {result.steps_done} steps -> {result.run_dir}"
+    if last is not None:
+        line += f"; last step reward {last['reward_mean']:.3f}, success {last['success_rate']:.3f}"
+    if result.final_eval is not None:
+        e = result.final_eval
+        line += (
+            f"; held-out success {e['eval_success']:.3f} (95% CI {e['eval_success_lo']:.3f}-"
+            f"{e['eval_success_hi']:.3f}, {e['eval_episodes']} episodes)"
+        )
+    print(line)
+    return 0
+
+
+def cmd_quickstart(args: argparse.Namespace) -> int:
+    """SFT start policy -> held-out eval -> GRPO -> held-out eval, with a before/after table and plot."""
+    from turnkit.train.quickstart import QuickstartConfig, run_quickstart, run_seeds
+
+    qcfg = QuickstartConfig(
+        out_dir=args.out, seed=args.seed, eval_episodes=args.eval_episodes, steps=args.steps, threads=args.threads
+    )
+    if args.seeds > 1:
+        run_seeds(qcfg, list(range(args.seed, args.seed + args.seeds)), progress=not args.quiet)
+    else:
+        run_quickstart(qcfg, progress=not args.quiet)
+    return 0
+
+
+def _threads(text: str) -> int:
+    """``--threads`` values: an int >= 1."""
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"--threads must be an int >= 1, got {text!r}")
+    return value
+
+
+def add_commands(sub: Any) -> None:
+    """Add ``train`` and ``quickstart`` to the ``turnkit`` sub-command parser (no heavy imports here)."""
+    tr = sub.add_parser("train", help="train a policy with GRPO/RLOO (see docs/training.md)")
+    tr.add_argument("--config", default=None, help="a .toml or .json file of TrainConfig keys")
+    tr.add_argument(
+        "--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE", help="override a config key"
+    )
+    tr.add_argument("--out", default=None, help="run directory (same as --set out_dir=...)")
+    tr.add_argument("--resume", action="store_true", help="continue from the newest checkpoint in the run dir")
+    tr.add_argument("--quiet", action="store_true", help="no progress bars")
+    tr.add_argument("--threads", type=_threads, default=None, help="torch CPU threads (default: torch's own)")
+    tr.set_defaults(func=cmd_train)
+
+    qs = sub.add_parser("quickstart", help="the main job: SFT tiny policy -> RL -> before/after table")
+    qs.add_argument("--out", default="runs/quickstart", help="output directory")
+    qs.add_argument("--seed", type=int, default=0, help="training seed (the first one with --seeds)")
+    qs.add_argument("--seeds", type=int, default=1, help="repeat with this many training seeds and aggregate")
+    qs.add_argument("--steps", type=int, default=None, help="RL steps (default: the quickstart recipe's)")
+    qs.add_argument("--eval-episodes", type=int, default=None, help="held-out episodes per evaluation")
+    qs.add_argument("--quiet", action="store_true", help="no progress bars")
+    qs.add_argument(
+        "--threads", type=_threads, default=1, help="torch CPU threads (default 1: fastest for the tiny model)"
+    )
+    qs.set_defaults(func=cmd_quickstart)

@@ -1,0 +1,220 @@
+"""The one recipe builder of every locally trained model: cache key, atomic one-thread build, load.
+
+The embedded tiny policy (:mod:`turnkit.models.embedded`), the tiny simulated human
+(:mod:`turnkit.models.tiny_human`) and the tiny CollabCode agent (:mod:`turnkit.models.tiny_agent`) are
+recipes: frozen dataclasses that subclass :class:`TinyTrainingRecipe` and say how to train themselves.
+:func:`load_or_build` trains one on demand and caches it under ``<cache>/<kind>/<recipe key>``;
+:func:`recipe_policy` wraps the result in an :class:`~turnkit.agents.hf.HFPolicy`. All three go through
+this module so that
+
+* the key is a hash of the whole recipe and its code version (any change builds a new model);
+* the build runs on :data:`BUILD_THREADS` torch thread(s), so the cached weights are the same bits on every
+  machine with the same instruction set (see :mod:`turnkit.models.threads`);
+* the folder appears atomically: a reader, or a concurrent builder, never sees a half-written model.
+
+Example:
+    >>> from dataclasses import dataclass
+    >>> @dataclass(frozen=True)
+    ... class Recipe:
+    ...     width: int = 8
+    >>> recipe_key(Recipe(), version=1) == recipe_key(Recipe(), version=1) != recipe_key(Recipe(), version=2)
+    True
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import shutil
+import tempfile
+import time
+from collections.abc import Callable
+from dataclasses import asdict
+from pathlib import Path
+from typing import Any, ClassVar
+
+from transformers import PreTrainedTokenizerFast
+
+from turnkit.agents.hf import HFPolicy
+from turnkit.models.sft import SFTConfig
+from turnkit.models.threads import torch_threads
+from turnkit.models.tiny import TinyModelConfig, cache_dir, load_tiny, save_tiny
+
+BUILD_THREADS = 1
+"""Torch threads of every build: fixed, because the thread count changes the trained weights' last bits."""
+INFO_FILE = "turnkit_recipe.json"
+"""The file in each cached folder that records the recipe, its version and the build's numbers."""
+
+Trainer = Callable[[], tuple[Any, PreTrainedTokenizerFast, dict[str, Any]]]
+"""Trains a model: returns ``(model, tokenizer, info)``; ``info`` (JSON-able) is saved next to the weights."""
+
+
+class TinyTrainingRecipe:
+    """Base of the recipe dataclasses that train a tiny model: model and SFT configs, cache key, build.
+
+    A recipe must have the fields ``hidden_size``, ``num_layers``, ``num_heads``, ``intermediate_size``,
+    ``max_position_embeddings``, ``sft_steps``, ``sft_batch_size``, ``sft_lr``, ``seed`` and
+    ``max_new_tokens``; to be built by :func:`load_or_build` it also sets the class variables :attr:`kind`
+    and :attr:`version` and implements :meth:`build`.
+
+    Example:
+        >>> from dataclasses import dataclass
+        >>> @dataclass(frozen=True)
+        ... class Recipe(TinyTrainingRecipe):
+        ...     hidden_size: int = 32
+        ...     num_layers: int = 1
+        ...     num_heads: int = 2
+        ...     intermediate_size: int = 64
+        ...     max_position_embeddings: int = 256
+        ...     sft_steps: int = 5
+        ...     sft_batch_size: int = 4
+        ...     sft_lr: float = 1e-3
+        ...     seed: int = 0
+        >>> Recipe().model_config().hidden_size, Recipe().sft_config().steps
+        (32, 5)
+    """
+
+    hidden_size: int
+    num_layers: int
+    num_heads: int
+    intermediate_size: int
+    max_position_embeddings: int
+    sft_steps: int
+    sft_batch_size: int
+    sft_lr: float
+    seed: int
+    max_new_tokens: int
+
+    kind: ClassVar[str] = "tiny"
+    """The cache sub-folder of this kind of model (``<cache>/<kind>/<key>``)."""
+    version: ClassVar[int] = 1
+    """Bumped whenever the recipe's code changes what it builds (invalidates every cached copy)."""
+    policy_defaults: ClassVar[dict[str, Any]] = {}
+    """:class:`~turnkit.agents.hf.HFPolicy` arguments of :func:`recipe_policy` (callers' arguments win)."""
+
+    def key(self) -> str:
+        """A short hash of the recipe and its :attr:`version`: the cache folder name."""
+        return recipe_key(self, version=self.version)
+
+    def build(self, *, progress: bool) -> tuple[Any, PreTrainedTokenizerFast, dict[str, Any]]:
+        """Train the model: ``(model, tokenizer, info)``, ``info`` JSON-able (saved next to the weights)."""
+        raise NotImplementedError(f"{type(self).__name__} does not say how to build itself")
+
+    def model_config(self) -> TinyModelConfig:
+        """The :class:`~turnkit.models.tiny.TinyModelConfig` of this recipe."""
+        return TinyModelConfig(
+            hidden_size=self.hidden_size,
+            num_layers=self.num_layers,
+            num_heads=self.num_heads,
+            intermediate_size=self.intermediate_size,
+            max_position_embeddings=self.max_position_embeddings,
+        )
+
+    def sft_config(self) -> SFTConfig:
+        """The :class:`~turnkit.models.sft.SFTConfig` of this recipe."""
+        return SFTConfig(steps=self.sft_steps, batch_size=self.sft_batch_size, lr=self.sft_lr, seed=self.seed)
+
+
+def recipe_key(recipe: Any, *, version: int) -> str:
+    """A short hash of a recipe dataclass and its code version: the cache folder name."""
+    blob = json.dumps({"recipe": asdict(recipe), "version": version}, sort_keys=True, default=list)
+    return hashlib.sha256(blob.encode()).hexdigest()[:16]
+
+
+def build_into(folder: Path, train: Trainer, *, recipe: Any, version: int, replace: bool) -> None:
+    """Train on :data:`BUILD_THREADS` thread(s) and save into ``folder`` atomically.
+
+    Args:
+        folder: The cache folder to create (or to replace, with ``replace``).
+        train: The training function.
+        recipe: The recipe dataclass (recorded in :data:`INFO_FILE`).
+        version: The recipe code version (recorded too).
+        replace: Replace an existing folder; otherwise a folder that a concurrent build finished first wins.
+
+    Example:
+        >>> import tempfile
+        >>> from turnkit.models.tiny import TinyModelConfig, build_tiny_model, build_tiny_tokenizer
+        >>> from dataclasses import dataclass
+        >>> @dataclass(frozen=True)
+        ... class Recipe:
+        ...     width: int = 16
+        >>> def train():
+        ...     tok = build_tiny_tokenizer()
+        ...     cfg = TinyModelConfig(hidden_size=16, num_layers=1, num_heads=2, intermediate_size=32)
+        ...     return build_tiny_model(tok, cfg), tok, {"note": "untrained"}
+        >>> folder = Path(tempfile.mkdtemp()) / "m"
+        >>> build_into(folder, train, recipe=Recipe(), version=1, replace=False)
+        >>> json.loads((folder / INFO_FILE).read_text())["note"]
+        'untrained'
+    """
+    start = time.perf_counter()
+    with torch_threads(BUILD_THREADS):
+        model, tokenizer, info = train()
+    folder.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(dir=folder.parent, prefix=f".{folder.name}."))
+    try:
+        save_tiny(model, tokenizer, tmp)
+        record = {"recipe": asdict(recipe), "recipe_version": version, **info, "build_s": time.perf_counter() - start}
+        (tmp / INFO_FILE).write_text(json.dumps(record, indent=2, sort_keys=True) + "\n", encoding="utf-8")
+        if (folder / "config.json").is_file() and not replace:  # a concurrent build finished first
+            shutil.rmtree(tmp)
+            return
+        if folder.exists():
+            shutil.rmtree(folder)
+        tmp.rename(folder)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+
+
+def model_folder(recipe: TinyTrainingRecipe, cache: str | Path | None = None) -> Path:
+    """Where ``recipe``'s model is (or will be) cached: ``<cache>/<recipe.kind>/<recipe.key()>``.
+
+    Args:
+        recipe: The recipe.
+        cache: Cache root; defaults to :func:`turnkit.models.tiny.cache_dir` (``$TURNKIT_CACHE``).
+
+    Example:
+        >>> from turnkit.models.tiny_human import TinyHumanRecipe
+        >>> model_folder(TinyHumanRecipe(), "/tmp/c").parent
+        PosixPath('/tmp/c/tiny_human')
+    """
+    return (Path(cache) if cache is not None else cache_dir()) / recipe.kind / recipe.key()
+
+
+def load_or_build(
+    recipe: TinyTrainingRecipe, *, cache: str | Path | None = None, rebuild: bool = False, progress: bool = True
+) -> tuple[Any, PreTrainedTokenizerFast]:
+    """``recipe``'s model and tokenizer: loaded from the cache, or trained (:meth:`~TinyTrainingRecipe.build`).
+
+    Args:
+        recipe: What to build.
+        cache: Cache root (see :func:`model_folder`).
+        rebuild: Train again even if a cached copy exists, and replace it.
+        progress: Show progress bars while building.
+    """
+    folder = model_folder(recipe, cache)
+    if rebuild or not (folder / "config.json").is_file():
+        build_into(
+            folder, lambda: recipe.build(progress=progress), recipe=recipe, version=recipe.version, replace=rebuild
+        )
+    return load_tiny(folder)
+
+
+def recipe_policy(
+    recipe: TinyTrainingRecipe,
+    *,
+    cache: str | Path | None = None,
+    rebuild: bool = False,
+    progress: bool = True,
+    **policy_kwargs: Any,
+) -> HFPolicy:
+    """``recipe``'s model as a fresh :class:`~turnkit.agents.hf.HFPolicy` (its own copy, safe to train).
+
+    ``policy_kwargs`` win over the recipe's :attr:`~TinyTrainingRecipe.policy_defaults`, which win over
+    ``max_new_tokens=recipe.max_new_tokens`` and ``max_batch_size=64``. The other arguments are
+    :func:`load_or_build`'s.
+    """
+    model, tokenizer = load_or_build(recipe, cache=cache, rebuild=rebuild, progress=progress)
+    kwargs = {"max_new_tokens": recipe.max_new_tokens, "max_batch_size": 64, **recipe.policy_defaults}
+    return HFPolicy(model, tokenizer, **{**kwargs, **policy_kwargs})
