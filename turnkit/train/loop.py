@@ -73,9 +73,17 @@ from turnkit.learners.grpo import GRPOConfig, policy_loss
 from turnkit.rollout.batch import TurnBatch, build_turn_batch, gather_token_logprobs
 from turnkit.rollout.collect import collect_batch
 from turnkit.rollout.evaluate import evaluate
-from turnkit.train.checkpoint import latest_checkpoint, read_json, stage_checkpoint, write_json
+from turnkit.train.checkpoint import (
+    checkpoint_path,
+    load_newest_intact,
+    read_checkpoint_json,
+    reading,
+    stage_checkpoint,
+    write_json,
+)
 from turnkit.train.config import TrainConfig
 from turnkit.train.metrics import MetricsLog, plot_curves, read_metrics
+from turnkit.train.runlock import RunLock
 from turnkit.types import AgentTurn, Trajectory
 
 SEED_SPACE = 2**31
@@ -481,7 +489,11 @@ def save_checkpoint(
     rng: np.random.Generator,
     cfg: TrainConfig,
 ) -> Path:
-    """Write an atomic checkpoint: adapter (LoRA) or full weights, optimizer, RNG states, step and config."""
+    """Write an atomic checkpoint: adapter (LoRA) or full weights, optimizer, RNG states, step and config.
+
+    :func:`~turnkit.train.checkpoint.stage_checkpoint` adds a manifest of sizes and checksums, so a resume
+    can tell an intact checkpoint from a damaged one.
+    """
     with stage_checkpoint(run_dir, step) as tmp:
         if policy.has_adapter:
             policy.save_adapter(tmp / "adapter")
@@ -500,9 +512,7 @@ def save_checkpoint(
                 "policy_rng": policy._rng.bit_generator.state,
             },
         )
-    ckpt = latest_checkpoint(run_dir)
-    assert ckpt is not None
-    return ckpt
+    return checkpoint_path(run_dir, step)
 
 
 def load_checkpoint(
@@ -510,29 +520,47 @@ def load_checkpoint(
 ) -> int:
     """Restore weights, optimizer and RNG states in place from ``ckpt``; returns its step.
 
+    Every file is read before anything is changed, so a damaged checkpoint leaves the run untouched.
+
     Raises:
         ConfigError: The checkpoint belongs to a run with a different config (other than
-            :data:`RESUMABLE_CHANGES`), or its files are missing.
+            :data:`RESUMABLE_CHANGES`).
+        CheckpointError: A file is missing or cannot be read (the message names it).
     """
-    state = read_json(ckpt / "state.json")
-    saved, current = state["config"], cfg.to_dict()
+    state = read_checkpoint_json(ckpt / "state.json")
+    with reading(ckpt / "state.json", base=ckpt):
+        saved, current = state["config"], cfg.to_dict()
+        step, task_rng, policy_rng = int(state["step"]), state["task_rng"], state["policy_rng"]
     saved = {**TrainConfig().to_dict(), **saved}  # keys newer than the checkpoint take their defaults
     diff = sorted(k for k in current if k not in RESUMABLE_CHANGES and saved.get(k) != current[k])
     if diff:
         changes = ", ".join(f"{k}: {saved.get(k)!r} -> {current[k]!r}" for k in diff)
         raise ConfigError(f"cannot resume {ckpt}: the config differs ({changes}); use a new out_dir")
-    if policy.has_adapter:
-        policy.load_adapter(ckpt / "adapter")
-    else:
-        from transformers import AutoModelForCausalLM
+    weights = ckpt / ("adapter" if policy.has_adapter else "model")
+    with reading(weights, base=ckpt):
+        if policy.has_adapter:
+            from peft import PeftConfig, load_peft_weights
 
-        saved_model = AutoModelForCausalLM.from_pretrained(ckpt / "model", local_files_only=True)
+            PeftConfig.from_pretrained(str(weights))
+            load_peft_weights(str(weights), device="cpu")  # read (and so verify) before load_adapter applies it
+            saved_model = None
+        else:
+            from transformers import AutoModelForCausalLM
+
+            saved_model = AutoModelForCausalLM.from_pretrained(weights, local_files_only=True)
+    with reading(ckpt / "optimizer.pt", base=ckpt):
+        optimizer_state = torch.load(ckpt / "optimizer.pt", map_location=policy.device)
+    with reading(ckpt / "rng.pt", base=ckpt):
+        torch_rng = torch.load(ckpt / "rng.pt")["torch"]
+    if saved_model is None:
+        policy.load_adapter(weights)
+    else:
         policy.model.load_state_dict(saved_model.state_dict())
-    optimizer.load_state_dict(torch.load(ckpt / "optimizer.pt", map_location=policy.device))
-    torch.set_rng_state(torch.load(ckpt / "rng.pt")["torch"])
-    rng.bit_generator.state = state["task_rng"]
-    policy._rng.bit_generator.state = state["policy_rng"]
-    return int(state["step"])
+    optimizer.load_state_dict(optimizer_state)
+    torch.set_rng_state(torch_rng)
+    rng.bit_generator.state = task_rng
+    policy._rng.bit_generator.state = policy_rng
+    return step
 
 
 # ---------------------------------------------------------------------------------------------- the loop
@@ -543,17 +571,28 @@ def train(
 ) -> TrainResult:
     """Run (or, with ``resume``, continue) the GRPO/RLOO loop described in the module docstring.
 
+    The run directory is locked for the whole call (:class:`~turnkit.train.runlock.RunLock`).
+
     Args:
         cfg: The run's settings.
-        resume: Continue from the newest checkpoint in ``cfg.out_dir`` (a fresh start if there is none).
+        resume: Continue from the newest intact checkpoint in ``cfg.out_dir`` (a fresh start if there is
+            none); damaged newer checkpoints are skipped with a :class:`~turnkit.errors.CheckpointWarning`.
         progress: Show progress bars.
         policy: The start policy; default :func:`build_policy` (``cfg.model``). It is trained in place.
 
     Returns:
         The run directory, history, final evaluation and trained policy.
+
+    Raises:
+        RunLockedError: Another process is using ``cfg.out_dir``.
+        CheckpointError: ``resume`` found checkpoints, but none is intact.
     """
+    with RunLock(cfg.out_dir):
+        return _train(cfg, resume=resume, progress=progress, policy=policy)
+
+
+def _train(cfg: TrainConfig, *, resume: bool, progress: bool, policy: HFPolicy | None) -> TrainResult:
     run_dir = Path(cfg.out_dir)
-    run_dir.mkdir(parents=True, exist_ok=True)
     policy = policy if policy is not None else build_policy(cfg, progress=progress)
     ref_model = prepare_policy(policy, cfg)
     params = trainable_parameters(policy)
@@ -561,9 +600,9 @@ def train(
     rng = np.random.default_rng(cfg.seed)
     log = MetricsLog(run_dir / "metrics.jsonl", tensorboard_dir=run_dir / "tb" if cfg.tensorboard else None)
     start_step = 0
-    ckpt = latest_checkpoint(run_dir) if resume else None
-    if ckpt is not None:
-        start_step = load_checkpoint(ckpt, policy, optimizer, rng, cfg)
+    found = load_newest_intact(run_dir, lambda c: load_checkpoint(c, policy, optimizer, rng, cfg)) if resume else None
+    if found is not None:
+        start_step = found[1]
         log.truncate_after(start_step)
     elif (run_dir / "metrics.jsonl").exists():
         (run_dir / "metrics.jsonl").unlink()  # a fresh run owns its log

@@ -37,6 +37,7 @@ from turnkit.models.threads import torch_threads
 from turnkit.stats import mean_ci
 from turnkit.train.config import TrainConfig
 from turnkit.train.loop import evaluate_policy, train
+from turnkit.train.runlock import RunLock
 
 QUICKSTART_TRAIN: dict[str, Any] = {
     "env_kwargs": {"difficulty": 1, "kinds": ["arithmetic"], "max_attempts": 1},
@@ -121,8 +122,11 @@ def run_quickstart(
         progress: Show progress bars.
         policy: Start policy to use instead of the cached tiny policy (tests pass a micro one).
         verbose: Print the before/after table.
+
+    Raises:
+        RunLockedError: Another process is using ``qcfg.out_dir`` (its ``train/`` folder has a lock of its own).
     """
-    with torch_threads(qcfg.threads):
+    with RunLock(qcfg.out_dir), torch_threads(qcfg.threads):
         return _run_quickstart(qcfg, progress=progress, policy=policy, verbose=verbose)
 
 
@@ -249,9 +253,17 @@ def run_seeds(qcfg: QuickstartConfig, seeds: Sequence[int], *, progress: bool = 
     Returns:
         ``{"runs": [...per-seed summaries...], "improvement_mean": m, "improvement_ci95": [lo, hi], ...}``,
         also written to ``out_dir/summary.json``.
+
+    Raises:
+        RunLockedError: Another process is using ``qcfg.out_dir``.
     """
     if not seeds:
         raise ConfigError("run_seeds needs at least one seed")
+    with RunLock(qcfg.out_dir):
+        return _run_seeds(qcfg, seeds, progress=progress)
+
+
+def _run_seeds(qcfg: QuickstartConfig, seeds: Sequence[int], *, progress: bool) -> dict[str, Any]:
     runs = []
     for seed in seeds:
         sub = dataclasses.replace(qcfg, seed=seed, out_dir=str(Path(qcfg.out_dir) / f"seed-{seed}"))

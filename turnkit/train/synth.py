@@ -11,17 +11,26 @@ Iteration ``i``:
 
 Everything lands in the output directory, so a run can be inspected, shared and resumed::
 
+    DIR/turnkit.lock                held while a run uses DIR (see turnkit.train.runlock)
     DIR/state.json                  config, completed iterations and their metrics (written atomically)
+    DIR/state.prev.json             the state before the last completed iteration (a fallback)
     DIR/dataset.jsonl               all pairs so far (TRL conversational DPO format)
     DIR/iter_000/trees/seed_S.json  every search tree (node-link JSON, see turnkit.search.tree)
     DIR/iter_000/pictures/seed_S.png / .html   pictures of the first few trees
     DIR/iter_000/pairs.jsonl        this iteration's pairs
-    DIR/iter_000/adapter/           the LoRA adapter after this iteration's DPO
+    DIR/iter_000/adapter/           the LoRA adapter after this iteration's DPO (+ MANIFEST.json)
     DIR/iter_000/metrics.json       search, pair, DPO and eval numbers
 
 Rerunning the same command resumes: finished iterations are skipped (the last adapter is loaded), and
 inside an unfinished iteration the trees already on disk are reused. A different config for the same
-directory is refused (except a larger ``iterations``).
+directory is refused (except a larger ``iterations``), and so is a second process while the first still runs
+(:class:`~turnkit.errors.RunLockedError`).
+
+Damaged resume state is skipped with a :class:`~turnkit.errors.CheckpointWarning` naming the file and why:
+an unreadable ``state.json`` falls back to ``state.prev.json`` (one iteration is redone); a damaged adapter
+(checked against its manifest and read before use) falls back to the newest intact one, redoing the
+iterations after it (their trees are reused); a damaged tree is searched again. Only when neither state
+file is readable does the run stop, with a :class:`~turnkit.errors.CheckpointError` naming both.
 
 Example:
     >>> import tempfile
@@ -37,7 +46,9 @@ Example:
 from __future__ import annotations
 
 import json
+import os
 import time
+import warnings
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
@@ -47,7 +58,7 @@ import gymnasium
 
 import turnkit  # noqa: F401  (registers the built-in envs)
 from turnkit.agents.base import Agent
-from turnkit.errors import ConfigError, DataError
+from turnkit.errors import CheckpointError, CheckpointWarning, ConfigError, DataError
 from turnkit.search.best_of_n import best_of_n_many
 from turnkit.search.expand import SearchStats
 from turnkit.search.mcts import MCTS, MCTSConfig
@@ -55,9 +66,12 @@ from turnkit.search.pairs import PairConfig, PreferencePair, read_pairs, tree_pa
 from turnkit.search.render import render_html, render_png
 from turnkit.search.tree import SearchTree, jsonable
 from turnkit.search.values import ValueFn
+from turnkit.train.checkpoint import check_manifest, reading, stage_dir
 from turnkit.train.dpo import DPOConfig
+from turnkit.train.runlock import RunLock
 
 STATE_VERSION = 1
+STATE, PREV_STATE = "state.json", "state.prev.json"
 SearchKind = Literal["mcts", "best_of_n"]
 
 
@@ -179,9 +193,17 @@ def synthesize(
 
     Returns:
         Per-iteration metrics and all pairs.
+
+    Raises:
+        RunLockedError: Another process is using ``out_dir``.
+        CheckpointError: Neither ``state.json`` nor ``state.prev.json`` of a previous run can be read.
     """
     out = Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
+    with RunLock(out):
+        return _synthesize(config, agent, out, critic=critic, progress=progress)
+
+
+def _synthesize(config: SynthConfig, agent: Agent, out: Path, *, critic: ValueFn | None, progress: bool) -> SynthResult:
     state = _load_state(out, config)
     if config.train and not hasattr(agent, "sequence_logprobs"):
         raise ConfigError(
@@ -189,11 +211,12 @@ def synthesize(
         )
     done = len(state["iterations"])
     if done and config.train:
-        agent.load_adapter(out / f"iter_{done - 1:03d}" / "adapter")  # type: ignore[attr-defined]
+        done = _restore_adapter(agent, out, state)
     for i in range(done, config.iterations):
         metrics = _iteration(config, agent, out, i, critic=critic, progress=progress)
+        _write_json(out / PREV_STATE, state)  # the state before this iteration: the fallback if STATE is damaged
         state["iterations"].append(metrics)
-        _write_json(out / "state.json", state)
+        _write_json(out / STATE, state)
         all_pairs = [p for k in range(i + 1) for p in read_pairs(_iter_dir(out, k) / "pairs.jsonl")]
         write_pairs(all_pairs, out / "dataset.jsonl")
     pairs = read_pairs(out / "dataset.jsonl") if (out / "dataset.jsonl").exists() else []
@@ -204,16 +227,42 @@ def _iter_dir(out: Path, i: int) -> Path:
     return out / f"iter_{i:03d}"
 
 
-def _load_state(out: Path, config: SynthConfig) -> dict[str, Any]:
-    path = out / "state.json"
-    fresh = {"version": STATE_VERSION, "config": config.to_dict(), "iterations": []}
+def _read_state(path: Path) -> tuple[dict[str, Any] | None, str]:
+    """``(state, "")`` if ``path`` holds a readable synth state, else ``(None, why not)``."""
     if not path.exists():
-        _write_json(path, fresh)
-        return fresh
+        return None, "missing"
     try:
         state = json.loads(path.read_text(encoding="utf-8"))
-    except json.JSONDecodeError as exc:
-        raise DataError(f"invalid JSON: {exc.msg}", path=path, line=exc.lineno) from exc
+    except (OSError, UnicodeDecodeError, ValueError) as exc:
+        return None, f"not valid JSON ({exc})"
+    if not isinstance(state, dict) or not isinstance(state.get("iterations"), list):
+        return None, "not a synth state (no list of iterations)"
+    return state, ""
+
+
+def _load_state(out: Path, config: SynthConfig) -> dict[str, Any]:
+    path, prev = out / STATE, out / PREV_STATE
+    fresh = {"version": STATE_VERSION, "config": config.to_dict(), "iterations": []}
+    if not path.exists() and not prev.exists():
+        _write_json(path, fresh)
+        return fresh
+    state, why = _read_state(path)
+    if state is None:
+        state, why_prev = _read_state(prev)
+        if state is None:
+            raise CheckpointError(
+                f"no intact synth state in {out}: {path.name}: {why}; {prev.name}: {why_prev}; "
+                "use another --out (the trees and adapters there are kept)",
+                damaged=[(path, why), (prev, why_prev)],
+            )
+        if path.exists():
+            os.replace(path, path.with_name(path.name + ".damaged"))
+        warnings.warn(
+            f"synth state {path} is damaged ({why}); resuming from {prev.name} "
+            f"({len(state['iterations'])} completed iterations) instead",
+            CheckpointWarning,
+            stacklevel=3,
+        )
     if state.get("version") != STATE_VERSION:
         raise DataError(f"unsupported synth state version {state.get('version')!r}", path=path)
     old = dict(state.get("config", {}))
@@ -229,10 +278,71 @@ def _load_state(out: Path, config: SynthConfig) -> dict[str, Any]:
     return state
 
 
+def _adapter_problem(adapter: Path) -> str | None:
+    """Why a saved adapter cannot be resumed from (manifest, then a full read), or ``None``."""
+    why = check_manifest(adapter, required=False)  # adapters saved before manifests existed: read check only
+    if why is not None:
+        return why
+    from peft import PeftConfig, load_peft_weights
+
+    try:
+        with reading(adapter, base=adapter.parent):
+            PeftConfig.from_pretrained(str(adapter))
+            load_peft_weights(str(adapter), device="cpu")
+    except CheckpointError as exc:
+        return str(exc)
+    return None
+
+
+def _restore_adapter(agent: Any, out: Path, state: dict[str, Any]) -> int:
+    """Load the newest intact adapter of the completed iterations; returns the iteration to continue from.
+
+    Damaged adapters of later iterations are skipped with a warning, and those iterations are redone.
+    """
+    done = len(state["iterations"])
+    good = done - 1
+    while good >= 0 and (why := _adapter_problem(_iter_dir(out, good) / "adapter")) is not None:
+        start = f"iteration {good - 1}'s adapter" if good > 0 else "the start policy"
+        warnings.warn(
+            f"adapter {_iter_dir(out, good) / 'adapter'} is damaged ({why}); resuming from {start} and redoing "
+            f"iterations {good}..{done - 1} (their saved trees are reused)",
+            CheckpointWarning,
+            stacklevel=3,
+        )
+        good -= 1
+    if good < done - 1:
+        del state["iterations"][good + 1 :]
+        _write_json(out / STATE, state)
+    if good >= 0:
+        agent.load_adapter(_iter_dir(out, good) / "adapter")
+    return good + 1
+
+
 def _write_json(path: Path, data: Any) -> None:
     tmp = path.with_suffix(path.suffix + ".tmp")
-    tmp.write_text(json.dumps(jsonable(data), indent=2, sort_keys=True) + "\n", encoding="utf-8")
+    with tmp.open("w", encoding="utf-8") as f:
+        f.write(json.dumps(jsonable(data), indent=2, sort_keys=True) + "\n")
+        f.flush()
+        os.fsync(f.fileno())
     tmp.replace(path)
+
+
+def _tree_intact(path: Path, seed: int, *, with_pairs: bool) -> bool:
+    """Whether a saved tree (and, for best-of-N, its pairs file) can be reused; warns if it is damaged."""
+    if not path.exists():
+        return False
+    pairs = path.with_name(f"seed_{seed}.pairs.jsonl")
+    try:
+        SearchTree.load(path)
+        if with_pairs:
+            read_pairs(pairs)
+    except (DataError, OSError, UnicodeDecodeError, ValueError) as exc:
+        detail = str(exc) if isinstance(exc, DataError) else f"{path}: {type(exc).__name__}: {exc}"
+        warnings.warn(
+            f"damaged search tree ({detail}); searching task seed {seed} again", CheckpointWarning, stacklevel=3
+        )
+        return False
+    return True
 
 
 def _search_chunk(
@@ -259,7 +369,8 @@ def _iteration(
     (folder / "trees").mkdir(parents=True, exist_ok=True)
     seeds = config.task_seeds(i)
     files = {seed: folder / "trees" / f"seed_{seed}.json" for seed in seeds}
-    todo = [seed for seed in seeds if not files[seed].exists()]  # the rest was searched before an interruption
+    # the rest was searched before an interruption
+    todo = [seed for seed in seeds if not _tree_intact(files[seed], seed, with_pairs=config.search != "mcts")]
     envs = [
         gymnasium.make(config.env_id, split=config.split, **dict(config.env_kwargs))
         for _ in range(min(config.batch_tasks, max(1, len(todo))))
@@ -272,9 +383,9 @@ def _iteration(
         trees, chunk_stats, found = _search_chunk(config, envs[: len(chunk)], agent, chunk, salt=i, critic=critic)
         stats.add(chunk_stats)
         for seed, tree, tree_found in zip(chunk, trees, found, strict=True):
-            tree.save(files[seed])
-            if config.search != "mcts":
+            if config.search != "mcts":  # before the tree: a saved tree marks its task as done
                 write_pairs(tree_found, folder / "trees" / f"seed_{seed}.pairs.jsonl")
+            tree.save(files[seed])
         bar.update(len(chunk))
     bar.close()
     pairs, successes = [], 0
@@ -332,7 +443,8 @@ def _train(
             final_accuracy=sum(h["accuracy"] for h in last) / len(last),
             seconds=sum(h["seconds"] for h in history),
         )
-    agent.save_adapter(folder / "adapter")
+    with stage_dir(folder / "adapter") as tmp:  # atomic, with a manifest a resume verifies
+        agent.save_adapter(tmp)
     return summary
 
 
