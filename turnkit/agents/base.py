@@ -47,6 +47,9 @@ class Context:
         prefix_token_ids: The exact ids of ``prefix_text`` (token-in/token-out); empty: tokenise the text.
         stop: Stop strings: generation ends after the first token whose text completes one of them, with
             ``finish_reason="stop_string"`` (agents with ``supports_prefix`` only).
+        prompt_token_ids: The exact prompt ids to condition on instead of rendering ``messages`` with the chat
+            template (token-in, e.g. a multi-turn context built from the ids the policy generated earlier);
+            honoured by the token-level agents (``HFPolicy``, ``VLLMPolicy``), ignored by text agents.
     """
 
     messages: tuple[Message, ...]
@@ -57,6 +60,7 @@ class Context:
     prefix_text: str = ""
     prefix_token_ids: tuple[int, ...] = ()
     stop: tuple[str, ...] = ()
+    prompt_token_ids: tuple[int, ...] = ()
 
 
 @runtime_checkable

@@ -15,6 +15,10 @@ learner needs comes from the very logits the token was drawn from:
   the same tokens as running its contexts one at a time. Prompts are left-padded and position ids follow the
   attention mask, so padding does not change the result.
 
+**Token-exact contexts**: a context with ``prompt_token_ids`` is prompted with exactly those ids instead of
+its messages rendered by the chat template (the messages still seed the sampling), e.g. a multi-turn context
+built from the ids the policy generated in earlier turns (:mod:`turnkit.integrations.trl`).
+
 **Continuing a partial turn** (``supports_prefix``; used by step-level search): a context with
 ``prefix_token_ids`` (or only ``prefix_text``, then tokenised) is prompted with the chat-template generation
 prompt followed by those ids, so the continuation is conditioned exactly as if the model had generated the
@@ -261,7 +265,10 @@ class HFPolicy:
         if not contexts:
             return []
         prefixes = [self._prefix_ids(ctx) for ctx in contexts]
-        prompts = [chat_prompt_ids(self.tokenizer, ctx.messages) + p for ctx, p in zip(contexts, prefixes, strict=True)]
+        prompts = [
+            (list(ctx.prompt_token_ids) or chat_prompt_ids(self.tokenizer, ctx.messages)) + p
+            for ctx, p in zip(contexts, prefixes, strict=True)
+        ]
         seeds = context_seeds([_seed_view(ctx) for ctx in contexts], seed=self.sampling.seed, rng=self._rng)
         budgets = [self._budget(len(p), len(f)) for p, f in zip(prompts, prefixes, strict=True)]
         turns: list[AgentTurn] = [

@@ -1,0 +1,9 @@
+"""Adapters between turnkit and other training and serving stacks.
+
+Each module wraps one outside library and imports it only when used:
+
+* :mod:`turnkit.integrations.trl`: TRL's ``GRPOTrainer`` trains on any registered turnkit env (multi-turn,
+  token-exact, through its ``rollout_func`` hook); ``turnkit synth`` datasets train with ``DPOTrainer``.
+
+See ``docs/integrations.md``.
+"""
