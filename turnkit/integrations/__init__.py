@@ -4,6 +4,8 @@ Each module wraps one outside library and imports it only when used:
 
 * :mod:`turnkit.integrations.trl`: TRL's ``GRPOTrainer`` trains on any registered turnkit env (multi-turn,
   token-exact, through its ``rollout_func`` hook); ``turnkit synth`` datasets train with ``DPOTrainer``.
+* :mod:`turnkit.integrations.openenv`: serve any registered env as an OpenEnv server
+  (``turnkit serve-env ENV_ID``), or wrap a remote OpenEnv env as a :class:`turnkit.TextEnv`.
 
 See ``docs/integrations.md``.
 """
