@@ -19,6 +19,7 @@ from turnkit.envs.core import TextEnv, Transition
 from turnkit.errors import ConfigError
 from turnkit.rollout.demos import completion_ids
 from turnkit.train import loop
+from turnkit.train.checkpoint import MANIFEST
 from turnkit.train.config import TrainConfig, apply_overrides
 from turnkit.train.loop import build_critic, critic_rewards, train, update
 from turnkit.train.metrics import read_metrics
@@ -247,6 +248,7 @@ def test_default_run_has_no_critic_and_old_checkpoints_resume(
     state = json.loads(state_path.read_text())
     state["config"] = {k: v for k, v in state["config"].items() if not k.startswith("critic")}
     state_path.write_text(json.dumps(state))
+    (state_path.parent / MANIFEST).unlink()  # such checkpoints also predate the manifest (else: damaged, rightly)
     resumed = train(dataclasses.replace(cfg, steps=2), policy=make_policy(tokenizer), resume=True, progress=False)
     assert resumed.steps_done == 2
     with pytest.raises(ConfigError, match="critic"):
