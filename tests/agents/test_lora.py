@@ -137,3 +137,20 @@ def test_attaching_an_adapter_raises_no_deprecation_warning(model, tokenizer):
         warnings.simplefilter("error", DeprecationWarning)
         policy.attach_lora(r=4)
     assert policy.has_adapter
+
+
+def test_loading_an_adapter_raises_no_deprecation_warning(model, tokenizer, tmp_path):
+    import copy
+    import warnings
+
+    from turnkit.agents.hf import HFPolicy
+
+    saved = HFPolicy(copy.deepcopy(model), tokenizer)
+    saved.attach_lora(r=4)
+    path = saved.save_adapter(tmp_path / "adapter")
+    fresh = HFPolicy(copy.deepcopy(model), tokenizer)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", FutureWarning)
+        warnings.simplefilter("error", DeprecationWarning)
+        fresh.load_adapter(path)
+    assert fresh.has_adapter

@@ -148,6 +148,19 @@ def cache_argument(model: Any) -> str:
     return "cache" if "cache" in inspect.signature(base.forward).parameters else "past_key_values"
 
 
+@contextlib.contextmanager
+def _peft_deprecations_silenced() -> Iterator[None]:
+    """Silence the one deprecated transformers call peft makes when it wraps a model.
+
+    peft (0.21) asks transformers (5.2x) for ``is_gradient_checkpointing``, deprecated for
+    ``is_activation_checkpointing``: peft's call, not ours, harmless until transformers 6. Only that message is
+    filtered, only around the wrapping, so a deprecation in our own calls still shows.
+    """
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", "`is_gradient_checkpointing` is deprecated", FutureWarning)
+        yield
+
+
 class HFPolicy:
     """A policy over any local HF causal LM (or an in-memory model and tokenizer).
 
@@ -493,10 +506,7 @@ class HFPolicy:
         config = LoraConfig(
             r=r, lora_alpha=alpha, target_modules=list(target_modules), lora_dropout=dropout, task_type="CAUSAL_LM"
         )
-        with torch.random.fork_rng(devices=[]), warnings.catch_warnings():
-            # peft (0.21) asks transformers (5.2x) for the deprecated `is_gradient_checkpointing`: peft's call, not
-            # ours, harmless until transformers 6; silenced here only, so a deprecation in our own calls still shows.
-            warnings.filterwarnings("ignore", "`is_gradient_checkpointing` is deprecated", FutureWarning)
+        with torch.random.fork_rng(devices=[]), _peft_deprecations_silenced():
             torch.manual_seed(seed)
             self.model = get_peft_model(self.model, config).eval()
 
@@ -544,7 +554,8 @@ class HFPolicy:
         if not (path / "adapter_config.json").is_file():
             raise ConfigError(f"no peft adapter at {path}: expected {path / 'adapter_config.json'}")
         if not self.has_adapter:
-            self.model = PeftModel.from_pretrained(self.model, path, is_trainable=True).eval()
+            with _peft_deprecations_silenced():
+                self.model = PeftModel.from_pretrained(self.model, path, is_trainable=True).eval()
             return
         saved, current = PeftConfig.from_pretrained(str(path)), self.model.peft_config["default"]
         for field in ("r", "lora_alpha", "target_modules"):
