@@ -412,7 +412,13 @@ def test_a_lost_server_is_an_env_error() -> None:
 # ------------------------------------------------------------------------------------------ the command
 def test_serve_env_command_serves_until_interrupted() -> None:
     kwargs = {"difficulty": 2, "max_episode_steps": 2}
-    cmd = [sys.executable, "-m", "turnkit.cli", "serve-env", MATH, "--port", "0"]
+    # Ctrl-C raises KeyboardInterrupt as in a terminal, even when this test runs with SIGINT ignored (a background
+    # job of a non-interactive shell): a child inherits an ignored SIGINT and would never see the test's Ctrl-C.
+    as_in_a_terminal = (
+        "import signal, sys; signal.signal(signal.SIGINT, signal.default_int_handler); "
+        "from turnkit.cli import main; sys.exit(main(sys.argv[1:]))"
+    )
+    cmd = [sys.executable, "-c", as_in_a_terminal, "serve-env", MATH, "--port", "0"]
     cmd += [arg for k, v in kwargs.items() for arg in ("--env-kwarg", f"{k}={v}")]
     env = {**os.environ, "PYTHONUNBUFFERED": "1"}
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env)

@@ -33,6 +33,13 @@ from turnkit.train.synth import SynthConfig, synthesize
 from .conftest import make_policy
 
 HANG_GUARD_S = 300.0
+AS_IN_A_TERMINAL = (
+    "import signal, sys; signal.signal(signal.SIGINT, signal.default_int_handler); "
+    "from turnkit.cli import main; sys.exit(main(sys.argv[1:]))"
+)
+"""``turnkit ARGV`` with Ctrl-C raising KeyboardInterrupt, as in a terminal, even when this test runs with SIGINT
+ignored (a background job of a non-interactive shell, as some CI runners start it): a child that inherits an
+ignored SIGINT keeps it ignored, so the trainer would never see the test's Ctrl-C."""
 """Upper bound for a subprocess to start up (imports torch) or exit; only reached if something hangs."""
 REPO = Path(__file__).resolve().parents[2]
 
@@ -72,7 +79,7 @@ def spawn() -> Iterator[Callable[..., subprocess.Popen]]:
     def start(argv: list[str]) -> subprocess.Popen:
         env = {**os.environ, "PYTHONPATH": f"{REPO}{os.pathsep}{os.environ.get('PYTHONPATH', '')}"}
         proc = subprocess.Popen(
-            [sys.executable, "-m", "turnkit.cli", *argv], cwd=REPO, env=env, text=True,
+            [sys.executable, "-c", AS_IN_A_TERMINAL, *argv], cwd=REPO, env=env, text=True,
             stdout=subprocess.PIPE, stderr=subprocess.PIPE,
         )  # fmt: skip
         procs.append(proc)
@@ -97,7 +104,7 @@ def test_second_run_is_refused_and_a_killed_holder_is_taken_over(
     wait_for(held_by(run, first.pid), "lock record of the first trainer", first)
     holder = read_holder(run)
     assert holder is not None and holder["host"] == socket.gethostname()
-    assert "-m turnkit.cli train --out" in holder["command"]
+    assert " train --out " in holder["command"]  # the command line that holds the lock
 
     # a second `turnkit train` on the same directory is refused, naming the directory and the holder
     assert main(train_argv(run, model_dir, 1)) == 2
