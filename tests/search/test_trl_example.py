@@ -18,6 +18,8 @@ def trl_block() -> str:
 
 
 @pytest.mark.slow
+# TRL 1.16's trainer calls transformers' deprecated gradient_checkpointing names itself (not turnkit code)
+@pytest.mark.filterwarnings("ignore:.*gradient_checkpointing.* is deprecated:FutureWarning")
 def test_docs_trl_example_trains_on_exported_pairs(tmp_path):
     pytest.importorskip("trl")
     from turnkit.models.tiny import TinyModelConfig, build_tiny_model, build_tiny_tokenizer, save_tiny
