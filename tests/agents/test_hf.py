@@ -259,10 +259,26 @@ def test_different_prefixes_in_one_batch_sample_as_they_would_alone(lined_policy
 
 def test_generation_raises_no_deprecation_warning(policy):
     """The KV cache goes in under the name this transformers version declares (no FutureWarning on the old one)."""
+    import logging
     import warnings
 
-    with warnings.catch_warnings():
-        warnings.simplefilter("error", FutureWarning)
-        warnings.simplefilter("error", DeprecationWarning)
-        [turn] = policy.act([make_context("What is 2+2?")])
+    class Records(logging.Handler):
+        def __init__(self) -> None:
+            super().__init__()
+            self.messages: list[str] = []
+
+        def emit(self, record: logging.LogRecord) -> None:
+            self.messages.append(record.getMessage())
+
+    records, hf_logger = Records(), logging.getLogger("transformers")
+    logging.Logger.warning_once.cache_clear()  # transformers logs each deprecation once per process
+    hf_logger.addHandler(records)
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("error", FutureWarning)
+            warnings.simplefilter("error", DeprecationWarning)
+            [turn] = policy.act([make_context("What is 2+2?")])
+    finally:
+        hf_logger.removeHandler(records)
     assert turn.token_ids
+    assert not [m for m in records.messages if "deprecated" in m], records.messages

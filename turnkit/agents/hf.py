@@ -134,8 +134,9 @@ def sample_tokens(
 def cache_argument(model: Any) -> str:
     """The keyword under which ``model.forward`` takes the KV cache (PEFT wrappers are looked through).
 
-    transformers 5.24 renamed ``past_key_values`` to ``cache`` and warns on the old name; earlier versions
-    know only ``past_key_values``. Passing the name the model declares keeps generation warning-free on both.
+    transformers 5.24 renamed ``past_key_values`` to ``cache`` (the forward argument and the output field) and
+    warns on the old name; earlier versions know only ``past_key_values``. Passing and reading the name the
+    model declares keeps generation warning-free on both.
 
     Example:
         >>> from turnkit.models.tiny import TinyModelConfig, build_tiny_model, build_tiny_tokenizer
@@ -344,9 +345,9 @@ class HFPolicy:
         out = self.model(
             input_ids=input_ids, attention_mask=attention, position_ids=positions, use_cache=True, logits_to_keep=1
         )
-        past, logits = out.past_key_values, out.logits[:, -1, :]
+        cache_arg = cache_argument(self.model)  # the KV cache goes in and comes out under this name
+        past, logits = getattr(out, cache_arg), out.logits[:, -1, :]
         next_pos = positions[:, -1:] + 1
-        cache_arg = cache_argument(self.model)
         while any(f is None for f in finish):
             new, lps = sample_tokens(
                 logits, generators, temperature=self.sampling.temperature, top_p=self.sampling.top_p
@@ -373,7 +374,7 @@ class HFPolicy:
                 use_cache=True,
                 **{cache_arg: past},
             )
-            past, logits = out.past_key_values, out.logits[:, -1, :]
+            past, logits = getattr(out, cache_arg), out.logits[:, -1, :]
             next_pos = next_pos + 1
         return [
             AgentTurn(
