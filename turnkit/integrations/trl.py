@@ -68,6 +68,7 @@ import turnkit  # noqa: F401  (registers the built-in envs)
 from turnkit.agents.base import Context
 from turnkit.agents.hf import HFPolicy, chat_prompt_ids
 from turnkit.errors import AgentError, BrowserError, ConfigError, DataError, EnvError, SandboxError, TurnkitError
+from turnkit.rollout.chat import ChatDelta
 from turnkit.rollout.collect import env_fault_cause
 from turnkit.types import AgentTurn, ErrorCause, Message, Step, Trajectory, TrajectoryError
 
@@ -78,7 +79,6 @@ if TYPE_CHECKING:
 ENV_FIELDS = ("env_mask", "env_return", "env_success", "env_seed", "env_turns")
 """The fields :class:`EnvRollout` returns besides TRL's required ones (TRL passes them to the reward functions)."""
 
-_USER, _ASSISTANT = "turnkit-sentinel-user", "turnkit-sentinel-assistant"
 _FAULTS: dict[ErrorCause, type[TurnkitError]] = {
     ErrorCause.AGENT: AgentError,
     ErrorCause.SANDBOX: SandboxError,
@@ -105,82 +105,6 @@ class Episode:
     env_mask: tuple[int, ...]
     logprobs: tuple[float, ...]
     reward: float | None
-
-
-class ChatDelta:
-    """The ids a chat template puts between turns, for contexts that extend the previous one token for token.
-
-    Args:
-        tokenizer: A tokenizer with a chat template that renders each conversation as an extension of the
-            conversation one message shorter.
-
-    Raises:
-        ConfigError: No chat template, or one that rewrites earlier turns.
-
-    Example:
-        >>> from turnkit.models.tiny import build_tiny_tokenizer
-        >>> tok = build_tiny_tokenizer()
-        >>> delta = ChatDelta(tok)
-        >>> tok.decode(delta.between_turns((tok.eos_token_id,), "Correct."))
-        '<|user|>Correct.<|end|><|assistant|>'
-        >>> tok.decode(delta.between_turns((104, 105), "Go on."))  # a turn cut by the budget gets its end token
-        '<|end|><|user|>Go on.<|end|><|assistant|>'
-    """
-
-    def __init__(self, tokenizer: PreTrainedTokenizerBase) -> None:
-        if not getattr(tokenizer, "chat_template", None):
-            raise ConfigError(
-                f"tokenizer {type(tokenizer).__name__} has no chat_template; EnvRollout renders env messages with it"
-            )
-        self.tokenizer = tokenizer
-        self._head = self._render([Message("user", _USER), Message("assistant", _ASSISTANT)], generation=False)
-        prompt = self._render([Message("user", _USER)], generation=True)
-        if not self._head.startswith(prompt + _ASSISTANT):
-            raise ConfigError(
-                "the chat template does not render an assistant message as the generation prompt followed by its "
-                f"text ({prompt + _ASSISTANT!r} is not a prefix of {self._head!r}); token-exact multi-turn "
-                "contexts need a prefix-preserving template"
-            )
-        self.close_text = self._head[len(prompt) + len(_ASSISTANT) :]
-        """What the template writes after an assistant message's text (e.g. ``<|end|>``)."""
-        self._special = {int(i) for i in getattr(tokenizer, "all_special_ids", ())}
-
-    def _render(self, messages: Sequence[Message], *, generation: bool) -> str:
-        return str(
-            self.tokenizer.apply_chat_template(
-                [{"role": m.role, "content": m.content} for m in messages],
-                add_generation_prompt=generation,
-                tokenize=False,
-            )
-        )
-
-    def between_turns(self, generated: Sequence[int], observation: str) -> list[int]:
-        """The ids after a turn's sampled ids and before the next turn's: close the turn, add the env's reply.
-
-        Args:
-            generated: The ids sampled this turn (their last id decides whether the turn still needs closing).
-            observation: The env's reply, sent as the next user message.
-
-        Returns:
-            Ids to append to ``context + generated`` to get the next turn's context.
-
-        Raises:
-            ConfigError: The template rewrites the conversation when a message is added.
-        """
-        full = self._render(
-            [Message("user", _USER), Message("assistant", _ASSISTANT), Message("user", observation)], generation=True
-        )
-        if not full.startswith(self._head):
-            raise ConfigError(
-                "the chat template changes earlier turns when a message is added; token-exact multi-turn contexts "
-                "need a prefix-preserving template"
-            )
-        close = self.close_text
-        if generated and int(generated[-1]) in self._special:  # the turn ended on a stop token, e.g. <|end|>
-            last = str(self.tokenizer.decode([int(generated[-1])], skip_special_tokens=False))
-            if last and close.startswith(last):
-                close = close[len(last) :]
-        return list(self.tokenizer(close + full[len(self._head) :], add_special_tokens=False)["input_ids"])
 
 
 @dataclass
