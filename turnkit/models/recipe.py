@@ -192,6 +192,18 @@ def load_or_build(
         cache: Cache root (see :func:`model_folder`).
         rebuild: Train again even if a cached copy exists, and replace it.
         progress: Show progress bars while building.
+
+    Example:
+        >>> import tempfile
+        >>> from turnkit.models.embedded import TinyRecipe
+        >>> micro = TinyRecipe(hidden_size=32, num_layers=1, intermediate_size=64, demo_episodes=8, sft_steps=2,
+        ...                    corpus_tasks=30, vocab_size=300)
+        >>> with tempfile.TemporaryDirectory() as d:
+        ...     model, tokenizer = load_or_build(micro, cache=d, progress=False)  # trained and cached
+        ...     cached = (model_folder(micro, d) / INFO_FILE).is_file()
+        ...     again, _ = load_or_build(micro, cache=d, progress=False)  # loaded from the cache
+        >>> cached, len(tokenizer), again.config.hidden_size
+        (True, 300, 32)
     """
     folder = model_folder(recipe, cache)
     if rebuild or not (folder / "config.json").is_file():
@@ -214,6 +226,17 @@ def recipe_policy(
     ``policy_kwargs`` win over the recipe's :attr:`~TinyTrainingRecipe.policy_defaults`, which win over
     ``max_new_tokens=recipe.max_new_tokens`` and ``max_batch_size=64``. The other arguments are
     :func:`load_or_build`'s.
+
+    Example:
+        >>> import tempfile
+        >>> from turnkit.models.tiny_agent import TinyAgentRecipe
+        >>> micro = TinyAgentRecipe(hidden_size=32, num_layers=1, intermediate_size=64, vocab_size=300,
+        ...                         train_tasks=1, per_task=1, sft_steps=1, sft_batch_size=2)
+        >>> with tempfile.TemporaryDirectory() as d:
+        ...     default = recipe_policy(micro, cache=d, progress=False)
+        ...     greedy = recipe_policy(micro, cache=d, progress=False, temperature=0.0, max_new_tokens=8)
+        >>> default.sampling.temperature, default.sampling.max_new_tokens, greedy.sampling.temperature
+        (1.0, 128, 0.0)
     """
     model, tokenizer = load_or_build(recipe, cache=cache, rebuild=rebuild, progress=progress)
     kwargs = {"max_new_tokens": recipe.max_new_tokens, "max_batch_size": 64, **recipe.policy_defaults}

@@ -290,6 +290,14 @@ def checkpoint_candidates(run_dir: Path) -> list[Path]:
     """The run's checkpoint folders, newest step first (plus ``LATEST``'s target if that folder is missing).
 
     Hidden staging folders and ``*.damaged`` folders are not candidates.
+
+    Example:
+        >>> import tempfile
+        >>> run = Path(tempfile.mkdtemp())
+        >>> for name in ("step-000002", "step-000010", "step-000003.damaged", ".step-000011.tmp"):
+        ...     (run / "checkpoints" / name).mkdir(parents=True)
+        >>> [p.name for p in checkpoint_candidates(run)]
+        ['step-000010', 'step-000002']
     """
     root = Path(run_dir) / "checkpoints"
     if not root.is_dir():

@@ -69,7 +69,13 @@ LOCK_FILE = "turnkit.lock"
 
 
 def default_command() -> str:
-    """This process's command line, as the holder record shows it (``python3 -m turnkit.cli train ...``)."""
+    """This process's command line, as the holder record shows it (``python3 -m turnkit.cli train ...``).
+
+    Example:
+        >>> import shlex
+        >>> shlex.split(default_command())[0] == os.path.basename(getattr(sys, "orig_argv", sys.argv)[0])
+        True
+    """
     argv = list(getattr(sys, "orig_argv", sys.argv))
     if argv:
         argv[0] = os.path.basename(argv[0])
