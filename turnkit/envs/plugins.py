@@ -13,8 +13,8 @@ Gymnasium's own ``gymnasium.make("my_pkg.envs:MyEnv-v0")`` form. The entry point
 **When plugins load.** The ``turnkit`` command calls :func:`load_plugins` once, after parsing its arguments
 and before running the sub-command, so ``turnkit list | play | eval | train | synth`` all see plugin envs.
 ``import turnkit`` does *not* load them, for three reasons: (1) cost: reading the metadata of every
-installed distribution takes ~80 ms (``importlib.metadata`` import + scan over 151 distributions, measured
-here) on top of ~430 ms for ``import turnkit``, and every rollout worker and the checker's fresh process
+installed distribution costs another ~18% of a fresh ``import turnkit`` (BENCHMARKS.md, "Start-up and
+checksum costs"), and every rollout worker and the checker's fresh process
 would pay it again; (2) a plugin usually imports ``turnkit`` itself, so loading it from
 ``turnkit/__init__.py`` would run third-party code against a half-initialised package; (3) Gymnasium made
 the same call: 0.26 loaded its ``gymnasium.envs`` entry points on ``import gymnasium``, 1.0 dropped that for

@@ -28,7 +28,8 @@ unchanged, so the wrapped env plays the local env's episodes; ``reset()`` draws 
 Invalid actions are answered by the client with :class:`~turnkit.TextEnv`'s own code and, for a turnkit server,
 mirrored as empty messages, so the server's turn counter, limits and ``info`` stay in step. Failures are
 :class:`~turnkit.errors.EnvError` naming the URL. The client speaks the protocol with ``websockets`` and never
-imports openenv-core (whose import pulls in gradio, ~10 s). Details: docs/integrations.md, section OpenEnv.
+imports openenv-core (whose import pulls in gradio: seconds, see BENCHMARKS.md). Details: docs/integrations.md,
+section OpenEnv.
 
 Example:
     >>> import gymnasium

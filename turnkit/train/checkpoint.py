@@ -17,8 +17,8 @@ read as checkpoints (and are removed on the next resume).
 **Intact** means: ``MANIFEST.json`` parses, and every file it lists exists with the recorded size and CRC-32
 (:func:`check_manifest`). Sizes catch the common damage (a truncated file, a half-copied folder, a missing
 file); the checksum catches same-size corruption. CRC-32 rather than SHA-256: the threat is accidental
-damage, not an adversary, and CRC-32 hashes ~5x faster (1.7 GB/s vs 0.35 GB/s measured on the 2-core
-build box), which matters when every checkpoint is hashed once on save and once on resume. The loader then
+damage, not an adversary, and CRC-32 hashes ~2x faster (BENCHMARKS.md, "Start-up and checksum costs"),
+which matters when every checkpoint is hashed once on save and once on resume. The loader then
 reads every file *before* changing anything in memory, so a file that passes the manifest but still cannot
 be parsed (or a checkpoint written before manifests existed, which is read unverified) is also caught.
 
