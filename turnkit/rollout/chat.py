@@ -4,7 +4,7 @@ A multi-turn context must extend the previous turn's context token for token (th
 then the template tokens around the env's reply); re-rendering the whole conversation from text and
 tokenising it again can change ids with a BPE tokenizer. :class:`ChatDelta` computes those in-between ids
 once per reply, for any chat template that renders a conversation as an extension of its shorter prefixes.
-Used by :mod:`turnkit.integrations.trl` (and meant for the shared rollout loop).
+Used by :func:`turnkit.rollout.collect.collect_batch` (``chat=``) and :mod:`turnkit.integrations.trl`.
 """
 
 from __future__ import annotations
@@ -44,7 +44,8 @@ class ChatDelta:
     def __init__(self, tokenizer: PreTrainedTokenizerBase) -> None:
         if not getattr(tokenizer, "chat_template", None):
             raise ConfigError(
-                f"tokenizer {type(tokenizer).__name__} has no chat_template; EnvRollout renders env messages with it"
+                f"tokenizer {type(tokenizer).__name__} has no chat_template; token-exact contexts render env "
+                "messages with it"
             )
         self.tokenizer = tokenizer
         self._head = self._render([Message("user", _USER), Message("assistant", _ASSISTANT)], generation=False)

@@ -7,6 +7,15 @@ are the one-episode and same-seed-group front ends.
 Infrastructure failures are data: an exception from the agent or the env ends the affected episodes
 with ``Trajectory.error`` set (typed :class:`~turnkit.types.ErrorCause`), and the other episodes go on.
 
+**Token-exact contexts** (``chat=ChatDelta(tokenizer)``, the policy's tokenizer): every context still carries
+the conversation as ``messages``, and after a turn with token ids it also carries ``prompt_token_ids``: that
+turn's prompt ids, the ids it generated, then :meth:`~turnkit.rollout.chat.ChatDelta.between_turns` (the
+template ids that close the turn and carry the env's reply). Token-level agents (``HFPolicy``, ``VLLMPolicy``)
+condition on exactly those ids, so earlier turns are never re-rendered and re-tokenised from text (with a BPE
+tokenizer that changes ids) and :func:`~turnkit.rollout.batch.find_prefix_mismatch` finds nothing. The first
+turn has no stored ids (the agent renders the first prompt), and a turn without token ids (a text agent)
+leaves the next context without them. Without ``chat`` the contexts carry only ``messages``.
+
 Example:
     >>> import gymnasium, turnkit
     >>> from turnkit.agents.oracle import OracleAgent
@@ -27,6 +36,7 @@ import gymnasium
 
 from turnkit.agents.base import Agent, Context, uses_privileged
 from turnkit.errors import AgentError, BrowserError, SandboxError
+from turnkit.rollout.chat import ChatDelta
 from turnkit.types import AgentTurn, ErrorCause, Message, Step, Task, Trajectory, TrajectoryError
 
 
@@ -44,6 +54,8 @@ class _Episode:
     task: Task | None = None
     error: TrajectoryError | None = None
     done: bool = False
+    prompt_ids: tuple[int, ...] = ()
+    """The next turn's exact context ids (token-exact contexts only; empty: the agent renders ``messages``)."""
 
 
 def _env_id(env: gymnasium.Env) -> str:
@@ -63,6 +75,7 @@ def collect_batch(
     groups: Sequence[int | None] | None = None,
     max_turns: int | None = None,
     reset_options: Sequence[dict[str, Any] | None] | None = None,
+    chat: ChatDelta | None = None,
 ) -> list[Trajectory]:
     """Play one episode in each env, batching agent calls across live episodes.
 
@@ -73,9 +86,29 @@ def collect_batch(
         groups: Optional group index per episode (recorded on the trajectory).
         max_turns: Stop episodes after this many turns (marked truncated) when the env has no time limit.
         reset_options: Optional ``reset(options=...)`` per episode.
+        chat: Token-exact contexts over this chat template (see the module docstring); it must wrap the
+            agent's tokenizer. ``None``: contexts carry only messages.
 
     Returns:
         One trajectory per env, in order.
+
+    Raises:
+        ConfigError: ``chat``'s template rewrites earlier turns when the env's reply is added.
+
+    Example:
+        >>> import gymnasium, turnkit
+        >>> from turnkit.agents.hf import HFPolicy
+        >>> from turnkit.models.bpe import build_bpe_tokenizer
+        >>> from turnkit.models.tiny import TinyModelConfig, build_tiny_model
+        >>> from turnkit.rollout.batch import find_prefix_mismatch
+        >>> tok = build_bpe_tokenizer()
+        >>> cfg = TinyModelConfig(hidden_size=32, num_layers=1, num_heads=2, intermediate_size=64)
+        >>> model = build_tiny_model(tok, cfg)
+        >>> envs = [gymnasium.make("turnkit/MathEpisodes-v0", max_attempts=5) for _ in range(2)]
+        >>> trajs = collect_batch(envs, HFPolicy(model, tok, max_new_tokens=8), [0, 1], max_turns=3,
+        ...                       chat=ChatDelta(tok))
+        >>> [find_prefix_mismatch(t) for t in trajs]
+        [None, None]
     """
     if len(envs) != len(seeds):
         raise ValueError(f"got {len(envs)} envs but {len(seeds)} seeds")
@@ -102,6 +135,7 @@ def collect_batch(
                 turn=len(ep.steps),
                 episode_seed=ep.seed,
                 task=ep.task if privileged else None,
+                prompt_token_ids=ep.prompt_ids,
             )
             for ep in live
         ]
@@ -116,6 +150,8 @@ def collect_batch(
             continue
         for ep, turn in zip(live, turns, strict=True):
             _advance(ep, turn, max_turns)
+            if chat is not None and not ep.done:
+                ep.prompt_ids = next_context_ids(turn, ep.observation, chat)
     return [_freeze(ep) for ep in episodes]
 
 
@@ -131,6 +167,34 @@ def env_fault_cause(exc: BaseException) -> ErrorCause:
     if isinstance(exc, BrowserError):
         return ErrorCause.BROWSER
     return ErrorCause.ENV
+
+
+def next_context_ids(turn: AgentTurn, observation: str, chat: ChatDelta) -> tuple[int, ...]:
+    """The next turn's exact context: this turn's prompt and generated ids, then the template around the reply.
+
+    Args:
+        turn: The turn just taken.
+        observation: The env's reply to it (the next user message).
+        chat: The chat template's in-between ids.
+
+    Returns:
+        ``turn.prompt_token_ids + turn.token_ids + chat.between_turns(turn.token_ids, observation)``, or ``()``
+        for a turn without prompt or generated ids (a text agent: the next prompt is rendered from messages).
+
+    Example:
+        >>> from turnkit.models.tiny import build_tiny_tokenizer
+        >>> tok = build_tiny_tokenizer()
+        >>> turn = AgentTurn("hi", token_ids=(104, 105, tok.eos_token_id), prompt_token_ids=(1, 4, 50, 2, 5))
+        >>> ids = next_context_ids(turn, "ok", ChatDelta(tok))
+        >>> ids[:8] == (1, 4, 50, 2, 5, 104, 105, tok.eos_token_id), tok.decode(ids[8:])
+        (True, '<|user|>ok<|end|><|assistant|>')
+        >>> next_context_ids(AgentTurn("hi"), "ok", ChatDelta(tok))
+        ()
+    """
+    if not (turn.token_ids and turn.prompt_token_ids):
+        return ()
+    between = chat.between_turns(turn.token_ids, observation)
+    return (*turn.prompt_token_ids, *turn.token_ids, *between)
 
 
 def _advance(ep: _Episode, turn: AgentTurn, max_turns: int | None) -> None:
@@ -163,8 +227,15 @@ def _freeze(ep: _Episode) -> Trajectory:
     )
 
 
-def collect(env: gymnasium.Env, agent: Agent, *, seed: int | None = None, max_turns: int | None = None) -> Trajectory:
-    """Play one episode of ``env`` with ``agent``.
+def collect(
+    env: gymnasium.Env,
+    agent: Agent,
+    *,
+    seed: int | None = None,
+    max_turns: int | None = None,
+    chat: ChatDelta | None = None,
+) -> Trajectory:
+    """Play one episode of ``env`` with ``agent`` (``max_turns`` and ``chat``: see :func:`collect_batch`).
 
     Example:
         >>> import gymnasium, turnkit
@@ -174,7 +245,7 @@ def collect(env: gymnasium.Env, agent: Agent, *, seed: int | None = None, max_tu
         >>> traj.success, len(traj.steps) > 1
         (False, True)
     """
-    return collect_batch([env], agent, [seed], max_turns=max_turns)[0]
+    return collect_batch([env], agent, [seed], max_turns=max_turns, chat=chat)[0]
 
 
 def clone_env(env: gymnasium.Env) -> gymnasium.Env:
@@ -192,6 +263,7 @@ def collect_group(
     group_size: int,
     group: int | None = None,
     max_turns: int | None = None,
+    chat: ChatDelta | None = None,
 ) -> list[Trajectory]:
     """Play ``group_size`` episodes of the *same* task (same seed), batched, e.g. for GRPO/RLOO groups.
 
@@ -202,6 +274,7 @@ def collect_group(
         group_size: Number of episodes.
         group: Group index recorded on every trajectory (defaults to ``seed``).
         max_turns: See :func:`collect_batch`.
+        chat: See :func:`collect_batch`.
     """
     if group_size < 1:
         raise ValueError(f"group_size must be >= 1, got {group_size}")
@@ -213,7 +286,7 @@ def collect_group(
         made = envs = [env() for _ in range(group_size)]
     g = seed if group is None else group
     try:
-        return collect_batch(envs, agent, [seed] * group_size, groups=[g] * group_size, max_turns=max_turns)
+        return collect_batch(envs, agent, [seed] * group_size, groups=[g] * group_size, max_turns=max_turns, chat=chat)
     finally:
         for e in made:  # the caller keeps only the env it passed in
             e.close()
