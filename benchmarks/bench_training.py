@@ -5,8 +5,9 @@ Measures, with medians over ``--repeats`` trials:
 * generation tokens/s of ``HFPolicy.act`` (T = 1) over MathEpisodes prompts at batch sizes 1, 16 and 64;
 * training tokens/s of one GRPO update (forward + backward + AdamW over a real rollout batch);
 * rollout overhead: the share of ``collect_batch`` wall time spent outside the policy for one GRPO step's
-  batch (16 groups x 8 episodes), split into the envs' own reset/step time and the collector's bookkeeping
-  (the rest). Target: <= 5%. The baseline it is a ratio against is the wall time of the same run.
+  batch (16 groups x 8 episodes, token-exact contexts as in the training loop, no critic), split into the
+  envs' own reset/step time and the collector's bookkeeping (the rest, which includes the chat template's
+  ids between turns). Target: <= 5%. The baseline it is a ratio against is the wall time of the same run.
 
 What the quickstart's GRPO run learns (success before/after, over training seeds) is a study, run by
 ``turnkit quickstart --seeds N``; see studies/README.md.
@@ -29,6 +30,7 @@ import torch
 import turnkit  # noqa: F401  (registers envs)
 from turnkit.agents.base import Context
 from turnkit.models.embedded import tiny_policy
+from turnkit.rollout.chat import ChatDelta
 from turnkit.rollout.collect import collect_batch
 from turnkit.train.config import TrainConfig
 from turnkit.train.loop import TimedAgent, prepare_policy, update
@@ -83,6 +85,7 @@ class TimedEnv(gymnasium.Wrapper):
 def rollout_overhead(policy, repeats: int, groups: int = 16, group_size: int = 8) -> dict[str, Any]:
     envs = [TimedEnv(gymnasium.make(ENV, difficulty=1)) for _ in range(groups * group_size)]
     fractions, env_fractions, walls, trajs = [], [], [], []
+    chat = ChatDelta(policy.tokenizer)  # what turnkit.train.loop passes
     for r in range(repeats):
         agent = TimedAgent(policy.with_sampling(seed=r))
         seeds = [s for s in range(20_000 + r * groups, 20_000 + (r + 1) * groups) for _ in range(group_size)]
@@ -90,7 +93,7 @@ def rollout_overhead(policy, repeats: int, groups: int = 16, group_size: int = 8
         for env in envs:
             env.seconds = 0.0
         start = time.perf_counter()
-        trajs = collect_batch(envs, agent, seeds, groups=groups_ids)
+        trajs = collect_batch(envs, agent, seeds, groups=groups_ids, chat=chat)
         wall = time.perf_counter() - start
         fractions.append((wall - agent.seconds) / wall)
         env_fractions.append(sum(env.seconds for env in envs) / wall)

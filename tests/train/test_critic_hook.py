@@ -21,7 +21,8 @@ from turnkit.rollout.demos import completion_ids
 from turnkit.train import loop
 from turnkit.train.checkpoint import MANIFEST
 from turnkit.train.config import TrainConfig, apply_overrides
-from turnkit.train.loop import build_critic, critic_rewards, train, update
+from turnkit.train.critic_hook import build_critics, critic_rewards
+from turnkit.train.loop import train, update
 from turnkit.train.metrics import read_metrics
 from turnkit.types import AgentTurn, ErrorCause, Message, Step, Task, Trajectory, TrajectoryError
 
@@ -85,8 +86,13 @@ def two_turn_trajectory(tokens: tuple[int, int]) -> Trajectory:
 @pytest.mark.parametrize(
     ("change", "message"),
     [
-        ({"critic": "prime"}, r"TrainConfig\.critic must be null or one of \['mrt'\], got 'prime'"),
-        ({"critic": 1}, r"TrainConfig\.critic must be null"),
+        ({"critic": "prm"}, r"TrainConfig\.critic: unknown critic 'prm'; use one of \['mrt', 'pav', 'prime'"),
+        ({"critic": "no_colon.module"}, r"unknown critic 'no_colon.module'"),
+        ({"critic": 1}, r"TrainConfig\.critic must be null, a critic name or a non-empty"),
+        ({"critic": {}}, r"TrainConfig\.critic must be null, a critic name or a non-empty"),
+        ({"critic": {"mrt": "x"}}, r"the weight of 'mrt' must be a finite number"),
+        ({"critic_best_of": 0}, r"TrainConfig\.critic_best_of must be an int >= 1"),
+        ({"critic_lr": 0.0}, r"TrainConfig\.critic_lr must be a finite number > 0"),
         ({"critic_weight": float("nan")}, r"TrainConfig\.critic_weight must be a finite number"),
         ({"critic_weight": True}, r"TrainConfig\.critic_weight"),
         ({"critic_samples": 0}, r"TrainConfig\.critic_samples must be an int >= 1"),
@@ -115,9 +121,9 @@ def test_mrt_critic_rewards_are_env_reward_plus_alpha_progress() -> None:
     """J = [0, 1], outcome 1: progress p = [1, 0]; credit "advantage" rewards α(p_h − p_{h+1}) = [α, 0]."""
     cfg = TrainConfig(env_id=SECOND_TURN_ENV, env_kwargs={}, critic="mrt", critic_weight=0.5, critic_samples=3,
                       critic_budget=20, critic_force="")  # fmt: skip
-    critic = build_critic(cfg, gymnasium.make(SECOND_TURN_ENV), ScriptedPolicy())  # type: ignore[arg-type]
+    critics = build_critics(cfg, ScriptedPolicy())  # type: ignore[arg-type]
     traj = two_turn_trajectory((4, 6))
-    rewards, metrics = critic_rewards(critic, [traj])
+    rewards, metrics = critics.rewards([traj])
     assert rewards == [(0.5, 1.0)]  # env [0, 1] + 0.5 x [1, 0]
     assert metrics["mrt/V0"] == 0.0 and metrics["mrt/V_end"] == 1.0 and metrics["mrt/progress"] == 1.0
     # points (4, J=1), (10, 1): area = 4/2 + 16 = 18 of 20
@@ -127,10 +133,10 @@ def test_mrt_critic_rewards_are_env_reward_plus_alpha_progress() -> None:
 
 def test_errored_episodes_are_not_scored() -> None:
     cfg = TrainConfig(env_id=SECOND_TURN_ENV, env_kwargs={}, critic="mrt", critic_samples=2, critic_force="")
-    critic = build_critic(cfg, gymnasium.make(SECOND_TURN_ENV), ScriptedPolicy())  # type: ignore[arg-type]
+    critics = build_critics(cfg, ScriptedPolicy())  # type: ignore[arg-type]
     good = two_turn_trajectory((1, 1))
     bad = dataclasses.replace(good, error=TrajectoryError(ErrorCause.AGENT, "boom", 1))
-    rewards, metrics = critic_rewards(critic, [bad, good])
+    rewards, metrics = critic_rewards(critics.critic, [bad, good])
     assert rewards == [(0.0, 0.0), (1.0, 1.0)]
     assert metrics["mrt/progress"] == 1.0  # the mean over the one clean episode
 

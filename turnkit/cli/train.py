@@ -17,17 +17,41 @@ import argparse
 from typing import Any
 
 
-def cmd_train(args: argparse.Namespace) -> int:
-    """Run (or resume) a GRPO/RLOO training run from a config file and ``--set`` overrides."""
-    from turnkit.models.threads import torch_threads
-    from turnkit.train.config import TrainConfig, apply_overrides, load_config
-    from turnkit.train.loop import train
+def run_config(args: argparse.Namespace) -> Any:
+    """The run's :class:`~turnkit.train.config.TrainConfig` from ``--config``, ``--set`` and ``--out``.
 
-    cfg = load_config(args.config) if args.config else TrainConfig()
+    With ``--resume`` and a run folder that has a ``config.json``, that saved config is the base and the flags
+    only change what they name (the loop refuses changes a resumed run may not make); ``--config`` is then an
+    error, since the run already has one.
+
+    Raises:
+        ConfigError: ``--resume`` with ``--config`` on a run that has a saved config, or a bad config/override.
+    """
+    from pathlib import Path
+
+    from turnkit.errors import ConfigError
+    from turnkit.train.config import TrainConfig, apply_overrides, load_config
+
     overrides = list(args.overrides)
     if args.out:
         overrides.append(f"out_dir={args.out}")
-    cfg = apply_overrides(cfg, overrides)
+    cfg = apply_overrides(load_config(args.config) if args.config else TrainConfig(), overrides)
+    saved = Path(cfg.out_dir) / "config.json"
+    if not (args.resume and saved.is_file()):
+        return cfg
+    if args.config:
+        raise ConfigError(
+            f"--resume reads the run's saved config {saved}; drop --config (use --set to change what may change)"
+        )
+    return apply_overrides(load_config(saved), overrides)
+
+
+def cmd_train(args: argparse.Namespace) -> int:
+    """Run (or resume) a GRPO/RLOO training run from a config file and ``--set`` overrides."""
+    from turnkit.models.threads import torch_threads
+    from turnkit.train.loop import train
+
+    cfg = run_config(args)
     with torch_threads(args.threads):
         result = train(cfg, resume=args.resume, progress=not args.quiet)
     last = next((r for r in reversed(result.history) if "reward_mean" in r), None)
@@ -77,7 +101,9 @@ def add_commands(sub: Any) -> None:
         "--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE", help="override a config key"
     )
     tr.add_argument("--out", default=None, help="run directory (same as --set out_dir=...)")
-    tr.add_argument("--resume", action="store_true", help="continue from the newest checkpoint in the run dir")
+    tr.add_argument(
+        "--resume", action="store_true", help="continue from the run dir's newest checkpoint with its saved config"
+    )
     tr.add_argument("--quiet", action="store_true", help="no progress bars")
     tr.add_argument("--threads", type=_threads, default=None, help="torch CPU threads (default: torch's own)")
     tr.set_defaults(func=cmd_train)

@@ -352,6 +352,7 @@ class SweetCritic:
     def __init__(self, critic: HFPolicy, config: SweetConfig | None = None) -> None:
         self.config = config or SweetConfig()
         self.critic = critic
+        self._adamw: torch.optim.Optimizer | None = None
         if not critic.has_adapter:
             cfg = self.config
             critic.attach_lora(r=cfg.lora_r, alpha=cfg.lora_alpha, target_modules=cfg.lora_targets, seed=cfg.seed)
@@ -491,14 +492,23 @@ class SweetCritic:
         return [(keep[a], keep[b]) for a, b in local]
 
     def fit(
-        self, trajectories: Sequence[Trajectory], *, steps: int | None = None, progress: bool = False
+        self,
+        trajectories: Sequence[Trajectory],
+        *,
+        steps: int | None = None,
+        progress: bool = False,
+        seed: int | None = None,
     ) -> dict[str, float]:
         """Train the critic's adapter with the Bradley–Terry loss on same-task pairs of ``trajectories``.
+
+        Calls share one AdamW optimizer (:meth:`optimizer_state`), so fitting batch after batch, as the
+        training loop does, continues one optimisation.
 
         Args:
             trajectories: Rollouts with several episodes per task (``Trajectory.task`` set).
             steps: Optimizer steps (default ``config.steps``).
             progress: Show a progress bar.
+            seed: Seeds the pair subsampling and batch order (default ``config.seed``).
 
         Returns:
             ``pairs``, final ``loss`` and ``accuracy`` (mean over the last 10% of steps) and ``seconds``.
@@ -509,7 +519,7 @@ class SweetCritic:
         from tqdm.auto import tqdm
 
         cfg = self.config
-        rng = np.random.default_rng(cfg.seed)
+        rng = np.random.default_rng(cfg.seed if seed is None else seed)
         pairs = self.pairs(trajectories, rng)
         if not pairs:
             raise DataError("sweet: no same-task pair with different rewards to train the critic on")
@@ -521,8 +531,8 @@ class SweetCritic:
         for i in used:
             ref[i] = ref_flat[start : start + len(segments[i])]
             start += len(segments[i])
-        params = [p for p in self.critic.model.parameters() if p.requires_grad]
-        optimizer = torch.optim.AdamW(params, lr=cfg.lr, weight_decay=0.0)
+        optimizer = self._optimizer()
+        params = [p for group in optimizer.param_groups for p in group["params"]]
         total = steps if steps is not None else cfg.steps
         history: list[dict[str, float]] = []
         t0 = time.perf_counter()
@@ -546,6 +556,20 @@ class SweetCritic:
             "accuracy": sum(h["accuracy"] for h in tail) / len(tail),
             "seconds": time.perf_counter() - t0,
         }
+
+    def _optimizer(self) -> torch.optim.Optimizer:
+        if self._adamw is None:
+            params = [p for p in self.critic.model.parameters() if p.requires_grad]
+            self._adamw = torch.optim.AdamW(params, lr=self.config.lr, weight_decay=0.0)
+        return self._adamw
+
+    def optimizer_state(self) -> dict[str, Any]:
+        """The state of the optimizer :meth:`fit` uses (for checkpoints)."""
+        return self._optimizer().state_dict()
+
+    def load_optimizer_state(self, state: dict[str, Any]) -> None:
+        """Restore :meth:`optimizer_state` (the adapter must be this critic's, loaded in place)."""
+        self._optimizer().load_state_dict(state)
 
     def _pair_loss(
         self, batch: Sequence[tuple[int, int]], segments: dict[int, list[Segment]], ref: dict[int, list[float]]

@@ -29,8 +29,8 @@ from turnkit.critics.progress import FORCE_ANSWER
 from turnkit.errors import ConfigError
 from turnkit.learners.grpo import GRPOConfig
 
-CRITICS = ("mrt",)
-"""Names :attr:`TrainConfig.critic` accepts."""
+CRITICS = ("mrt", "pav", "prime", "sweet", "judge")
+"""Built-in critic names :attr:`TrainConfig.critic` accepts (besides ``"module:callable"`` factories)."""
 EVAL_SEED_START = 1_000_000_000
 """Default first held-out evaluation seed; training seeds never fall in the evaluation range."""
 
@@ -95,22 +95,39 @@ class TrainConfig:
     """Per-token KL estimator: ``"k1"``, ``"k2"`` or ``"k3"``."""
     loss_agg: str = "token_mean"
     """Token-loss reduction: ``"token_mean"``, ``"seq_mean"`` or ``"seq_sum_norm"``."""
+    batch_layout: str = "turns"
+    """Training rows: ``"turns"`` (one per turn, always exact) or ``"episodes"`` (one per episode: the last turn's
+    context with every turn's sampled ids in it; fewer, longer rows)."""
     skip_zero_advantage: bool = True
     """Leave out turns whose advantage is exactly 0 (tied groups); they carry no policy gradient."""
-    # --- dense per-turn rewards from a critic (see turnkit.train.loop, "Critic hook")
-    critic: str | None = None
-    """``None``: env rewards only. ``"mrt"``: env reward + ``critic_weight`` x MRT progress bonus ``ΔJ`` per
-    turn, with per-turn credit (``per_turn`` is implied)."""
+    # --- dense per-turn rewards from critics (see turnkit.train.critic_hook)
+    critic: str | dict[str, float] | None = None
+    """``None``: env rewards only. A critic name (``"mrt"``, ``"pav"``, ``"prime"``, ``"sweet"``, ``"judge"`` or a
+    ``"module:callable"`` factory) weighted by ``critic_weight``, or ``{name: weight, ...}`` for a weighted sum.
+    Each turn's reward is then the env reward plus the weighted critic rewards, with per-turn credit
+    (``per_turn`` is implied)."""
     critic_weight: float = 1.0
-    """``α``, the weight of the critic's dense rewards."""
+    """``α``, the weight of a single named critic's rewards."""
     critic_samples: int = 8
-    """``K``: forced-answer samples per turn boundary that estimate ``J`` (MRT)."""
+    """``K``: continuations per turn boundary that estimate a prover's value (MRT: forced answers; PAV: rollouts)."""
     critic_temperature: float = 0.6
-    """Sampling temperature of the prover (the live policy forced to answer; MRT uses 0.6)."""
+    """Sampling temperature of the prover (MRT's forced answers use 0.6)."""
     critic_budget: float | None = None
     """Token budget ``C0`` of the logged normalised regret (``None``: ``max_new_tokens x (max_turns or 1)``)."""
     critic_force: str = FORCE_ANSWER
-    """Instruction appended to the prover's last prompt ("answer now"); ``""`` appends nothing."""
+    """Instruction appended to the MRT prover's last prompt ("answer now"); ``""`` appends nothing."""
+    critic_best_of: int = 4
+    """PAV: ``K`` of the Best-of-K prover built from the frozen start policy (``1``: the start policy itself)."""
+    critic_lr: float = 1e-3
+    """AdamW learning rate of the learned critics' LoRA adapters (PRIME's PRM, SWEET's critic)."""
+    critic_fit_steps: int = 4
+    """SWEET: critic optimizer steps on each rollout batch (PRIME: one pass, as in the paper)."""
+    critic_reference_key: str = "answer"
+    """Key of ``Task.privileged`` shown to the SWEET critic and the judge (``""``: none)."""
+    judge_url: str | None = None
+    """OpenAI-compatible API root of the judge model (``critic=judge``), e.g. ``http://127.0.0.1:8000/v1``."""
+    judge_model: str = "judge"
+    """The judge's served model name."""
     # --- optimisation
     steps: int = 40
     """RL steps (each: one rollout batch, then ``ppo_epochs`` passes over it)."""
@@ -163,6 +180,8 @@ class TrainConfig:
         for name in ("per_turn", "skip_zero_advantage", "tensorboard"):
             if not isinstance(getattr(self, name), bool):
                 raise ConfigError(f"TrainConfig.{name} must be true or false, got {getattr(self, name)!r}")
+        if self.batch_layout not in ("turns", "episodes"):
+            raise ConfigError(f"TrainConfig.batch_layout must be 'turns' or 'episodes', got {self.batch_layout!r}")
         self._check_critic()
         try:
             self.grpo_config()
@@ -170,17 +189,56 @@ class TrainConfig:
             raise ConfigError(str(exc).replace("GRPOConfig.", "TrainConfig.")) from exc
 
     def _check_critic(self) -> None:
-        if self.critic is not None and self.critic not in CRITICS:
-            raise ConfigError(f"TrainConfig.critic must be null or one of {list(CRITICS)}, got {self.critic!r}")
         weight = self.critic_weight
         if isinstance(weight, bool) or not isinstance(weight, (int, float)) or not math.isfinite(weight):
             raise ConfigError(f"TrainConfig.critic_weight must be a finite number, got {weight!r}")
-        _check_int(self, "critic_samples")
+        self.critic_parts()  # validates the names and weights
+        _check_int(self, "critic_samples", "critic_best_of", "critic_fit_steps")
+        _check_float(self, "critic_lr", low=0.0, open_low=True)
+        for name in ("critic_reference_key", "judge_model"):
+            if not isinstance(getattr(self, name), str):
+                raise ConfigError(f"TrainConfig.{name} must be a string, got {getattr(self, name)!r}")
+        if self.judge_url is not None and not isinstance(self.judge_url, str):
+            raise ConfigError(f"TrainConfig.judge_url must be null or a URL string, got {self.judge_url!r}")
         _check_float(self, "critic_temperature", low=0.0, open_low=True)
         if self.critic_budget is not None:
             _check_float(self, "critic_budget", low=0.0, open_low=True)
         if not isinstance(self.critic_force, str):
             raise ConfigError(f"TrainConfig.critic_force must be a string, got {self.critic_force!r}")
+
+    def critic_parts(self) -> list[tuple[str, float]]:
+        """``(name, weight)`` of every critic of the run (empty without one), in config order.
+
+        Example:
+            >>> TrainConfig(critic="mrt", critic_weight=0.5).critic_parts()
+            [('mrt', 0.5)]
+            >>> TrainConfig(critic={"prime": 1.0, "mrt": 0.25}).critic_parts()
+            [('prime', 1.0), ('mrt', 0.25)]
+            >>> TrainConfig(critic="prm")
+            Traceback (most recent call last):
+            ...
+            turnkit.errors.ConfigError: TrainConfig.critic: unknown critic 'prm'; use one of ['mrt', 'pav', 'prime', \
+'sweet', 'judge'] or 'module:callable'
+        """
+        if self.critic is None:
+            return []
+        if isinstance(self.critic, str):
+            parts = [(self.critic, self.critic_weight)]
+        elif isinstance(self.critic, dict) and self.critic:
+            parts = list(self.critic.items())
+        else:
+            raise ConfigError(
+                "TrainConfig.critic must be null, a critic name or a non-empty {name: weight} table, "
+                f"got {self.critic!r}"
+            )
+        for name, weight in parts:
+            if not isinstance(name, str) or not (name in CRITICS or _is_factory(name)):
+                raise ConfigError(
+                    f"TrainConfig.critic: unknown critic {name!r}; use one of {list(CRITICS)} or 'module:callable'"
+                )
+            if isinstance(weight, bool) or not isinstance(weight, (int, float)) or not math.isfinite(weight):
+                raise ConfigError(f"TrainConfig.critic: the weight of {name!r} must be a finite number, got {weight!r}")
+        return [(name, float(weight)) for name, weight in parts]
 
     @property
     def regret_budget(self) -> float:
@@ -234,6 +292,11 @@ class TrainConfig:
             if key not in names:
                 raise ConfigError(f"{source}: unknown TrainConfig key {key!r}{_suggest(key, names)}")
         return cls(**dict(data))
+
+
+def _is_factory(name: str) -> bool:
+    module, sep, attr = name.partition(":")
+    return bool(sep and module and attr) and all(p.isidentifier() for p in (*module.split("."), *attr.split(".")))
 
 
 def _suggest(key: str, names: set[str]) -> str:

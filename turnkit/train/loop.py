@@ -21,15 +21,19 @@ Per step ``s`` (all randomness from the run seed, so a resumed run repeats an un
    tokens/s, rollout vs update seconds); held-out evaluation every ``eval_every`` steps; an atomic
    checkpoint (weights or adapter, optimizer, RNG states, step) every ``checkpoint_every`` steps.
 
-**Critic hook.** With ``TrainConfig.critic`` set, step 3 uses dense per-turn rewards from a critic
-(:func:`build_critic`) instead of the env's: ``trajectory_advantages(..., per_turn=True,
-turn_rewards=[r.step_rewards for r in score_all(critic, trajs)])``. ``"mrt"`` is the env reward plus
-``α ·`` MRT's progress bonus (:func:`~turnkit.critics.progress.progress_step_rewards` of ``ΔJ``, credit
-``"advantage"``: turn ``h``'s return-to-go is ``R + α (J_{h+1} − J_h)``), where ``J`` is estimated by
-branching ``critic_samples`` forced answers of the *live* policy from env snapshots. The critic runs here,
-on the rollout batch, before the update; the learners never touch an env. Its metrics (``mrt/regret``,
-``mrt/V0``, ``mrt/progress``, ...) are averaged over the clean episodes into the step's record, with
-``critic_s``. Without a critic the step is exactly the env-reward step above.
+**Critics.** With ``TrainConfig.critic`` set (``"mrt"``, ``"pav"``, ``"prime"``, ``"sweet"``, ``"judge"``, a
+``"module:callable"`` factory, or a weighted table of them), step 3 uses dense per-turn rewards
+``r_h = r_h^env + Σ_i w_i r_h^{(i)}`` from :mod:`turnkit.train.critic_hook` instead of the env's:
+``trajectory_advantages(..., per_turn=True, turn_rewards=...)``. The critics score the rollout batch before
+the update; learned critics (PRIME's PRM, SWEET's critic) then take their own step on the same batch, and
+their adapters and optimizer states are part of every checkpoint. The learners never touch an env. Critic
+metrics (``mrt/regret``, ``prime/rank_acc``, ...) are averaged over the clean episodes into the step's record,
+with ``critic_s``. Without a critic the step is exactly the env-reward step above.
+
+**Token-exact contexts.** Every turn after the first conditions on the ids the policy saw and generated
+before, extended by the chat template's ids for the env's reply (:class:`~turnkit.rollout.chat.ChatDelta`),
+never on a re-rendering of earlier turns; so ``batch_layout="episodes"`` (one row per episode) is valid for
+any prefix-preserving chat template, BPE tokenizers included.
 
 Example:
     >>> import tempfile
@@ -51,6 +55,7 @@ import copy
 import dataclasses
 import math
 import time
+import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -64,13 +69,11 @@ from tqdm.auto import tqdm
 import turnkit  # noqa: F401  (registers the built-in envs)
 from turnkit.agents.base import Context
 from turnkit.agents.hf import HFPolicy
-from turnkit.critics.base import Critic, WeightedSum, score_all
-from turnkit.critics.progress import ProgressCritic, RolloutValue, force_answer
-from turnkit.critics.rules import EnvReward
 from turnkit.errors import ConfigError
 from turnkit.learners.advantages import trajectory_advantages
 from turnkit.learners.grpo import GRPOConfig, policy_loss
-from turnkit.rollout.batch import TurnBatch, build_turn_batch, gather_token_logprobs
+from turnkit.rollout.batch import TurnBatch, build_episode_batch, build_turn_batch, gather_token_logprobs
+from turnkit.rollout.chat import ChatDelta
 from turnkit.rollout.collect import collect_batch
 from turnkit.rollout.evaluate import evaluate
 from turnkit.train.checkpoint import (
@@ -82,6 +85,7 @@ from turnkit.train.checkpoint import (
     write_json,
 )
 from turnkit.train.config import TrainConfig
+from turnkit.train.critic_hook import LoopCritics, build_critics
 from turnkit.train.metrics import MetricsLog, plot_curves, read_metrics
 from turnkit.train.runlock import RunLock
 from turnkit.types import AgentTurn, Trajectory
@@ -136,96 +140,6 @@ class TimedAgent:
         finally:
             self.seconds += time.perf_counter() - start
             self.calls += 1
-
-
-# ---------------------------------------------------------------------------------------------- critic hook
-
-
-class LiveProver:
-    """The policy as it is *now*, sampled at another temperature (the MRT prover of the current step).
-
-    Every call takes a fresh :meth:`~turnkit.agents.hf.HFPolicy.with_sampling` view, so the prover follows
-    the policy's weights and its per-step sampling seed.
-
-    Example:
-        >>> from turnkit.models.tiny import TinyModelConfig, build_tiny_model, build_tiny_tokenizer
-        >>> tok = build_tiny_tokenizer()
-        >>> policy = HFPolicy(build_tiny_model(tok, TinyModelConfig(hidden_size=32, num_heads=2)), tok,
-        ...                   max_new_tokens=2)
-        >>> from turnkit.types import Message
-        >>> prover = LiveProver(policy, temperature=0.6)
-        >>> len(prover.act([Context(messages=(Message("user", "2+2?"),), episode_seed=0)]))
-        1
-    """
-
-    def __init__(self, policy: HFPolicy, temperature: float) -> None:
-        self.policy, self.temperature = policy, temperature
-
-    def act(self, contexts: Sequence[Context]) -> list[AgentTurn]:
-        """Sample one forced turn per context from the current policy."""
-        return self.policy.with_sampling(temperature=self.temperature).act(contexts)
-
-
-def build_critic(cfg: TrainConfig, env: gymnasium.Env, policy: HFPolicy) -> Critic:
-    """The critic named by ``cfg.critic``, branching from ``env`` (a spare env of the run's kind).
-
-    ``"mrt"``: ``WeightedSum([(1, EnvReward()), (1, ProgressCritic(J, alpha=critic_weight))])`` with ``J`` from
-    :class:`~turnkit.critics.progress.RolloutValue` of :class:`LiveProver` (``critic_samples`` one-turn
-    continuations, ``critic_force`` appended to the prompt) and the regret metric at ``cfg.regret_budget``.
-
-    Example:
-        >>> build_critic(TrainConfig(), None, None)
-        Traceback (most recent call last):
-        ...
-        turnkit.errors.ConfigError: TrainConfig.critic is None: there is no critic to build
-    """
-    if cfg.critic is None:
-        raise ConfigError("TrainConfig.critic is None: there is no critic to build")
-    if cfg.critic != "mrt":  # TrainConfig validates the name; this guards new names without a builder
-        raise ConfigError(f"no critic builder for {cfg.critic!r}")
-    force = force_answer(cfg.critic_force) if cfg.critic_force else None
-    prover = LiveProver(policy, cfg.critic_temperature)
-    values = RolloutValue(env, prover, samples=cfg.critic_samples, max_turns=1, force=force)
-    bonus = ProgressCritic(values, alpha=cfg.critic_weight, budget=cfg.regret_budget, name="mrt")
-    return WeightedSum([(1.0, EnvReward()), (1.0, bonus)], name="critic")
-
-
-def critic_rewards(critic: Critic, trajs: Sequence[Trajectory]) -> tuple[list[tuple[float, ...]], dict[str, float]]:
-    """Score the clean episodes of a batch: per-turn rewards for every episode, and mean metrics.
-
-    Errored episodes are not scored (their advantages are masked anyway); they get zero rewards.
-
-    Returns:
-        ``(turn_rewards, metrics)``: one reward tuple per trajectory, and each critic metric averaged over
-        the clean episodes, plus ``critic_s`` (wall time) and ``critic_reward_mean`` (mean episode total).
-
-    Example:
-        >>> from turnkit.types import Step
-        >>> win = Trajectory("d", 0, (Step("q", AgentTurn("a"), 0.5, terminated=True),))
-        >>> rewards, metrics = critic_rewards(EnvReward(), [win])
-        >>> rewards, metrics["critic_reward_mean"]
-        ([(0.5,)], 0.5)
-    """
-    start = time.perf_counter()
-    clean = [i for i, t in enumerate(trajs) if t.error is None]
-    results = score_all(critic, [trajs[i] for i in clean])
-    rewards: list[tuple[float, ...]] = [tuple(0.0 for _ in t.steps) for t in trajs]
-    sums: dict[str, float] = {}
-    for i, result in zip(clean, results, strict=True):
-        rewards[i] = result.step_rewards
-        for key, value in result.metrics.items():
-            sums[key] = sums.get(key, 0.0) + float(value)
-    n = max(len(clean), 1)
-    metrics = {key: value / n for key, value in sums.items()}
-    metrics["critic_reward_mean"] = sum(r.total for r in results) / n
-    metrics["critic_s"] = time.perf_counter() - start
-    return rewards, metrics
-
-
-def _critic_pool(critic: Critic | None) -> list[gymnasium.Env]:
-    """The branch envs a :func:`build_critic` critic cloned (to close them)."""
-    parts = getattr(critic, "parts", [])
-    return [env for _, part in parts for env in getattr(getattr(part, "value_fn", None), "_pool", [])]
 
 
 # ---------------------------------------------------------------------------------------------- set-up
@@ -283,6 +197,21 @@ def trainable_parameters(policy: HFPolicy) -> list[torch.nn.Parameter]:
     return params
 
 
+def token_exact_chat(policy: HFPolicy, cfg: TrainConfig) -> ChatDelta | None:
+    """The :class:`~turnkit.rollout.chat.ChatDelta` of the policy's chat template (token-exact multi-turn contexts).
+
+    A template that rewrites earlier turns cannot give token-exact contexts: with ``batch_layout="turns"`` the
+    run re-renders each turn's prompt (a warning says so); with ``"episodes"`` it is a :class:`ConfigError`.
+    """
+    try:
+        return ChatDelta(policy.tokenizer)
+    except ConfigError as exc:
+        if cfg.batch_layout == "episodes":
+            raise ConfigError(f"batch_layout='episodes' needs token-exact contexts: {exc}") from exc
+        warnings.warn(f"{exc}; each turn's prompt is rendered again from text", stacklevel=2)
+        return None
+
+
 def sample_task_seeds(rng: np.random.Generator, n: int, cfg: TrainConfig) -> list[int]:
     """``n`` distinct training task seeds, none in the held-out range ``[eval_seed, eval_seed + eval_episodes)``.
 
@@ -315,9 +244,21 @@ def step_sampling_seed(run_seed: int, step: int) -> int:
 
 
 def rollout(
-    policy: HFPolicy, envs: Sequence[gymnasium.Env], cfg: TrainConfig, seeds: Sequence[int]
+    policy: Any,
+    envs: Sequence[gymnasium.Env],
+    cfg: TrainConfig,
+    seeds: Sequence[int],
+    *,
+    chat: ChatDelta | None = None,
 ) -> tuple[list[Trajectory], dict[str, float]]:
     """Play ``group_size`` episodes per task seed, all groups in one batched collection.
+
+    Args:
+        policy: The generating agent (the HF policy or a backend's agent).
+        envs: One env per episode.
+        cfg: The run's settings.
+        seeds: The task seeds (one group each).
+        chat: Token-exact multi-turn contexts (see :func:`~turnkit.rollout.collect.collect_batch`).
 
     Returns:
         ``(trajectories, timing)`` with ``rollout_s`` (wall) and ``generate_s`` (inside the policy).
@@ -326,7 +267,7 @@ def rollout(
     episode_seeds = [s for s in seeds for _ in range(cfg.group_size)]
     groups = [g for g in range(len(seeds)) for _ in range(cfg.group_size)]
     start = time.perf_counter()
-    trajs = collect_batch(envs, agent, episode_seeds, groups=groups, max_turns=cfg.max_turns)
+    trajs = collect_batch(envs, agent, episode_seeds, groups=groups, max_turns=cfg.max_turns, chat=chat)
     return trajs, {"rollout_s": time.perf_counter() - start, "generate_s": agent.seconds}
 
 
@@ -394,7 +335,8 @@ def update(
         out.update(rows=0.0, update_tokens=0.0)
         return out
     pad_id = int(policy.pad_token_id)
-    batch = build_turn_batch([t for t, _ in scored], pad_id=pad_id, advantages=[a for _, a in scored])
+    build = build_episode_batch if cfg.batch_layout == "episodes" else build_turn_batch
+    batch = build([t for t, _ in scored], pad_id=pad_id, advantages=[a for _, a in scored])
     if batch.old_logprobs is None:
         raise ConfigError("the policy recorded no sampling log-probs; GRPO needs AgentTurn.logprobs")
     batch = batch.to(policy.device)
@@ -488,13 +430,17 @@ def save_checkpoint(
     optimizer: torch.optim.Optimizer,
     rng: np.random.Generator,
     cfg: TrainConfig,
+    critics: LoopCritics | None = None,
 ) -> Path:
     """Write an atomic checkpoint: adapter (LoRA) or full weights, optimizer, RNG states, step and config.
 
+    Learned critics write their adapters and optimizer states under ``critics/<name>/``.
     :func:`~turnkit.train.checkpoint.stage_checkpoint` adds a manifest of sizes and checksums, so a resume
     can tell an intact checkpoint from a damaged one.
     """
     with stage_checkpoint(run_dir, step) as tmp:
+        if critics is not None:
+            critics.save(tmp / "critics")
         if policy.has_adapter:
             policy.save_adapter(tmp / "adapter")
         else:
@@ -516,9 +462,14 @@ def save_checkpoint(
 
 
 def load_checkpoint(
-    ckpt: Path, policy: HFPolicy, optimizer: torch.optim.Optimizer, rng: np.random.Generator, cfg: TrainConfig
+    ckpt: Path,
+    policy: HFPolicy,
+    optimizer: torch.optim.Optimizer,
+    rng: np.random.Generator,
+    cfg: TrainConfig,
+    critics: LoopCritics | None = None,
 ) -> int:
-    """Restore weights, optimizer and RNG states in place from ``ckpt``; returns its step.
+    """Restore weights, optimizer, RNG states (and learned critics) in place from ``ckpt``; returns its step.
 
     Every file is read before anything is changed, so a damaged checkpoint leaves the run untouched.
 
@@ -552,11 +503,18 @@ def load_checkpoint(
         optimizer_state = torch.load(ckpt / "optimizer.pt", map_location=policy.device)
     with reading(ckpt / "rng.pt", base=ckpt):
         torch_rng = torch.load(ckpt / "rng.pt")["torch"]
+    for name in critics.stateful() if critics is not None else []:
+        with reading(ckpt / "critics" / name, base=ckpt):
+            if not (ckpt / "critics" / name).is_dir():
+                raise FileNotFoundError(f"no state of critic {name!r}")
     if saved_model is None:
         policy.load_adapter(weights)
     else:
         policy.model.load_state_dict(saved_model.state_dict())
     optimizer.load_state_dict(optimizer_state)
+    if critics is not None:
+        with reading(ckpt / "critics", base=ckpt):
+            critics.load(ckpt / "critics")
     torch.set_rng_state(torch_rng)
     rng.bit_generator.state = task_rng
     policy._rng.bit_generator.state = policy_rng
@@ -594,13 +552,15 @@ def train(
 def _train(cfg: TrainConfig, *, resume: bool, progress: bool, policy: HFPolicy | None) -> TrainResult:
     run_dir = Path(cfg.out_dir)
     policy = policy if policy is not None else build_policy(cfg, progress=progress)
+    critics = build_critics(cfg, policy)  # before the policy's adapter: learned critics copy the start policy
     ref_model = prepare_policy(policy, cfg)
     params = trainable_parameters(policy)
     optimizer = torch.optim.AdamW(params, lr=cfg.lr, weight_decay=cfg.weight_decay)
     rng = np.random.default_rng(cfg.seed)
     log = MetricsLog(run_dir / "metrics.jsonl", tensorboard_dir=run_dir / "tb" if cfg.tensorboard else None)
     start_step = 0
-    found = load_newest_intact(run_dir, lambda c: load_checkpoint(c, policy, optimizer, rng, cfg)) if resume else None
+    restore = lambda c: load_checkpoint(c, policy, optimizer, rng, cfg, critics)  # noqa: E731
+    found = load_newest_intact(run_dir, restore) if resume else None
     if found is not None:
         start_step = found[1]
         log.truncate_after(start_step)
@@ -612,42 +572,41 @@ def _train(cfg: TrainConfig, *, resume: bool, progress: bool, policy: HFPolicy |
         gymnasium.make(cfg.env_id, split=cfg.split, **cfg.env_kwargs)
         for _ in range(cfg.group_size * cfg.groups_per_step)
     ]
-    critic_env = gymnasium.make(cfg.env_id, split=cfg.split, **cfg.env_kwargs) if cfg.critic else None
-    critic = build_critic(cfg, critic_env, policy) if critic_env is not None else None
+    chat = token_exact_chat(policy, cfg)
     final_eval: dict[str, Any] | None = None
     bar = tqdm(range(start_step + 1, cfg.steps + 1), desc="grpo", disable=not progress, unit="step")
-    for step in bar:
-        lr = cfg.lr * min(1.0, step / cfg.warmup_steps) if cfg.warmup_steps else cfg.lr
-        for group in optimizer.param_groups:
-            group["lr"] = lr
-        policy.sampling = dataclasses.replace(policy.sampling, seed=step_sampling_seed(cfg.seed, step))
-        seeds = sample_task_seeds(rng, cfg.groups_per_step, cfg)
-        trajs, timing = rollout(policy, envs, cfg, seeds)
-        start = time.perf_counter()
-        record: dict[str, Any] = {"step": step, "lr": lr, **rollout_metrics(trajs, cfg.max_new_tokens)}
-        turn_rewards = None
-        if critic is not None:
-            turn_rewards, critic_metrics = critic_rewards(critic, trajs)
-            record.update(critic_metrics)
-            start = time.perf_counter()  # update_s excludes the critic (logged as critic_s)
-        record.update(update(policy, optimizer, trajs, cfg, ref_model=ref_model, turn_rewards=turn_rewards))
-        record["update_s"] = time.perf_counter() - start
-        record.update(timing)
-        record["env_s"] = timing["rollout_s"] - timing["generate_s"]
-        record["gen_tokens_per_s"] = record["completion_tokens"] / max(timing["generate_s"], 1e-9)
-        record["train_tokens_per_s"] = record["update_tokens"] * cfg.ppo_epochs / max(record["update_s"], 1e-9)
-        log.write(record)
-        bar.set_postfix(reward=f"{record['reward_mean']:.2f}", success=f"{record['success_rate']:.2f}")
-        if cfg.eval_every and (step % cfg.eval_every == 0 or step == cfg.steps):
-            final_eval = {"step": step, **evaluate_policy(policy, cfg)}
-            log.write(final_eval)
-        if (cfg.checkpoint_every and step % cfg.checkpoint_every == 0) or step == cfg.steps:
-            save_checkpoint(run_dir, step, policy, optimizer, rng, cfg)
-    for env in envs:
-        env.close()
-    if critic_env is not None:
-        for env in [critic_env, *_critic_pool(critic)]:
+    try:
+        for step in bar:
+            lr = cfg.lr * min(1.0, step / cfg.warmup_steps) if cfg.warmup_steps else cfg.lr
+            for group in optimizer.param_groups:
+                group["lr"] = lr
+            policy.sampling = dataclasses.replace(policy.sampling, seed=step_sampling_seed(cfg.seed, step))
+            seeds = sample_task_seeds(rng, cfg.groups_per_step, cfg)
+            trajs, timing = rollout(policy, envs, cfg, seeds, chat=chat)
+            record: dict[str, Any] = {"step": step, "lr": lr, **rollout_metrics(trajs, cfg.max_new_tokens)}
+            turn_rewards = None
+            if critics is not None:
+                turn_rewards, critic_metrics = critics.rewards(trajs)
+                record.update(critic_metrics)
+            start = time.perf_counter()  # update_s excludes the critics (logged as critic_s)
+            record.update(update(policy, optimizer, trajs, cfg, ref_model=ref_model, turn_rewards=turn_rewards))
+            record["update_s"] = time.perf_counter() - start
+            record.update(timing)
+            record["env_s"] = timing["rollout_s"] - timing["generate_s"]
+            record["gen_tokens_per_s"] = record["completion_tokens"] / max(timing["generate_s"], 1e-9)
+            record["train_tokens_per_s"] = record["update_tokens"] * cfg.ppo_epochs / max(record["update_s"], 1e-9)
+            log.write(record)
+            bar.set_postfix(reward=f"{record['reward_mean']:.2f}", success=f"{record['success_rate']:.2f}")
+            if cfg.eval_every and (step % cfg.eval_every == 0 or step == cfg.steps):
+                final_eval = {"step": step, **evaluate_policy(policy, cfg)}
+                log.write(final_eval)
+            if (cfg.checkpoint_every and step % cfg.checkpoint_every == 0) or step == cfg.steps:
+                save_checkpoint(run_dir, step, policy, optimizer, rng, cfg, critics)
+    finally:
+        for env in envs:
             env.close()
+        if critics is not None:
+            critics.close()
     history = read_metrics(run_dir / "metrics.jsonl") if (run_dir / "metrics.jsonl").exists() else []
     if history:
         keys = ["reward_mean", "success_rate", "eval_success", "clip_frac", "approx_kl"]
