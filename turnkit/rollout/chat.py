@@ -57,6 +57,14 @@ class ChatDelta:
                 "contexts need a prefix-preserving template"
             )
         self.close_text = self._head[len(prompt) + len(_ASSISTANT) :]
+        reply = self._render(
+            [Message("user", _USER), Message("assistant", _ASSISTANT), Message("user", _USER)], generation=True
+        )
+        if not reply.startswith(self._head):
+            raise ConfigError(
+                "the chat template changes earlier turns when a message is added; token-exact multi-turn contexts "
+                "need a prefix-preserving template"
+            )
         """What the template writes after an assistant message's text (e.g. ``<|end|>``)."""
         self._special = {int(i) for i in getattr(tokenizer, "all_special_ids", ())}
 
