@@ -369,37 +369,50 @@ class RolloutValue:
 
     def values(self, trajectory: Trajectory) -> np.ndarray:
         """``[len(steps) + 1]`` estimated success probabilities (see the class docstring)."""
-        snaps = replay_snapshots(self.env, trajectory)
-        n = len(trajectory.steps)
-        out = np.zeros(n + 1)
-        ended = n > 0 and (trajectory.steps[-1].terminated or trajectory.steps[-1].truncated)
-        points = list(range(n if ended else n + 1))
-        if ended:
-            out[n] = float(trajectory.success)
-        wins = self._branch(trajectory, [(snaps[i], conversation_before(trajectory, i), i) for i in points])
-        out[points] = wins
+        return self.values_batch([trajectory])[0]
+
+    def values_batch(self, trajectories: Sequence[Trajectory]) -> list[np.ndarray]:
+        """:meth:`values` of many trajectories, every branch of every trajectory in one lockstep batch."""
+        out: list[np.ndarray] = []
+        points: list[tuple[Trajectory, EnvSnapshot, tuple[Message, ...], int]] = []
+        slots: list[tuple[int, int]] = []  # (trajectory, point) of each entry of ``points``
+        for t, trajectory in enumerate(trajectories):
+            snaps = replay_snapshots(self.env, trajectory)
+            n = len(trajectory.steps)
+            row = np.zeros(n + 1)
+            ended = n > 0 and (trajectory.steps[-1].terminated or trajectory.steps[-1].truncated)
+            if ended:
+                row[n] = float(trajectory.success)
+            for i in range(n if ended else n + 1):
+                points.append((trajectory, snaps[i], conversation_before(trajectory, i), i))
+                slots.append((t, i))
+            out.append(row)
+        for (t, i), win in zip(slots, self._branch(points), strict=True):
+            out[t][i] = win
         return out
 
-    def _branch(self, trajectory: Trajectory, points: list[tuple[EnvSnapshot, tuple[Message, ...], int]]) -> np.ndarray:
+    def _branch(self, points: list[tuple[Trajectory, EnvSnapshot, tuple[Message, ...], int]]) -> np.ndarray:
         total = len(points) * self.samples
         while len(self._pool) < total:
             self._pool.append(clone_env(self.env))
         live: list[tuple[int, gymnasium.Env, list[Message], int]] = []
-        for p, (snap, before, turn) in enumerate(points):
+        for p, (_, snap, before, turn) in enumerate(points):
             for k in range(self.samples):
                 env = self._pool[p * self.samples + k]
                 restore_env(env, snap)
                 live.append((p, env, list(before), turn))
         wins = np.zeros(len(points))
-        task = trajectory.task if uses_privileged(self.agent) else None
+        privileged = uses_privileged(self.agent)
         rounds = 0
         while live and (self.max_turns is None or rounds < self.max_turns):
             contexts = []
-            for _, _env, history, turn in live:
+            for p, _env, history, turn in live:
                 msgs = tuple(history)
                 if rounds == 0 and self.force is not None:
                     msgs = self.force(msgs)
-                contexts.append(Context(msgs, trajectory.env_id, turn + rounds, trajectory.seed, task))
+                traj = points[p][0]
+                task = traj.task if privileged else None
+                contexts.append(Context(msgs, traj.env_id, turn + rounds, traj.seed, task))
             turns = self.agent.act(contexts)
             if len(turns) != len(live):
                 raise CriticError(f"prover returned {len(turns)} turns for {len(live)} contexts")
@@ -484,8 +497,17 @@ class ProgressCritic:
 
     def score(self, trajectory: Trajectory) -> CriticResult:
         """Progress rewards for every step, with metrics."""
+        return self._result(trajectory, self.value_fn.values(trajectory))
+
+    def score_batch(self, trajectories: Sequence[Trajectory]) -> list[CriticResult]:
+        """:meth:`score` of many trajectories, through ``value_fn.values_batch`` when it has one (one batch)."""
+        batch = getattr(self.value_fn, "values_batch", None)
+        values = batch(trajectories) if callable(batch) else [self.value_fn.values(t) for t in trajectories]
+        return [self._result(t, v) for t, v in zip(trajectories, values, strict=True)]
+
+    def _result(self, trajectory: Trajectory, values: np.ndarray) -> CriticResult:
         n = len(trajectory.steps)
-        v = np.asarray(best_of_k(np.asarray(self.value_fn.values(trajectory), dtype=np.float64), self.best_of))
+        v = np.asarray(best_of_k(np.asarray(values, dtype=np.float64), self.best_of))
         if v.shape != (n + 1,):
             raise CriticError(f"{type(self.value_fn).__name__} gave {v.shape} values for {n} steps (need {n + 1})")
         rewards = progress_step_rewards(progress_bonus(v), self.alpha, self.credit)
