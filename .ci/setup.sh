@@ -21,7 +21,7 @@ py=${PYTHON:-python3}
 pins=.ci/constraints.txt
 # torch first and pinned: the CPU wheel is on disk; an unpinned torch would pull GBs of CUDA packages.
 "$py" -c "import torch" 2>/dev/null || "$py" -m pip install -q -c "$pins" "torch==2.13.0"
-if ! "$py" -c "import turnkit, transformers, peft, pexpect, docker, PIL, datasets, trl, openenv, pytest, ruff, importlinter" 2>/dev/null \
+if ! "$py" -c "import turnkit, transformers, peft, tensorboard, pexpect, docker, PIL, datasets, trl, openenv, pytest, ruff, importlinter" 2>/dev/null \
    || [ "$("$py" -c 'import turnkit,os;print(os.path.dirname(os.path.dirname(turnkit.__file__)))')" != "$PWD" ]; then
   echo "setup: pip install -e .[train,sandbox,browser,search,trl,openenv,dev]"
   "$py" -m pip install -q -c "$pins" -e ".[train,sandbox,browser,search,trl,openenv,dev]"

@@ -18,7 +18,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from turnkit.errors import DataError
+from turnkit.errors import ConfigError, DataError
 
 
 class MetricsLog:
@@ -26,7 +26,12 @@ class MetricsLog:
 
     Args:
         path: The JSONL file (parent directories are created).
-        tensorboard_dir: If given and ``torch.utils.tensorboard`` works, also write TensorBoard events.
+        tensorboard_dir: If given, also write every finite numeric field of each record as a TensorBoard
+            scalar (tag = the field name, step = the record's ``step``) to event files in this directory.
+
+    Raises:
+        ConfigError: ``tensorboard_dir`` is given but the ``tensorboard`` package is not installed. Raised
+            here, at construction, so a run fails before any training work.
     """
 
     def __init__(self, path: str | Path, tensorboard_dir: str | Path | None = None) -> None:
@@ -34,9 +39,7 @@ class MetricsLog:
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self._tb = None
         if tensorboard_dir is not None:
-            from torch.utils.tensorboard import SummaryWriter  # needs the `tensorboard` package
-
-            self._tb = SummaryWriter(str(tensorboard_dir))
+            self._tb = _summary_writer(Path(tensorboard_dir))
 
     def write(self, record: Mapping[str, Any]) -> None:
         """Append a record (must contain ``"step"``)."""
@@ -56,6 +59,21 @@ class MetricsLog:
             return
         keep = [r for r in read_metrics(self.path) if r["step"] <= step]
         self.path.write_text("".join(json.dumps(r, sort_keys=True) + "\n" for r in keep), encoding="utf-8")
+
+
+def _summary_writer(log_dir: Path) -> Any:
+    """A ``torch.utils.tensorboard.SummaryWriter`` for ``log_dir``, or a :class:`ConfigError` naming the fix."""
+    try:
+        import tensorboard  # noqa: F401  (torch.utils.tensorboard needs it; check it first for a clear error)
+    except ImportError as exc:
+        raise ConfigError(
+            f"tensorboard=True (TensorBoard events in {log_dir}) needs the `tensorboard` package, which is not "
+            f"installed ({exc}); install it with `pip install tensorboard` or `pip install 'turnkit[train]'`, "
+            "or set tensorboard=False"
+        ) from None
+    from torch.utils.tensorboard import SummaryWriter
+
+    return SummaryWriter(str(log_dir))
 
 
 def read_metrics(path: str | Path) -> list[dict[str, Any]]:
