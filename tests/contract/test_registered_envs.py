@@ -57,7 +57,7 @@ def test_env_follows_the_contract(env_id: str, split: str | None, load_error: st
 
 
 def test_math_leak_check_searches_real_answers_at_difficulty_3() -> None:
-    """Difficulty-1 answers are single digits, below the leak heuristic's length; harder tasks exercise it."""
+    """Difficulty-3 answers are long enough to be searched as plain strings (short ones: tests/envs/test_checker.py)."""
     env = gymnasium.make("turnkit/MathEpisodes-v0", split="ood", difficulty=3)
     report = turnkit.check_env(env, cross_process=False, checks=["privileged_leak"])
     searched = int(report.result("privileged_leak").detail.split()[0])

@@ -222,6 +222,118 @@ def test_answer_in_info_is_a_leak() -> None:
         turnkit.check_env(make("leak_info"), **FAST)
 
 
+# A one- or two-digit answer: shorter than leak_min_chars, so searched as a whole token. Its episodes are full of
+# small numbers by chance (info["turn"], info["attempts_left"], "2 attempts left", "2 more invalid message(s)").
+SUM_ID = "tk-test/Sum-v0"
+TOLD = {"": "", "answer": "{}", "ten_more": "1{}", "decimal": "{}.5", "tenth": "0.{}", "negative": "-{}"}
+"""What SumEnv says after a wrong attempt (``tell=``): only ``"answer"`` reveals it; the others merely contain it."""
+
+
+class SumEnv(TextEnv):
+    """Add two digits in 3 attempts. ``tell`` picks a TOLD text; ``in_prompt`` puts the answer in the prompt."""
+
+    def __init__(self, *, tell: str = "", in_prompt: bool = False, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.tell, self.in_prompt = tell, in_prompt
+        self.attempts = 3
+
+    def generate_task(self, rng):
+        a, b = (int(x) for x in rng.integers(1, 10, size=2))
+        prompt = f"What is {a} plus {b}?" + (f" (It is {a + b}.)" if self.in_prompt else "")
+        return Task(task_id=f"sum-{a}-{b}", prompt=prompt, privileged={"answer": a + b})
+
+    def begin(self, task):
+        self.attempts = 3
+        return task.prompt
+
+    def respond(self, action):
+        answer = self.privileged()["answer"]
+        text = action.strip().removeprefix("ANSWER:").strip()
+        if not (text.isdecimal() and len(text) < 4):
+            return Transition(f"Reply 'ANSWER: <number>'. {self.attempts} attempts left.")
+        if int(text) == answer:
+            return Transition("Correct.", 1.0, True, {"success": True})
+        self.attempts -= 1
+        told = f" It is {TOLD[self.tell].format(answer)}." if self.tell else ""
+        info = {"attempts_left": self.attempts}
+        return Transition(f"Wrong.{told} {self.attempts} attempts left.", 0.0, self.attempts == 0, info)
+
+    def get_state(self):
+        return {"attempts": self.attempts}
+
+    def set_state(self, state):
+        self.attempts = state["attempts"]
+
+
+gymnasium.register(id=SUM_ID, entry_point=f"{__name__}:SumEnv", max_episode_steps=12)
+
+
+def wrong_sum(ctx: Context) -> str:
+    return "ANSWER: 1"  # never right: the answers are 2..18
+
+
+def seed_with_answer(env: gymnasium.Env, answer: int) -> int:
+    return next(s for s in range(500) if env.reset(seed=s) and env.unwrapped.privileged()["answer"] == answer)
+
+
+def test_short_answer_in_an_observation_is_a_leak() -> None:
+    pattern = r"'privileged_leak' \(seed=\d\): the observation after step \d+ contains privileged value "
+    pattern += r"\['answer'\] = '(\d+)': .*It is \1\. .*\(a short value, matched as a whole token"
+    with pytest.raises(ContractError, match=pattern):
+        turnkit.check_env(gymnasium.make(SUM_ID, tell="answer"), policy=wrong_sum, **FAST)
+
+
+@pytest.mark.parametrize("tell", ["ten_more", "decimal", "tenth", "negative"])
+def test_a_seventeen_is_not_a_seven(tell: str) -> None:
+    env = gymnasium.make(SUM_ID, tell=tell)
+    seeds = (seed_with_answer(env, 7), seed_with_answer(env, 2))  # "It is 17.", "It is 7.5.", "It is -7."...
+    report = turnkit.check_env(env, policy=wrong_sum, seeds=seeds, checks=["privileged_leak"])
+    assert report.result("privileged_leak").status == Status.PASSED, str(report)
+    leaky = gymnasium.make(SUM_ID, tell="answer")
+    with pytest.raises(ContractError, match=r"= '7': .*It is 7\."):
+        turnkit.check_env(leaky, policy=wrong_sum, seeds=seeds, checks=["privileged_leak"])
+
+
+@pytest.mark.parametrize("seeds", [(0, 1, 2), (0,), (1,), (2,), (3,)])
+def test_counters_that_may_equal_a_short_answer_are_no_leak(seeds: tuple[int, ...]) -> None:
+    report = turnkit.check_env(gymnasium.make(SUM_ID), policy=wrong_sum, seeds=seeds, **FAST)
+    assert {r.status for r in report.results} == {Status.PASSED, Status.SKIPPED}, str(report)  # cross_process off
+    detail = report.result("privileged_leak").detail
+    assert detail.startswith(f"{len(seeds)} privileged values searched for ({len(seeds)} short ones as whole tokens)")
+
+
+@pytest.mark.parametrize("answer", [2, 3])
+def test_a_counter_equal_to_the_answer_is_taken_for_a_coincidence(answer: int) -> None:
+    env = gymnasium.make(SUM_ID)  # the answer is 2 or 3: "Wrong. 2 attempts left." and attempts_left == 2 match it
+    report = turnkit.check_env(
+        env, policy=wrong_sum, seeds=(seed_with_answer(env, answer),), checks=["privileged_leak"]
+    )
+    assert report.ok, str(report)
+    assert "short-value matches taken for coincidences" in report.result("privileged_leak").detail
+
+
+def test_math_episodes_at_default_difficulty_searches_its_answers() -> None:
+    report = turnkit.check_env(gymnasium.make("turnkit/MathEpisodes-v0"), checks=["privileged_leak"])
+    result = report.result("privileged_leak")
+    assert result.status == Status.PASSED, str(report)
+    assert int(result.detail.split()[0]) > 0 and "short ones as whole tokens" in result.detail
+
+
+def test_nothing_to_search_is_said_plainly_and_is_a_warning() -> None:
+    everything = [str(n) for n in range(2, 19)]
+    report = turnkit.check_env(gymnasium.make(SUM_ID), checks=["privileged_leak"], leak_ignore=everything)
+    result = report.result("privileged_leak")
+    assert result.status == Status.WARNING and report.ok
+    assert result.detail == "nothing searched (no privileged value renders to a searchable string)"
+
+
+def test_answers_that_are_all_in_the_prompt_are_nothing_searched() -> None:
+    report = turnkit.check_env(gymnasium.make(SUM_ID, in_prompt=True, tell="answer"), checks=["privileged_leak"])
+    result = report.result("privileged_leak")
+    assert result.status == Status.WARNING
+    assert result.detail == "nothing searched (all 3 privileged values occur in the public prompt, so are exempt)"
+
+
 def test_env_that_raises_on_garbage_fails_naming_the_action() -> None:
     with pytest.raises(ContractError, match=r"'garbage_actions'.*10k-digit number .* raised ValueError"):
         turnkit.check_env(make("raises_on_garbage"), **FAST)

@@ -25,7 +25,7 @@ class HotCold(TextEnv):
     def generate_task(self, rng):
         n = int(rng.integers(1, 6))
         return Task(
-            f"hotcold-{n}",
+            f"hotcold-{int(rng.integers(1 << 30))}",  # not f"hotcold-{n}": info["task_id"] would leak the answer
             "Guess my number, one to five. Reply with a digit.",
             {"answer": str(n)},
             family="hotcold",

@@ -70,7 +70,7 @@ from turnkit.envs.checker_episodes import (
 from turnkit.envs.checker_episodes import (
     EpisodeFault as _Failed,
 )
-from turnkit.envs.checker_leaks import exempt_count, find_leak, privileged_needles
+from turnkit.envs.checker_leaks import exempt_count, privileged_needles, scan_leaks
 from turnkit.envs.core import TextEnv, restore_env, snapshot_env, validate_action
 from turnkit.envs.spaces import TextSpace
 from turnkit.errors import AgentError, ConfigError, ContractError
@@ -116,6 +116,10 @@ GARBAGE_ACTIONS: tuple[tuple[str, Any], ...] = (
     ("ANSWER: specials", "ANSWER: nan inf -0 1/0 1e999999"),
 )
 """``(name, action)`` pairs sent by the ``garbage_actions`` check (one per fresh episode)."""
+
+CONTROL_EPISODES = 3
+"""Extra episodes the ``privileged_leak`` check records before it reports a short value (one shorter than
+``leak_min_chars``) as a leak: if the place where it was found shows other values in them, it is a coincidence."""
 
 
 class Status(str, enum.Enum):
@@ -245,6 +249,7 @@ class _Run:
     warned: bool = False
     made: list[gymnasium.Env] = field(default_factory=list)
     _episodes: dict[int, Episode] | None = None
+    _controls: list[Episode] | None = None
 
     @property
     def base(self) -> Any:
@@ -263,6 +268,14 @@ class _Run:
         if self._episodes is None:
             self._episodes = {s: record_episode(self.env, s, _Driver(self, s)) for s in self.opts.seeds}
         return self._episodes
+
+    def control_episodes(self) -> list[Episode]:
+        """Extra episodes (the seeds after the checked ones) that tell a short value's coincidences from leaks."""
+        if self._controls is None:
+            first = max(self.opts.seeds) + 1
+            seeds = range(first, first + CONTROL_EPISODES)
+            self._controls = [record_episode(self.env, s, _Driver(self, s)) for s in seeds]
+        return self._controls
 
     def fresh_env(self) -> gymnasium.Env | None:
         spec = self.env.spec
@@ -400,15 +413,35 @@ def _check_lockstep(run: _Run, reference: dict[int, Episode]) -> str:
 
 def _check_privileged_leak(run: _Run) -> str:
     run.text_env()
-    searched = exempt = 0
-    for seed, ep in run.episodes().items():
+    episodes = run.episodes()
+    searched = exempt = short = coincidences = controls = 0
+    for seed, ep in episodes.items():
         needles = privileged_needles(ep.privileged, min_chars=run.opts.leak_min_chars, ignore=run.opts.leak_ignore)
         exempt += exempt_count(needles, ep.prompt)
         searched += len(needles)
-        leak = find_leak(needles, ep.raw, ep.actions, prompt=ep.prompt)
-        if leak is not None:
-            raise _Failed(str(leak), seed)
-    return f"{searched - exempt} privileged values searched for, {exempt} exempt (in the public prompt)"
+        short += sum(1 for n in needles if n.short and not n.search(ep.prompt))
+        others = [(other.privileged, other.raw) for s, other in episodes.items() if s != seed]
+        scan = scan_leaks(needles, ep.raw, ep.actions, prompt=ep.prompt, others=others)
+        if scan.leak is not None and scan.leak.needle.short:  # before calling it a leak, look at more episodes
+            others += [(control.privileged, control.raw) for control in run.control_episodes()]
+            controls = len(run.control_episodes())
+            scan = scan_leaks(needles, ep.raw, ep.actions, prompt=ep.prompt, others=others)
+        coincidences += len(scan.coincidences)
+        if scan.leak is not None:
+            raise _Failed(str(scan.leak), seed)
+    if searched == exempt:  # a count of 0 would read like a pass: say that the check could not look
+        run.warned = True
+        if exempt:
+            return f"nothing searched (all {exempt} privileged values occur in the public prompt, so are exempt)"
+        return "nothing searched (no privileged value renders to a searchable string)"
+    detail = f"{searched - exempt} privileged values searched for"
+    detail += f" ({short} short ones as whole tokens)" if short else ""
+    detail += f", {exempt} exempt (in the public prompt)"
+    if coincidences:
+        detail += f", {coincidences} short-value matches taken for coincidences (that place shows other values too)"
+    if controls:
+        detail += f"; {controls} control episodes recorded to tell them from leaks"
+    return detail
 
 
 def _same(ep: Episode, records: list[dict], p: int, how: str, ignore: Collection[str]) -> None:
@@ -640,7 +673,9 @@ def check_env(
         policy: ``Context -> str`` that drives episodes from turn 3 on; default the family's oracle.
         raise_on_failure: Raise :class:`ContractError` at the first failed check (the message names the
             check, env id, seed and what differed); with ``False``, run everything and return the report.
-        leak_min_chars: Shortest privileged rendering that the leak check searches for.
+        leak_min_chars: Privileged renderings shorter than this (a one-digit answer) are searched as whole
+            tokens and count only where they track the task, not where a counter happens to equal them (see
+            :mod:`turnkit.envs.checker_leaks`).
         leak_ignore: Privileged renderings never reported as leaks.
         ignore_info_keys: ``info`` keys left out of determinism comparisons (e.g. wall-clock durations).
         garbage_time_limit_s: Longest time one garbage action may take (measured, not interrupted).
