@@ -6,6 +6,7 @@ Run: python -m pytest tests/agents/test_openai.py -q
 
 from __future__ import annotations
 
+import copy
 import json
 import threading
 import time
@@ -19,12 +20,13 @@ import torch
 
 import turnkit
 from tests.agents.conftest import make_context
+from turnkit.agents.base import Context
 from turnkit.agents.hf import HFPolicy, chat_prompt_ids
-from turnkit.agents.openai import OpenAIAgent
+from turnkit.agents.openai import OpenAIAgent, parse_completion
 from turnkit.agents.scripted import ScriptedAgent
 from turnkit.agents.serve import AgentServer
 from turnkit.errors import AgentError, ConfigError
-from turnkit.types import ErrorCause
+from turnkit.types import AgentTurn, ErrorCause, Message
 
 GOOD_REPLY = {"choices": [{"message": {"role": "assistant", "content": "ANSWER: 4"}, "finish_reason": "stop"}]}
 
@@ -36,7 +38,7 @@ Reply = tuple[int, bytes]
 @contextmanager
 def scripted_http(respond: Callable[[int, dict, dict], Reply]) -> Iterator[tuple[str, list[dict]]]:
     """A loopback server answering POSTs with ``respond(request_index, body, headers)``; yields the base URL
-    and the list of received request bodies (with headers under ``"_headers"``)."""
+    and the list of received request bodies (with headers under ``"_headers"``, the path under ``"_path"``)."""
     received: list[dict] = []
     lock = threading.Lock()
 
@@ -45,7 +47,7 @@ def scripted_http(respond: Callable[[int, dict, dict], Reply]) -> Iterator[tuple
             body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
             with lock:
                 index = len(received)
-                received.append({**body, "_headers": dict(self.headers)})
+                received.append({**body, "_headers": dict(self.headers), "_path": self.path})
             status, data = respond(index, body, dict(self.headers))
             self.send_response(status)
             self.send_header("Content-Type", "application/json")
@@ -257,3 +259,115 @@ def test_collect_records_an_agent_error_on_the_trajectory():
     assert traj.error is not None and traj.error.cause == ErrorCause.AGENT
     assert "AgentError" in traj.error.message and "HTTP 503" in traj.error.message
     assert traj.steps == () and not traj.success
+
+
+# ---------------------------------------------------------------- token-in: exact prompt ids to /completions
+
+COMPLETION = {
+    "choices": [
+        {
+            "text": "4",
+            "finish_reason": "stop",
+            "token_ids": [52, 2],
+            "logprobs": {"tokens": ["token_id:52", "token_id:2"], "token_logprobs": [-0.5, -0.1]},
+        }
+    ]
+}
+
+
+def token_context(ids=(1, 4, 50, 2, 5)) -> Context:
+    return Context(messages=(Message("user", "2"),), episode_seed=0, prompt_token_ids=tuple(ids))
+
+
+def test_a_context_with_prompt_ids_is_sent_as_a_token_id_prompt():
+    with scripted_http(lambda i, body, h: ok(COMPLETION)) as (url, received):
+        turn = _agent(url).act([token_context()])[0]
+    assert received[0]["_path"] == "/v1/completions" and received[0]["prompt"] == [1, 4, 50, 2, 5]
+    assert received[0]["logprobs"] == 0 and received[0]["return_token_ids"] is True
+    assert turn == AgentTurn("4", (52, 2), (-0.5, -0.1), (1, 4, 50, 2, 5), "stop")
+
+
+def test_a_server_without_token_id_prompts_gets_messages_from_then_on():
+    def respond(i, body, headers):
+        return (404, b'{"error": "no route"}') if "prompt" in body else ok()
+
+    with scripted_http(respond) as (url, received):
+        agent = _agent(url)
+        assert agent.act([token_context()])[0].text == "ANSWER: 4"
+        agent.act([token_context()])
+    assert [r["_path"] for r in received] == ["/v1/completions", "/v1/chat/completions", "/v1/chat/completions"]
+
+
+def test_required_token_ids_do_not_fall_back_from_token_id_prompts():
+    with (
+        scripted_http(lambda i, body, h: (404, b"no route")) as (url, received),
+        pytest.raises(AgentError, match=r"completions: HTTP 404"),
+    ):
+        _agent(url, token_ids=True).act([token_context()])
+    assert len(received) == 1
+
+
+def test_token_id_prompts_through_the_server_are_the_local_policys_turns(served, tokenizer):
+    server, policy = served
+    first = make_context("What is 3+4?", seed=2)
+    turn = policy.act([first])[0]
+    between = tokenizer("<|user|>Again?<|end|><|assistant|>", add_special_tokens=False)["input_ids"]
+    second = Context(
+        messages=(*first.messages, Message("assistant", turn.text), Message("user", "Again?")),
+        turn=1,
+        episode_seed=2,
+        prompt_token_ids=(*turn.prompt_token_ids, *turn.token_ids, *between),
+    )
+    batch = [first, second, second]
+    remote = _agent(server.base_url, token_ids=True, max_tokens=16).act(batch)  # the policy's settings
+    local = policy.act(batch)
+    assert [(t.text, t.token_ids, t.prompt_token_ids) for t in remote] == [
+        (t.text, t.token_ids, t.prompt_token_ids) for t in local
+    ]
+    for r, t in zip(remote, local, strict=True):
+        assert torch.allclose(torch.tensor(r.logprobs), torch.tensor(t.logprobs), atol=1e-5)
+
+
+def test_malformed_completions_are_agent_errors():
+    bad = {"choices": [{"text": "4", "token_ids": [1, 2], "logprobs": {"token_logprobs": [-0.5]}}]}
+    with pytest.raises(AgentError, match="2 token ids but 1 logprobs"):
+        parse_completion(bad)
+    with pytest.raises(AgentError, match=r"choices\[0\]\.text is not text"):
+        parse_completion({"choices": [{"message": {"content": "4"}}]})
+
+
+# ---------------------------------------------------------------- runtime LoRA adapters and sampling views
+
+
+def test_with_sampling_copies_the_agent_and_leaves_it_unchanged():
+    agent = _agent("http://127.0.0.1:9/v1", temperature=0.7, extra_body={"stop": ["X"]})
+    view = agent.with_sampling(temperature=0.0, max_new_tokens=3, seed=5)
+    assert (view.sampling.temperature, view.sampling.max_new_tokens, view.sampling.seed) == (0.0, 3, 5)
+    assert (agent.sampling.temperature, agent.sampling.seed) == (0.7, 0)
+    view.extra_body["stop"] = ["Y"]
+    assert agent.extra_body == {"stop": ["X"]} and view.url == agent.url
+
+
+def test_adapter_loads_and_unloads_use_vllms_routes_and_replace_resyncs(model, tokenizer, tmp_path):
+    learner = HFPolicy(copy.deepcopy(model), tokenizer)
+    learner.attach_lora(r=4)
+    path = learner.save_adapter(tmp_path / "a")
+    with AgentServer(HFPolicy(copy.deepcopy(model), tokenizer)) as server:
+        agent = _agent(server.base_url)
+        assert agent.load_lora_adapter("a", path) == "Success: LoRA adapter 'a' added successfully."
+        with pytest.raises(AgentError, match=r"load_lora_adapter: HTTP 400: .*'a' has already been loaded"):
+            agent.load_lora_adapter("a", path)
+        assert agent.load_lora_adapter("a", path, replace=True).startswith("Success")
+        assert agent.unload_lora_adapter("a") == "Success: LoRA adapter 'a' removed successfully."
+        with pytest.raises(AgentError, match=r"unload_lora_adapter: HTTP 404: .*'a' cannot be found"):
+            agent.unload_lora_adapter("a")
+
+
+def test_adapter_requests_are_retried_like_completions():
+    def respond(i, body, headers):
+        return (503, b"busy") if i == 0 else (200, b"Success: LoRA adapter 'a' added successfully.")
+
+    with scripted_http(respond) as (url, received):
+        assert _agent(url, retries=1).load_lora_adapter("a", "/adapters/a").startswith("Success")
+    assert [r["_path"] for r in received] == ["/v1/load_lora_adapter"] * 2
+    assert received[1]["lora_name"] == "a" and received[1]["lora_path"] == "/adapters/a"

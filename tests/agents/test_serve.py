@@ -1,4 +1,5 @@
-"""AgentServer's OpenAI protocol: routes, request validation, n samples, batching and agent faults.
+"""AgentServer's OpenAI protocol: routes, request validation, n samples, batching, agent faults, token-id
+prompts (/v1/completions) and runtime LoRA adapters (vLLM's /v1/load_lora_adapter and /v1/unload_lora_adapter).
 
 Run: python -m pytest tests/agents/test_serve.py -q
 """
@@ -13,10 +14,14 @@ import urllib.request
 from concurrent.futures import ThreadPoolExecutor
 
 import pytest
+import torch
 
-from turnkit.agents.hf import HFPolicy
+from tests.agents.conftest import TEST_CONFIG
+from turnkit.agents.hf import HFPolicy, chat_prompt_ids
 from turnkit.agents.scripted import ScriptedAgent
 from turnkit.agents.serve import AgentServer
+from turnkit.models.tiny import build_tiny_model
+from turnkit.types import Message
 
 CHAT = {"model": "turnkit", "messages": [{"role": "user", "content": "2+2?"}]}
 
@@ -102,7 +107,7 @@ def test_a_body_that_is_not_json_gets_400(tiny_server):
 
 
 def test_unknown_routes_get_404(tiny_server):
-    request = urllib.request.Request(tiny_server.base_url + "/completions", data=b"{}", method="POST")
+    request = urllib.request.Request(tiny_server.base_url + "/embeddings", data=b"{}", method="POST")
     with pytest.raises(urllib.error.HTTPError) as info:
         urllib.request.urlopen(request, timeout=10)
     assert info.value.code == 404
@@ -162,3 +167,147 @@ def test_close_releases_the_port():
     server.close()  # idempotent
     with pytest.raises(urllib.error.URLError):
         urllib.request.urlopen(url + "/models", timeout=2)
+
+
+# ---------------------------------------------------------------- token-id prompts (/v1/completions)
+
+
+def post_route(server: AgentServer, route: str, body: object) -> tuple[int, dict | str]:
+    """POST to any route; JSON replies are parsed, plain-text ones (the adapter routes) returned as text."""
+    request = urllib.request.Request(f"{server.base_url}/{route}", data=json.dumps(body).encode(), method="POST")
+    try:
+        with urllib.request.urlopen(request, timeout=30) as response:
+            status, raw, kind = response.status, response.read(), response.headers.get_content_type()
+    except urllib.error.HTTPError as exc:
+        status, raw, kind = exc.code, exc.read(), exc.headers.get_content_type()
+    return status, json.loads(raw) if kind == "application/json" else raw.decode()
+
+
+def test_a_token_id_prompt_is_sampled_exactly_like_the_same_chat(tiny_server, tokenizer):
+    ids = chat_prompt_ids(tokenizer, [Message("user", "2+2?")])
+    fields = {"seed": 5, "return_token_ids": True, "return_tokens_as_token_ids": True}
+    _, chat = post(tiny_server, {**CHAT, **fields, "logprobs": True})
+    status, reply = post_route(tiny_server, "completions", {"model": "tiny", "prompt": ids, **fields, "logprobs": 0})
+    assert status == 200 and reply["object"] == "text_completion"
+    choice, chat_choice = reply["choices"][0], chat["choices"][0]
+    assert choice["prompt_token_ids"] == ids == chat["prompt_token_ids"]
+    assert choice["token_ids"] == chat_choice["token_ids"] and choice["text"] == chat_choice["message"]["content"]
+    assert choice["logprobs"]["tokens"] == [f"token_id:{i}" for i in choice["token_ids"]]
+    assert choice["logprobs"]["token_logprobs"] == pytest.approx(
+        [e["logprob"] for e in chat_choice["logprobs"]["content"]]
+    )
+    _, plain = post_route(tiny_server, "completions", {"prompt": [ids], "seed": 5})  # a batch of one prompt
+    assert plain["choices"][0]["logprobs"] is None and "token_ids" not in plain["choices"][0]
+
+
+@pytest.mark.parametrize("prompt", ["2+2?", [], [1, -2], [[1], [2]], None])
+def test_a_prompt_that_is_not_token_ids_gets_400(tiny_server, prompt):
+    status, reply = post_route(tiny_server, "completions", {"prompt": prompt})
+    assert status == 400 and "prompt must be a non-empty list of token ids" in reply["error"]["message"]
+
+
+def test_a_request_seed_is_the_seed_of_its_first_sample(tiny_server):
+    _, one = post(tiny_server, {**CHAT, "seed": 21, "return_token_ids": True})
+    _, three = post(tiny_server, {**CHAT, "seed": 21, "n": 3, "return_token_ids": True})
+    assert one["choices"][0]["token_ids"] == three["choices"][0]["token_ids"]
+
+
+# ---------------------------------------------------------------- runtime LoRA adapters
+
+
+def saved_adapter(tokenizer, path, *, seed: int, r: int = 4):
+    """A LoRA adapter of the tiny test model with random B matrices, saved at ``path``; returns its policy."""
+    policy = HFPolicy(build_tiny_model(tokenizer, TEST_CONFIG, seed=0), tokenizer)
+    policy.attach_lora(r=r)
+    gen = torch.Generator().manual_seed(seed)
+    with torch.no_grad():
+        for name, param in policy.model.named_parameters():
+            if "lora_B" in name:
+                param.copy_(torch.randn(param.shape, generator=gen))
+    policy.save_adapter(path)
+    return policy
+
+
+@pytest.fixture
+def lora_server(tokenizer, tmp_path):
+    """A server over a fresh base model (no adapter), and two saved adapters with their reference policies."""
+    refs = {name: saved_adapter(tokenizer, tmp_path / name, seed=i) for i, name in enumerate(("a1", "a2"))}
+    base = HFPolicy(build_tiny_model(tokenizer, TEST_CONFIG, seed=0), tokenizer, max_new_tokens=6)
+    refs["base"] = HFPolicy(build_tiny_model(tokenizer, TEST_CONFIG, seed=0), tokenizer)
+    with AgentServer(base, model_name="base") as server:
+        yield server, refs, tmp_path
+
+
+def served_by(server: AgentServer, refs: dict[str, HFPolicy], model: str) -> str:
+    """Which reference policy's log-probs the server's reply for ``model`` has."""
+    status, reply = post(server, {**CHAT, "model": model, "seed": 1, "logprobs": True, "return_token_ids": True})
+    assert status == 200, reply
+    ids, lps = reply["choices"][0]["token_ids"], [e["logprob"] for e in reply["choices"][0]["logprobs"]["content"]]
+    matches = [
+        name
+        for name, ref in refs.items()
+        if torch.allclose(ref.sequence_logprobs([reply["prompt_token_ids"]], [ids])[0], torch.tensor(lps), atol=1e-5)
+    ]
+    assert len(matches) == 1, matches
+    return matches[0]
+
+
+def test_loaded_adapters_serve_requests_that_name_them(lora_server):
+    server, refs, adapters = lora_server
+    assert served_by(server, refs, "base") == "base"
+    status, text = post_route(server, "load_lora_adapter", {"lora_name": "a1", "lora_path": str(adapters / "a1")})
+    assert (status, text) == (200, "Success: LoRA adapter 'a1' added successfully.")
+    assert post_route(server, "load_lora_adapter", {"lora_name": "a2", "lora_path": str(adapters / "a2")})[0] == 200
+    with urllib.request.urlopen(server.base_url + "/models", timeout=10) as response:
+        listed = json.load(response)["data"]
+    assert [(m["id"], m.get("parent")) for m in listed] == [("base", None), ("a1", "base"), ("a2", "base")]
+    # the agent holds one adapter at a time: alternating requests reload each in turn; other names get the base
+    assert [served_by(server, refs, m) for m in ("a1", "a2", "a1", "base", "anything")] == [
+        "a1",
+        "a2",
+        "a1",
+        "base",
+        "base",
+    ]
+
+
+def test_an_unloaded_adapter_is_404_for_unload_and_for_completions(lora_server):
+    server, _, adapters = lora_server
+    post_route(server, "load_lora_adapter", {"lora_name": "a1", "lora_path": str(adapters / "a1")})
+    assert post_route(server, "unload_lora_adapter", {"lora_name": "a1"}) == (
+        200,
+        "Success: LoRA adapter 'a1' removed successfully.",
+    )
+    status, reply = post(server, {**CHAT, "model": "a1"})
+    assert status == 404 and reply["error"]["message"] == "The lora adapter 'a1' was unloaded."
+    status, reply = post_route(server, "unload_lora_adapter", {"lora_name": "a1"})
+    assert status == 404 and reply["error"]["message"] == "The lora adapter 'a1' cannot be found."
+
+
+@pytest.mark.parametrize(
+    ("body", "message"),
+    [
+        ({"lora_path": "x"}, "lora_name must be a non-empty string"),
+        ({"lora_name": "a"}, "lora_path must be a non-empty string"),
+        ({"lora_name": "a", "lora_path": "{tmp}/nowhere"}, "lora_path '{tmp}/nowhere' is not a peft adapter folder"),
+        ({"lora_name": "a1", "lora_path": "{tmp}/a2"}, "The lora adapter 'a1' has already been loaded."),
+        ({"lora_name": "r2", "lora_path": "{tmp}/r2"}, "cannot load adapter 'r2' from {tmp}/r2: adapter at"),
+        ([1], "request body must be a JSON object"),
+    ],
+)
+def test_bad_adapter_loads_get_400_with_the_reason(lora_server, tokenizer, body, message):
+    server, refs, tmp = lora_server
+    saved_adapter(tokenizer, tmp / "r2", seed=3, r=2)  # another rank than a1's
+    post_route(server, "load_lora_adapter", {"lora_name": "a1", "lora_path": str(tmp / "a1")})
+    if isinstance(body, dict):
+        body = {k: v.replace("{tmp}", str(tmp)) for k, v in body.items()}
+    status, reply = post_route(server, "load_lora_adapter", body)
+    assert status == 400 and message.replace("{tmp}", str(tmp)) in reply["error"]["message"]
+    assert served_by(server, refs, "a1") == "a1"  # a refused load leaves the loaded adapters working
+
+
+def test_an_agent_without_load_adapter_refuses_adapters(tmp_path, tokenizer):
+    saved_adapter(tokenizer, tmp_path / "a", seed=0)
+    with AgentServer(ScriptedAgent(["x"])) as server:
+        status, reply = post_route(server, "load_lora_adapter", {"lora_name": "a", "lora_path": str(tmp_path / "a")})
+    assert status == 400 and "the served agent (ScriptedAgent) cannot load adapters" in reply["error"]["message"]

@@ -16,14 +16,26 @@ Token-level data. With ``token_ids=None`` (auto) the agent asks for ``logprobs``
 :mod:`turnkit.agents.serve`) reply with the generated ids, their log-probs and the prompt ids, which fill
 ``AgentTurn.token_ids``, ``logprobs`` and ``prompt_token_ids`` (token-in/token-out training through a
 server). If a server rejects these fields (HTTP 400 naming one of them), the agent drops them for the rest
-of its life and returns text-only turns. ``token_ids=True`` requires them (a reply without ids is an
-error); ``token_ids=False`` never asks.
+of its life and returns text-only turns. ``token_ids=True`` requires them (a non-empty reply without ids is
+an error); ``token_ids=False`` never asks.
+
+Token-in. A context with ``prompt_token_ids`` (token-exact multi-turn contexts,
+:func:`~turnkit.rollout.collect.collect_batch` with ``chat``) is sent to ``/completions`` with those ids as
+the ``prompt`` (vLLM and :mod:`turnkit.agents.serve` take token-id prompts), so the server conditions on
+exactly the ids a local policy would, never on a re-rendering of earlier turns. With ``token_ids=None``, a
+server that refuses token-id prompts gets rendered messages from then on.
 
 Each request carries a ``seed`` from :func:`~turnkit.agents.sampling.context_seeds`, so servers that honour
 seeds (vLLM, :mod:`turnkit.agents.serve`) give the same text for the same episode seed and turn.
 
 The API key is read from the environment variable named by ``api_key_env`` at request time (no header when
 it is unset, as for local servers); it is never stored on the agent.
+
+Runtime LoRA adapters (weight sync while training): :meth:`OpenAIAgent.load_lora_adapter` and
+:meth:`~OpenAIAgent.unload_lora_adapter` call vLLM's runtime LoRA API (``POST /v1/load_lora_adapter`` with
+``{"lora_name", "lora_path"}``, ``POST /v1/unload_lora_adapter``; ``vllm serve --enable-lora`` with
+``VLLM_ALLOW_RUNTIME_LORA_UPDATING=True``), which :mod:`turnkit.agents.serve` offers too; requests naming
+``model=<lora_name>`` then generate with the adapter.
 
 Example:
     >>> from turnkit.agents.base import Context
@@ -38,6 +50,8 @@ Example:
 
 from __future__ import annotations
 
+import copy
+import dataclasses
 import http.client
 import ipaddress
 import json
@@ -48,6 +62,7 @@ import urllib.parse
 import urllib.request
 from collections.abc import Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -109,7 +124,8 @@ class OpenAIAgent:
                 raise ConfigError(f"OpenAIAgent.{name} must be >= {low}, got {value}")
         if retries < 0 or max_workers < 1:
             raise ConfigError(f"OpenAIAgent needs retries >= 0 and max_workers >= 1, got {retries}, {max_workers}")
-        self.url = base_url.rstrip("/") + "/chat/completions"
+        self.base_url = base_url.rstrip("/")
+        self.url = self.base_url + "/chat/completions"
         self.model = model
         self.api_key_env = api_key_env
         self.sampling = SamplingConfig(temperature, top_p, max_tokens, seed)
@@ -117,8 +133,78 @@ class OpenAIAgent:
         self.token_ids = token_ids
         self.extra_body = dict(extra_body or {})
         self._ask_tokens = token_ids is not False
+        self._token_prompts = True  # send prompt_token_ids to /completions (until a server refuses them)
         self._rng = np.random.default_rng(seed)
         self._opener = _opener_for(parsed.hostname or "")
+
+    def with_sampling(self, **changes: Any) -> OpenAIAgent:
+        """A copy of this agent with other sampling settings (``SamplingConfig`` field names).
+
+        Example:
+            >>> agent = OpenAIAgent("http://127.0.0.1:8000/v1", "m", temperature=1.0)
+            >>> greedy = agent.with_sampling(temperature=0.0, seed=3)
+            >>> greedy.sampling.temperature, greedy.sampling.seed, agent.sampling.temperature
+            (0.0, 3, 1.0)
+        """
+        view = copy.copy(self)
+        view.sampling = dataclasses.replace(self.sampling, **changes)
+        view.extra_body = dict(self.extra_body)
+        if "seed" in changes:
+            view._rng = np.random.default_rng(view.sampling.seed)
+        return view
+
+    def load_lora_adapter(self, name: str, path: str | Path, *, replace: bool = False) -> str:
+        """Ask the server to load the LoRA adapter at ``path`` (on the server's file system) as model ``name``.
+
+        vLLM's runtime LoRA API: ``POST {base_url}/load_lora_adapter`` with ``{"lora_name", "lora_path"}``.
+        Later requests with ``model=name`` generate with the adapter.
+
+        Args:
+            name: The adapter's model name.
+            path: A ``peft`` adapter folder the *server* can read.
+            replace: If the server already has an adapter called ``name`` (a resumed run re-syncing its
+                step), unload it and load this one instead of failing.
+
+        Returns:
+            The server's reply text.
+
+        Raises:
+            AgentError: The server refused (the message has its HTTP status and reason, e.g. a bad path or a
+                server started without runtime LoRA updating) or could not be reached.
+
+        Example:
+            >>> from turnkit.agents.scripted import ScriptedAgent
+            >>> from turnkit.agents.serve import AgentServer
+            >>> with AgentServer(ScriptedAgent(["x"])) as server:
+            ...     try:
+            ...         OpenAIAgent(server.base_url, "m", retries=0).load_lora_adapter("a", "/nonexistent")
+            ...     except AgentError as exc:
+            ...         print("HTTP 400" in str(exc), "no adapter_config.json" in str(exc))
+            True True
+        """
+        body = {"lora_name": name, "lora_path": str(path)}
+        try:
+            return self._admin("load_lora_adapter", body)
+        except _Rejected as exc:
+            if not (replace and exc.status == 400 and "already been loaded" in exc.detail):
+                raise
+        self.unload_lora_adapter(name)
+        return self._admin("load_lora_adapter", body)
+
+    def unload_lora_adapter(self, name: str) -> str:
+        """Ask the server to drop the runtime LoRA adapter ``name`` (``POST {base_url}/unload_lora_adapter``).
+
+        Returns:
+            The server's reply text.
+
+        Raises:
+            AgentError: The server refused (HTTP 404: no adapter of that name) or could not be reached.
+        """
+        return self._admin("unload_lora_adapter", {"lora_name": name})
+
+    def _admin(self, route: str, body: dict[str, Any]) -> str:
+        url = f"{self.base_url}/{route}"
+        return self._request(url, body).decode("utf-8", "replace")
 
     def act(self, contexts: Sequence[Context]) -> list[AgentTurn]:
         """One reply per context, requested concurrently.
@@ -135,6 +221,13 @@ class OpenAIAgent:
         return [f.result() for f in futures]
 
     def _complete(self, ctx: Context, seed: int) -> AgentTurn:
+        if ctx.prompt_token_ids and self._ask_tokens and self._token_prompts:
+            try:
+                return self._complete_ids(ctx.prompt_token_ids, seed)
+            except _Rejected:
+                if self.token_ids:
+                    raise
+                self._token_prompts = False  # no token-id prompts here: render the messages from now on
         body: dict[str, Any] = {
             "model": self.model,
             "messages": [{"role": m.role, "content": m.content} for m in ctx.messages],
@@ -152,12 +245,39 @@ class OpenAIAgent:
                 raise
             self._ask_tokens = False  # the server does not know the token-level fields: stop asking
             reply = self._post(body)
-        turn = parse_chat_completion(reply, url=self.url)
-        if self.token_ids and not turn.token_ids:
-            raise AgentError(f"{self.url}: reply has no token ids, but token_ids=True requires them")
+        return self._checked(parse_chat_completion(reply, url=self.url), self.url)
+
+    def _complete_ids(self, prompt: Sequence[int], seed: int) -> AgentTurn:
+        """Token-in: ``POST /completions`` with the exact prompt ids (vLLM's token-id prompt and token fields)."""
+        url = self.base_url + "/completions"
+        body: dict[str, Any] = {
+            "model": self.model,
+            "prompt": [int(i) for i in prompt],
+            "temperature": self.sampling.temperature,
+            "top_p": self.sampling.top_p,
+            "max_tokens": self.sampling.max_new_tokens,
+            "seed": seed,
+            **self.extra_body,
+            **TOKEN_FIELDS,
+            "logprobs": 0,  # the completions API counts alternatives: 0 = the sampled tokens' log-probs only
+        }
+        return self._checked(parse_completion(self._post(body, url), url=url, prompt_ids=prompt), url)
+
+    def _checked(self, turn: AgentTurn, url: str) -> AgentTurn:
+        if self.token_ids and turn.text and not turn.token_ids:
+            raise AgentError(f"{url}: reply has no token ids, but token_ids=True requires them")
         return turn
 
-    def _post(self, body: dict[str, Any]) -> Any:
+    def _post(self, body: dict[str, Any], url: str | None = None) -> Any:
+        url = url or self.url
+        raw = self._request(url, body)
+        try:
+            return json.loads(raw)
+        except ValueError as exc:
+            raise AgentError(f"{url}: malformed reply (invalid JSON: {exc}): {raw[:200]!r}") from exc
+
+    def _request(self, url: str, body: dict[str, Any]) -> bytes:
+        """POST ``body`` as JSON with the retry policy of the module docstring; the raw reply body."""
         headers = {"Content-Type": "application/json", "Accept": "application/json"}
         key = os.environ.get(self.api_key_env)
         if key:
@@ -167,32 +287,27 @@ class OpenAIAgent:
         for attempt in range(self.retries + 1):
             if attempt:
                 time.sleep(self.backoff * 2 ** (attempt - 1))
-            request = urllib.request.Request(self.url, data=data, headers=headers, method="POST")
+            request = urllib.request.Request(url, data=data, headers=headers, method="POST")
             try:
                 with self._opener.open(request, timeout=self.timeout) as response:
-                    raw = response.read()
+                    return bytes(response.read())
             except urllib.error.HTTPError as exc:
                 detail = _read_error(exc)
                 if exc.code not in _RETRY_STATUS:
-                    raise _Rejected(f"{self.url}: HTTP {exc.code}: {detail}", detail) from exc
+                    raise _Rejected(f"{url}: HTTP {exc.code}: {detail}", detail, exc.code) from exc
                 last = f"HTTP {exc.code}: {detail}"
-                continue
             except _TRANSIENT as exc:
                 last = f"{type(exc).__name__}: {getattr(exc, 'reason', exc)}"
-                continue
-            try:
-                return json.loads(raw)
-            except ValueError as exc:
-                raise AgentError(f"{self.url}: malformed reply (invalid JSON: {exc}): {raw[:200]!r}") from exc
-        raise AgentError(f"{self.url}: no reply after {self.retries + 1} attempts; last error: {last}")
+        raise AgentError(f"{url}: no reply after {self.retries + 1} attempts; last error: {last}")
 
 
 class _Rejected(AgentError):
     """A non-retryable HTTP status; ``detail`` is the server's error text."""
 
-    def __init__(self, message: str, detail: str) -> None:
+    def __init__(self, message: str, detail: str, status: int) -> None:
         super().__init__(message)
         self.detail = detail
+        self.status = status
 
 
 def parse_chat_completion(reply: Any, *, url: str = "server") -> AgentTurn:
@@ -220,22 +335,66 @@ def parse_chat_completion(reply: Any, *, url: str = "server") -> AgentTurn:
         ...
         turnkit.errors.AgentError: server: malformed reply (no 'choices'): {'error': 'overloaded'}
     """
-    choices = reply.get("choices") if isinstance(reply, dict) else None
-    if not isinstance(choices, list) or not choices or not isinstance(choices[0], dict):
-        raise AgentError(f"{url}: malformed reply (no 'choices'): {str(reply)[:200]}")
-    choice = choices[0]
+    choice = _first_choice(reply, url)
     message = choice.get("message")
     content = message.get("content") if isinstance(message, dict) else None
     if not isinstance(content, str):
         raise AgentError(f"{url}: malformed reply (choices[0].message.content is not text): {str(choice)[:200]}")
-    entries = (choice.get("logprobs") or {}).get("content") or []
+
+    def entries(lp: Any) -> tuple[list[str], list[float]]:
+        content = lp.get("content") or []
+        return [str(e.get("token", "")) for e in content], [float(e["logprob"]) for e in content]
+
+    return _token_turn(content, choice, reply.get("prompt_token_ids") or (), entries, url)
+
+
+def parse_completion(reply: Any, *, url: str = "server", prompt_ids: Sequence[int] = ()) -> AgentTurn:
+    """Turn a ``/completions`` reply (parsed JSON) into an :class:`~turnkit.types.AgentTurn`.
+
+    Reads ``choices[0].text`` and ``finish_reason``; token ids from ``choices[0].token_ids`` or from
+    ``"token_id:N"`` entries of ``logprobs.tokens``; log-probs from ``logprobs.token_logprobs``; prompt ids
+    from ``choices[0].prompt_token_ids`` (vLLM), the reply's ``prompt_token_ids``, else ``prompt_ids`` (the
+    ids sent).
+
+    Raises:
+        AgentError: The reply lacks ``choices`` or a text, or its token data is inconsistent.
+
+    Example:
+        >>> reply = {"choices": [{"text": "4", "finish_reason": "stop", "token_ids": [52, 2],
+        ...                       "logprobs": {"tokens": ["4", "<|end|>"], "token_logprobs": [-0.5, -0.1]}}]}
+        >>> turn = parse_completion(reply, prompt_ids=[1, 4, 57, 2, 5])
+        >>> turn.text, turn.token_ids, turn.logprobs, turn.prompt_token_ids, turn.finish_reason
+        ('4', (52, 2), (-0.5, -0.1), (1, 4, 57, 2, 5), 'stop')
+    """
+    choice = _first_choice(reply, url)
+    text = choice.get("text")
+    if not isinstance(text, str):
+        raise AgentError(f"{url}: malformed reply (choices[0].text is not text): {str(choice)[:200]}")
+
+    def entries(lp: Any) -> tuple[list[str], list[float]]:
+        return [str(t) for t in lp.get("tokens") or []], [float(x) for x in lp.get("token_logprobs") or []]
+
+    prompt = choice.get("prompt_token_ids") or reply.get("prompt_token_ids") or prompt_ids
+    return _token_turn(text, choice, prompt, entries, url)
+
+
+def _first_choice(reply: Any, url: str) -> dict[str, Any]:
+    choices = reply.get("choices") if isinstance(reply, dict) else None
+    if not isinstance(choices, list) or not choices or not isinstance(choices[0], dict):
+        raise AgentError(f"{url}: malformed reply (no 'choices'): {str(reply)[:200]}")
+    return choices[0]
+
+
+def _token_turn(text: str, choice: dict[str, Any], prompt: Any, entries: Any, url: str) -> AgentTurn:
+    """The turn of a reply choice: ``entries(choice.logprobs)`` gives its logprob tokens and values."""
     try:
-        logprobs = tuple(float(e["logprob"]) for e in entries)
+        tokens, values = entries(choice.get("logprobs") or {})
+        logprobs = tuple(values)
         ids = choice.get("token_ids")
-        if ids is None and entries and all(str(e.get("token", "")).startswith("token_id:") for e in entries):
-            ids = [int(str(e["token"]).removeprefix("token_id:")) for e in entries]
+        if ids is None and tokens and all(t.startswith("token_id:") for t in tokens):
+            ids = [int(t.removeprefix("token_id:")) for t in tokens]
         token_ids = tuple(int(i) for i in ids or ())
-        prompt_ids = tuple(int(i) for i in reply.get("prompt_token_ids") or ())
+        prompt_ids = tuple(int(i) for i in prompt)
     except (KeyError, TypeError, ValueError, AttributeError) as exc:
         raise AgentError(f"{url}: malformed token data in reply: {type(exc).__name__}: {exc}") from exc
     if not token_ids:
@@ -244,7 +403,7 @@ def parse_chat_completion(reply: Any, *, url: str = "server") -> AgentTurn:
         raise AgentError(f"{url}: reply has {len(token_ids)} token ids but {len(logprobs)} logprobs")
     finish = choice.get("finish_reason")
     return AgentTurn(
-        text=content,
+        text=text,
         token_ids=token_ids,
         logprobs=logprobs,
         prompt_token_ids=prompt_ids,

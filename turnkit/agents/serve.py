@@ -4,14 +4,33 @@ For tests and demos: serve the tiny model (or any agent) on loopback and talk to
 :class:`~turnkit.agents.openai.OpenAIAgent` or any OpenAI client. Standard library only
 (``http.server.ThreadingHTTPServer``), bound to ``127.0.0.1`` on an ephemeral port by default.
 
-Endpoints: ``GET /v1/models`` and ``POST /v1/chat/completions`` (no streaming, no tools). Requests that
-arrive together are batched into one ``agent.act`` call (one worker thread owns the agent, so the agent
-never runs concurrently). ``temperature``, ``top_p`` and ``max_tokens`` apply when the agent offers
-``with_sampling`` (as :class:`~turnkit.agents.hf.HFPolicy` does); ``seed`` becomes the context's
-``episode_seed``; ``n`` > 1 returns ``n`` samples of the same prompt. Like vLLM, the reply carries
-``choices[i].token_ids`` and ``prompt_token_ids`` when the request sets ``return_token_ids``, and
-``logprobs.content`` when it sets ``logprobs`` (tokens spelled ``"token_id:N"`` with
-``return_tokens_as_token_ids``).
+Endpoints: ``GET /v1/models``, ``POST /v1/chat/completions`` (no streaming, no tools), ``POST
+/v1/completions`` with token-id prompts only (``"prompt": [ids]``, the exact prompt, for token-in clients)
+and vLLM's runtime LoRA routes ``POST /v1/load_lora_adapter`` / ``/v1/unload_lora_adapter`` (below).
+Requests that arrive together are batched into one ``agent.act`` call (one worker thread owns the agent, so
+the agent never runs concurrently). ``temperature``, ``top_p`` and ``max_tokens`` apply when the agent offers
+``with_sampling`` (as :class:`~turnkit.agents.hf.HFPolicy` does); ``n`` > 1 returns ``n`` samples of the
+same prompt. Like vLLM, the reply carries ``token_ids`` and ``prompt_token_ids`` when the request sets
+``return_token_ids``, and log-probs when it sets ``logprobs`` (chat: ``logprobs.content``; completions:
+``logprobs.tokens``/``token_logprobs``; tokens spelled ``"token_id:N"`` with ``return_tokens_as_token_ids``).
+
+Seeds. As in vLLM, a request's ``seed`` seeds its sample's random stream directly (sample ``i > 0`` of
+``n`` gets a seed derived from it), for the seeded agents (``HFPolicy``, ``VLLMPolicy``, ``OpenAIAgent``:
+those that draw per-context seeds with :func:`~turnkit.agents.sampling.context_seeds`). So
+:class:`~turnkit.agents.openai.OpenAIAgent`, which sends each context's ``context_seeds`` seed, gets from a
+served ``HFPolicy`` exactly the turns the policy gives in process. Other agents see the seed as the context's
+``episode_seed``.
+
+Runtime LoRA adapters (vLLM's API shape, for weight sync while training). ``load_lora_adapter`` with
+``{"lora_name": NAME, "lora_path": DIR}`` loads a ``peft`` adapter through the agent's ``load_adapter``
+(``HFPolicy`` and ``VLLMPolicy`` offer it), on the worker thread between batches; requests with
+``model=NAME`` are then served with it. The agent holds one adapter's weights at a time: a request for
+another loaded adapter reloads that one first. Once an adapter has been loaded, requests for any other model
+name get the base model with the adapter disabled (the agent's ``reference()``), as vLLM serves the base
+model beside its LoRAs. A name already loaded is refused (400; unload it first), as is a folder without
+``adapter_config.json`` or an adapter the agent cannot take (rank or targets differ). ``unload_lora_adapter``
+with ``{"lora_name": NAME}`` forgets it (404 for an unknown name); completions naming it are then 404 too.
+Both reply with vLLM's plain-text ``Success: ...`` line.
 
 Run one from a shell: ``python -m turnkit.agents.serve MODEL_DIR --port 8000``.
 
@@ -27,6 +46,8 @@ Example:
 from __future__ import annotations
 
 import argparse
+import contextlib
+import dataclasses
 import itertools
 import json
 import logging
@@ -37,7 +58,10 @@ from collections.abc import Sequence
 from concurrent.futures import Future
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
 from typing import Any
+
+import numpy as np
 
 from turnkit.agents.base import Agent, Context
 from turnkit.errors import ConfigError, TurnkitError
@@ -48,17 +72,31 @@ logger = logging.getLogger(__name__)
 _ROLES = ("system", "user", "assistant", "tool")
 _SAMPLING_FIELDS = {"temperature": "temperature", "top_p": "top_p", "max_tokens": "max_new_tokens"}
 _MAX_N = 64
+_MASK63 = (1 << 63) - 1
 
 
 class BadRequest(TurnkitError):
     """A request the server cannot serve (answered with HTTP 400 and this message)."""
 
 
+class NotFound(TurnkitError):
+    """A request naming an adapter the server does not have (answered with HTTP 404 and this message)."""
+
+
 @dataclass
 class _Job:
     overrides: tuple[tuple[str, Any], ...]
     contexts: list[Context]
+    model: str = ""
     future: Future[list[AgentTurn]] = field(default_factory=Future)
+
+
+@dataclass
+class _Call:
+    """Adapter bookkeeping run by the worker between batches (the worker owns the agent)."""
+
+    fn: Any
+    future: Future[str] = field(default_factory=Future)
 
 
 class AgentServer:
@@ -96,8 +134,12 @@ class AgentServer:
         self.model_name = model_name
         self.max_batch = max_batch
         self.batch_window_s = batch_window_s
-        self._jobs: queue.Queue[_Job | None] = queue.Queue()
+        self._jobs: queue.Queue[_Job | _Call | None] = queue.Queue()
         self._ids = itertools.count()
+        self._adapters: dict[str, Path] = {}  # runtime LoRA adapters by name; changed by the worker only
+        self._unloaded: set[str] = set()
+        self._active: str | None = None  # the adapter whose weights the agent holds now
+        self._swapped = False  # an adapter was loaded at runtime: the served base is the adapter-disabled model
         self._httpd = ThreadingHTTPServer((host, port), _handler_for(self))
         self._httpd.daemon_threads = True
         self._threads: list[threading.Thread] = []
@@ -140,15 +182,21 @@ class AgentServer:
 
     # ------------------------------------------------------------------ agent side
 
-    def submit(self, contexts: list[Context], overrides: dict[str, Any]) -> list[AgentTurn]:
-        """Queue contexts for the worker and wait for their turns (called by request threads)."""
-        job = _Job(tuple(sorted(overrides.items())), contexts)
+    def submit(self, contexts: list[Context], overrides: dict[str, Any], model: str = "") -> list[AgentTurn]:
+        """Queue contexts for the worker and wait for their turns (called by request threads).
+
+        ``model`` is the requested model name: a loaded adapter's name selects that adapter.
+        """
+        job = _Job(tuple(sorted(overrides.items())), contexts, model)
         self._jobs.put(job)
         return job.future.result()
 
     def _work(self) -> None:
         while (first := self._jobs.get()) is not None:
-            jobs, stop = [first], False
+            if isinstance(first, _Call):
+                self._call(first)
+                continue
+            jobs, stop, call = [first], False, None
             deadline = time.monotonic() + self.batch_window_s
             while sum(len(j.contexts) for j in jobs) < self.max_batch:
                 try:
@@ -158,20 +206,44 @@ class AgentServer:
                 if nxt is None:
                     stop = True
                     break
+                if isinstance(nxt, _Call):  # adapter changes wait for the requests queued before them
+                    call = nxt
+                    break
                 jobs.append(nxt)
-            for overrides in dict.fromkeys(j.overrides for j in jobs):
-                self._run([j for j in jobs if j.overrides == overrides], dict(overrides))
+            groups: dict[tuple[Any, str | None], list[_Job]] = {}
+            for j in jobs:
+                if j.model in self._unloaded:
+                    j.future.set_exception(NotFound(f"The lora adapter '{j.model}' was unloaded."))
+                    continue
+                adapter = j.model if j.model in self._adapters else None
+                groups.setdefault((j.overrides, adapter), []).append(j)
+            for (overrides, adapter), group in groups.items():
+                self._run(group, dict(overrides), adapter)
+            if call is not None:
+                self._call(call)
             if stop:
                 return
 
-    def _run(self, jobs: list[_Job], overrides: dict[str, Any]) -> None:
+    def _call(self, call: _Call) -> None:
+        try:
+            call.future.set_result(call.fn())
+        except Exception as exc:  # handed to the waiting request (400, 404 or 500 by type)
+            call.future.set_exception(exc)
+
+    def _run(self, jobs: list[_Job], overrides: dict[str, Any], adapter: str | None = None) -> None:
         contexts = [c for j in jobs for c in j.contexts]
         try:
-            agent = self.agent
-            if overrides:
-                with_sampling = getattr(agent, "with_sampling", None)
-                agent = with_sampling(**overrides) if with_sampling is not None else agent
-            turns = agent.act(contexts)
+            if adapter is not None and self._active != adapter:
+                self._activate(adapter, self._adapters[adapter])
+            agent: Any = self.agent
+            with_sampling = getattr(agent, "with_sampling", None)
+            if with_sampling is not None:
+                agent = with_sampling(**overrides)
+                if agent is not self.agent:  # a view of its own: its generator may be replaced
+                    agent, contexts = _exact_seeds(agent, contexts)
+            base = adapter is None and self._swapped and hasattr(agent, "reference")
+            with agent.reference() if base else contextlib.nullcontext(agent) as acting:
+                turns = acting.act(contexts)
             if len(turns) != len(contexts):
                 raise TurnkitError(f"agent returned {len(turns)} turns for {len(contexts)} contexts")
         except Exception as exc:  # handed to each waiting request, which answers HTTP 500
@@ -183,20 +255,94 @@ class AgentServer:
             j.future.set_result(turns[start : start + len(j.contexts)])
             start += len(j.contexts)
 
+    # ------------------------------------------------------------------ runtime LoRA adapters
+
+    def load_lora_adapter(self, body: Any) -> str:
+        """Answer one ``/v1/load_lora_adapter`` body: load the adapter through the worker (see module docstring).
+
+        Raises:
+            BadRequest: A missing field, a name already loaded, a folder without ``adapter_config.json``, an
+                agent without ``load_adapter``, or an adapter the agent refuses (its ``ConfigError``).
+        """
+        name, path = _adapter_fields(body, need_path=True)
+        assert path is not None
+        if not (path / "adapter_config.json").is_file():
+            raise BadRequest(f"lora_path '{path}' is not a peft adapter folder: no adapter_config.json there")
+        if not callable(getattr(self.agent, "load_adapter", None)):
+            raise BadRequest(f"the served agent ({type(self.agent).__name__}) cannot load adapters: no load_adapter")
+
+        def load() -> str:
+            if name in self._adapters:
+                raise BadRequest(f"The lora adapter '{name}' has already been loaded.")
+            self._activate(name, path)
+            self._adapters[name] = path
+            self._unloaded.discard(name)
+            return f"Success: LoRA adapter '{name}' added successfully."
+
+        return self._submit_call(load)
+
+    def unload_lora_adapter(self, body: Any) -> str:
+        """Answer one ``/v1/unload_lora_adapter`` body (raises :class:`NotFound` for an unknown name)."""
+        name, _ = _adapter_fields(body, need_path=False)
+
+        def unload() -> str:
+            if self._adapters.pop(name, None) is None:
+                raise NotFound(f"The lora adapter '{name}' cannot be found.")
+            self._unloaded.add(name)
+            return f"Success: LoRA adapter '{name}' removed successfully."
+
+        return self._submit_call(unload)
+
+    def _submit_call(self, fn: Any) -> str:
+        call = _Call(fn)
+        self._jobs.put(call)
+        return call.future.result()
+
+    def _activate(self, name: str, path: Path) -> None:
+        """Load adapter ``name``'s weights into the agent (worker thread only)."""
+        self._active, self._swapped = None, True
+        try:
+            self.agent.load_adapter(path)  # type: ignore[attr-defined]
+        except ConfigError as exc:
+            raise BadRequest(f"cannot load adapter '{name}' from {path}: {exc}") from exc
+        self._active = name
+
     # ------------------------------------------------------------------ protocol
 
     def complete(self, body: Any) -> dict[str, Any]:
         """Answer one parsed ``/v1/chat/completions`` request body (raises :class:`BadRequest`)."""
         if not isinstance(body, dict):
             raise BadRequest("request body must be a JSON object")
+        messages = _parse_messages(body.get("messages"))
+        return self._reply(body, self._sample(body, Context(messages=messages)), chat=True)
+
+    def complete_prompt(self, body: Any) -> dict[str, Any]:
+        """Answer one ``/v1/completions`` body whose ``prompt`` is token ids (raises :class:`BadRequest`).
+
+        The ids are the exact prompt (``Context.prompt_token_ids``; honoured by the token-level agents), as in
+        vLLM's token-id prompts; text prompts are refused (send text through ``/v1/chat/completions``).
+        """
+        if not isinstance(body, dict):
+            raise BadRequest("request body must be a JSON object")
+        ids = body.get("prompt")
+        if isinstance(ids, list) and len(ids) == 1 and isinstance(ids[0], list):
+            ids = ids[0]  # a batch of one prompt
+        if not isinstance(ids, list) or not ids or not all(isinstance(i, int) and i >= 0 for i in ids):
+            raise BadRequest(
+                "prompt must be a non-empty list of token ids (this server takes no text prompts: "
+                "send text through /v1/chat/completions)"
+            )
+        return self._reply(body, self._sample(body, Context(messages=(), prompt_token_ids=tuple(ids))), chat=False)
+
+    def _sample(self, body: dict[str, Any], context: Context) -> list[AgentTurn]:
+        """Validate the sampling fields of a request and have the worker sample ``n`` turns for ``context``."""
         if body.get("stream"):
             raise BadRequest("stream=true is not supported by this server")
-        messages = _parse_messages(body.get("messages"))
         n = body.get("n", 1)
         if not isinstance(n, int) or not 1 <= n <= _MAX_N:
             raise BadRequest(f"n must be an integer in [1, {_MAX_N}], got {n!r}")
         seed = body.get("seed")
-        if seed is not None and not isinstance(seed, int):
+        if seed is not None and (not isinstance(seed, int) or isinstance(seed, bool)):
             raise BadRequest(f"seed must be an integer, got {seed!r}")
         overrides = _parse_sampling(body)
         with_sampling = getattr(self.agent, "with_sampling", None)
@@ -205,35 +351,39 @@ class AgentServer:
                 with_sampling(**overrides)  # validate here, so that bad values are the caller's 400
             except ConfigError as exc:
                 raise BadRequest(str(exc)) from exc
-        turns = self.submit([Context(messages=messages, episode_seed=seed)] * n, overrides)
-        return self._reply(body, turns)
+        contexts = [dataclasses.replace(context, episode_seed=s) for s in _sample_seeds(seed, n)]
+        return self.submit(contexts, overrides, str(body.get("model", "")))
 
-    def _reply(self, body: dict[str, Any], turns: list[AgentTurn]) -> dict[str, Any]:
-        want_ids, want_lps = bool(body.get("return_token_ids")), bool(body.get("logprobs"))
+    def _reply(self, body: dict[str, Any], turns: list[AgentTurn], *, chat: bool) -> dict[str, Any]:
+        """The chat-completions (``chat``) or completions reply for ``turns``, with the asked-for token data."""
+        want_ids = bool(body.get("return_token_ids"))
+        lps = body.get("logprobs")  # chat: a flag; completions: how many alternatives (0 = none)
+        want_lps = bool(lps) if chat else lps is not None and lps is not False
         as_ids = bool(body.get("return_tokens_as_token_ids"))
         tokenizer = getattr(self.agent, "tokenizer", None)
+        prompt = list(turns[0].prompt_token_ids) if turns else []
         choices = []
         for i, turn in enumerate(turns):
-            choice: dict[str, Any] = {
-                "index": i,
-                "message": {"role": "assistant", "content": turn.text},
-                "finish_reason": turn.finish_reason or "stop",
-                "logprobs": None,
-            }
-            if want_lps and turn.logprobs:
+            choice: dict[str, Any] = {"index": i, "finish_reason": turn.finish_reason or "stop", "logprobs": None}
+            choice.update({"message": {"role": "assistant", "content": turn.text}} if chat else {"text": turn.text})
+            tokens = [_token_text(t, tokenizer, as_ids) for t in turn.token_ids]
+            if want_lps and turn.logprobs and chat:
                 choice["logprobs"] = {
                     "content": [
-                        {"token": _token_text(t, tokenizer, as_ids), "logprob": lp, "bytes": None, "top_logprobs": []}
-                        for t, lp in zip(turn.token_ids, turn.logprobs, strict=True)
+                        {"token": t, "logprob": lp, "bytes": None, "top_logprobs": []}
+                        for t, lp in zip(tokens, turn.logprobs, strict=True)
                     ]
                 }
+            elif want_lps and turn.logprobs:
+                choice["logprobs"] = {"tokens": tokens, "token_logprobs": list(turn.logprobs), "top_logprobs": None}
             if want_ids:
                 choice["token_ids"] = list(turn.token_ids) if turn.token_ids else None
+                if not chat:
+                    choice["prompt_token_ids"] = list(turn.prompt_token_ids) or None
             choices.append(choice)
-        prompt = list(turns[0].prompt_token_ids) if turns else []
         reply: dict[str, Any] = {
-            "id": f"chatcmpl-{next(self._ids)}",
-            "object": "chat.completion",
+            "id": f"{'chatcmpl' if chat else 'cmpl'}-{next(self._ids)}",
+            "object": "chat.completion" if chat else "text_completion",
             "created": int(time.time()),
             "model": str(body.get("model", self.model_name)),
             "choices": choices,
@@ -243,13 +393,72 @@ class AgentServer:
                 "total_tokens": len(prompt) + sum(len(t.token_ids) for t in turns),
             },
         }
-        if want_ids:
+        if want_ids and chat:
             reply["prompt_token_ids"] = prompt or None
         return reply
 
     def models(self) -> dict[str, Any]:
-        """The ``/v1/models`` listing."""
-        return {"object": "list", "data": [{"id": self.model_name, "object": "model", "owned_by": "turnkit"}]}
+        """The ``/v1/models`` listing: the served model, then the loaded adapters (``parent``: the served model)."""
+        data = [{"id": self.model_name, "object": "model", "owned_by": "turnkit"}]
+        data += [
+            {"id": name, "object": "model", "owned_by": "turnkit", "root": str(path), "parent": self.model_name}
+            for name, path in list(self._adapters.items())
+        ]
+        return {"object": "list", "data": data}
+
+
+class _SeedStream:
+    """Stands in for a seeded agent's ``_rng``: yields the given seeds in order (``None``: one from ``fallback``).
+
+    :func:`~turnkit.agents.sampling.context_seeds` draws one seed per context without ``episode_seed`` from the
+    agent's generator, in batch order; replaying the requests' seeds there makes each the sample's seed.
+    """
+
+    def __init__(self, seeds: Sequence[int | None], fallback: Any) -> None:
+        self._seeds, self._fallback = iter(seeds), fallback
+
+    def integers(self, low: int, high: int, dtype: Any = np.int64) -> int:
+        seed = next(self._seeds)
+        return int(self._fallback.integers(low, high, dtype=dtype)) if seed is None else seed
+
+
+def _exact_seeds(agent: Any, contexts: list[Context]) -> tuple[Any, list[Context]]:
+    """A seeded agent's view (from ``with_sampling``) that samples each context with its request seed exactly.
+
+    Seeded agents draw per-context seeds with :func:`~turnkit.agents.sampling.context_seeds` from ``_rng``;
+    other agents are returned as they are, with the seed left as ``episode_seed``.
+    """
+    if not isinstance(getattr(agent, "_rng", None), np.random.Generator):
+        return agent, contexts
+    agent._rng = _SeedStream([c.episode_seed for c in contexts], agent._rng)
+    return agent, [dataclasses.replace(c, episode_seed=None) for c in contexts]
+
+
+def _sample_seeds(seed: int | None, n: int) -> list[int | None]:
+    """Per-sample seeds of a request: the seed itself for sample 0, seeds derived from it for the others.
+
+    Example:
+        >>> _sample_seeds(7, 3)[0], len(set(_sample_seeds(7, 3))), _sample_seeds(None, 2)
+        (7, 3, [None, None])
+    """
+    if seed is None:
+        return [None] * n
+    seed &= _MASK63
+    derived = [np.random.SeedSequence([seed, i]).generate_state(2, dtype=np.uint32) for i in range(1, n)]
+    return [seed, *((int(a) << 31 ^ int(b)) & _MASK63 for a, b in derived)]
+
+
+def _adapter_fields(body: Any, *, need_path: bool) -> tuple[str, Path | None]:
+    if not isinstance(body, dict):
+        raise BadRequest("request body must be a JSON object")
+    name, path = body.get("lora_name"), body.get("lora_path")
+    if not isinstance(name, str) or not name:
+        raise BadRequest("lora_name must be a non-empty string")
+    if not need_path:
+        return name, None
+    if not isinstance(path, str) or not path:
+        raise BadRequest("lora_path must be a non-empty string (an adapter folder on the server)")
+    return name, Path(path)
 
 
 def _parse_sampling(body: dict[str, Any]) -> dict[str, Any]:
@@ -288,6 +497,13 @@ def _token_text(token_id: int, tokenizer: Any, as_ids: bool) -> str:
 
 
 def _handler_for(server: AgentServer) -> type[BaseHTTPRequestHandler]:
+    routes: dict[str, Any] = {
+        "/v1/chat/completions": server.complete,
+        "/v1/completions": server.complete_prompt,
+        "/v1/load_lora_adapter": server.load_lora_adapter,
+        "/v1/unload_lora_adapter": server.unload_lora_adapter,
+    }
+
     class Handler(BaseHTTPRequestHandler):
         server_version = "turnkit-serve/0.1"
 
@@ -298,7 +514,8 @@ def _handler_for(server: AgentServer) -> type[BaseHTTPRequestHandler]:
                 self._send(404, _error(f"no route GET {self.path}", "not_found"))
 
         def do_POST(self) -> None:
-            if self.path.rstrip("/") != "/v1/chat/completions":
+            route = routes.get(self.path.rstrip("/"))
+            if route is None:
                 self._send(404, _error(f"no route POST {self.path}", "not_found"))
                 return
             try:
@@ -308,20 +525,26 @@ def _handler_for(server: AgentServer) -> type[BaseHTTPRequestHandler]:
                 self._send(400, _error(f"request body is not JSON: {exc}", "invalid_request_error"))
                 return
             try:
-                self._send(200, server.complete(body))
+                self._send(200, route(body))
             except BadRequest as exc:
                 self._send(400, _error(str(exc), "invalid_request_error"))
+            except NotFound as exc:
+                self._send(404, _error(str(exc), "not_found"))
             except Exception as exc:  # an agent fault: the client sees a 5xx and may retry
                 logger.exception("agent failed on a request")
                 self._send(500, _error(f"{type(exc).__name__}: {exc}", "server_error"))
 
-        def _send(self, status: int, payload: dict[str, Any]) -> None:
-            data = json.dumps(payload).encode()
-            self.send_response(status)
-            self.send_header("Content-Type", "application/json")
-            self.send_header("Content-Length", str(len(data)))
-            self.end_headers()
-            self.wfile.write(data)
+        def _send(self, status: int, payload: dict[str, Any] | str) -> None:
+            text = isinstance(payload, str)  # the adapter routes answer plain text, as vLLM's do
+            data = (payload if isinstance(payload, str) else json.dumps(payload)).encode()
+            try:
+                self.send_response(status)
+                self.send_header("Content-Type", "text/plain; charset=utf-8" if text else "application/json")
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+            except ConnectionError:  # the client gave up (e.g. its timeout): nobody is left to answer
+                logger.debug("%s went away before its HTTP %d reply", self.address_string(), status)
 
         def log_message(self, format: str, *args: Any) -> None:
             logger.debug("%s " + format, self.address_string(), *args)

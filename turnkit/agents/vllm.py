@@ -24,6 +24,8 @@ Example:
 from __future__ import annotations
 
 import contextlib
+import copy
+import dataclasses
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
@@ -103,6 +105,18 @@ class VLLMPolicy:
         self._lora: Any = None
         self._lora_id = 0
         self._rng = np.random.default_rng(seed)
+
+    def with_sampling(self, **changes: Any) -> VLLMPolicy:
+        """A view of this policy with other sampling settings, sharing the engine (no copy).
+
+        Like :meth:`HFPolicy.with_sampling <turnkit.agents.hf.HFPolicy.with_sampling>`: the view keeps the
+        adapter current at the time of the call (make views after :meth:`load_adapter`).
+        """
+        view = copy.copy(self)
+        view.sampling = dataclasses.replace(self.sampling, **changes)
+        if "seed" in changes:
+            view._rng = np.random.default_rng(view.sampling.seed)
+        return view
 
     def act(self, contexts: Sequence[Context]) -> list[AgentTurn]:
         """Generate one turn per context in a single ``llm.generate`` call (vLLM batches internally)."""

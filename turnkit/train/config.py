@@ -29,6 +29,8 @@ from turnkit.critics.progress import FORCE_ANSWER
 from turnkit.errors import ConfigError
 from turnkit.learners.grpo import GRPOConfig
 
+BACKENDS = ("hf", "openai", "vllm")
+"""Generation backends :attr:`TrainConfig.backend` accepts (:mod:`turnkit.train.backends`)."""
 CRITICS = ("mrt", "pav", "prime", "sweet", "judge")
 """Built-in critic names :attr:`TrainConfig.critic` accepts (besides ``"module:callable"`` factories)."""
 EVAL_SEED_START = 1_000_000_000
@@ -72,6 +74,13 @@ class TrainConfig:
     """Nucleus mass during training."""
     max_new_tokens: int = 24
     """Generation limit per turn."""
+    backend: str = "hf"
+    """Who generates the rollouts (see :mod:`turnkit.train.backends`): ``"hf"`` (the learner itself),
+    ``"openai"`` (an OpenAI-compatible server, weights synced by LoRA adapter reload) or ``"vllm"`` (in-process
+    vLLM with LoRA hot-swap; CUDA). The learner is always the HF model."""
+    backend_url: str | None = None
+    """``backend="openai"``: the server's API root (e.g. ``http://127.0.0.1:8000/v1``); ``None`` starts turnkit's
+    own server on loopback over a copy of the learner."""
     # --- GRPO / RLOO (see turnkit.learners.grpo.GRPOConfig)
     group_size: int = 8
     """Episodes per group (same task and seed)."""
@@ -180,6 +189,10 @@ class TrainConfig:
         for name in ("per_turn", "skip_zero_advantage", "tensorboard"):
             if not isinstance(getattr(self, name), bool):
                 raise ConfigError(f"TrainConfig.{name} must be true or false, got {getattr(self, name)!r}")
+        if self.backend not in BACKENDS:
+            raise ConfigError(f"TrainConfig.backend must be one of {list(BACKENDS)}, got {self.backend!r}")
+        if self.backend_url is not None and (self.backend != "openai" or not isinstance(self.backend_url, str)):
+            raise ConfigError(f"TrainConfig.backend_url is for backend='openai' (a URL), got {self.backend_url!r}")
         if self.batch_layout not in ("turns", "episodes"):
             raise ConfigError(f"TrainConfig.batch_layout must be 'turns' or 'episodes', got {self.batch_layout!r}")
         self._check_critic()

@@ -76,6 +76,7 @@ from turnkit.rollout.batch import TurnBatch, build_episode_batch, build_turn_bat
 from turnkit.rollout.chat import ChatDelta
 from turnkit.rollout.collect import collect_batch
 from turnkit.rollout.evaluate import evaluate
+from turnkit.train.backends import build_backend
 from turnkit.train.checkpoint import (
     checkpoint_path,
     load_newest_intact,
@@ -92,7 +93,9 @@ from turnkit.types import AgentTurn, Trajectory
 
 SEED_SPACE = 2**31
 """Training task seeds lie in ``[0, SEED_SPACE)`` minus the evaluation range."""
-RESUMABLE_CHANGES = frozenset({"steps", "eval_every", "checkpoint_every", "tensorboard", "out_dir"})
+RESUMABLE_CHANGES = frozenset(
+    {"steps", "eval_every", "checkpoint_every", "tensorboard", "out_dir", "backend", "backend_url"}
+)
 """Config fields a resumed run may change; any other difference is a different run (ConfigError)."""
 
 
@@ -394,9 +397,12 @@ def _reference_logprobs(
     return gather_token_logprobs(logits, mb.input_ids, mb.loss_mask, temperature=cfg.temperature)
 
 
-def evaluate_policy(policy: HFPolicy, cfg: TrainConfig, *, progress: bool = False) -> dict[str, Any]:
-    """Held-out evaluation (seeds ``eval_seed ..``) at ``eval_temperature``; an ``eval_*`` metrics record."""
-    view = policy.with_sampling(temperature=cfg.eval_temperature)
+def evaluate_policy(policy: HFPolicy, cfg: TrainConfig, *, progress: bool = False, agent: Any = None) -> dict[str, Any]:
+    """Held-out evaluation (seeds ``eval_seed ..``) at ``eval_temperature``; an ``eval_*`` metrics record.
+
+    ``agent`` generates instead of ``policy`` (a backend's generator, already at ``eval_temperature``).
+    """
+    view = agent if agent is not None else policy.with_sampling(temperature=cfg.eval_temperature)
     summary = evaluate(
         cfg.env_id,
         view,
@@ -575,6 +581,7 @@ def _train(cfg: TrainConfig, *, resume: bool, progress: bool, policy: HFPolicy |
     chat = token_exact_chat(policy, cfg)
     final_eval: dict[str, Any] | None = None
     bar = tqdm(range(start_step + 1, cfg.steps + 1), desc="grpo", disable=not progress, unit="step")
+    backend = build_backend(cfg.backend, policy, run_dir=run_dir, url=cfg.backend_url, start_step=start_step)
     try:
         for step in bar:
             lr = cfg.lr * min(1.0, step / cfg.warmup_steps) if cfg.warmup_steps else cfg.lr
@@ -582,7 +589,7 @@ def _train(cfg: TrainConfig, *, resume: bool, progress: bool, policy: HFPolicy |
                 group["lr"] = lr
             policy.sampling = dataclasses.replace(policy.sampling, seed=step_sampling_seed(cfg.seed, step))
             seeds = sample_task_seeds(rng, cfg.groups_per_step, cfg)
-            trajs, timing = rollout(policy, envs, cfg, seeds, chat=chat)
+            trajs, timing = rollout(backend.agent(), envs, cfg, seeds, chat=chat)
             record: dict[str, Any] = {"step": step, "lr": lr, **rollout_metrics(trajs, cfg.max_new_tokens)}
             turn_rewards = None
             if critics is not None:
@@ -591,6 +598,7 @@ def _train(cfg: TrainConfig, *, resume: bool, progress: bool, policy: HFPolicy |
             start = time.perf_counter()  # update_s excludes the critics (logged as critic_s)
             record.update(update(policy, optimizer, trajs, cfg, ref_model=ref_model, turn_rewards=turn_rewards))
             record["update_s"] = time.perf_counter() - start
+            record.update(backend.sync(policy, step))
             record.update(timing)
             record["env_s"] = timing["rollout_s"] - timing["generate_s"]
             record["gen_tokens_per_s"] = record["completion_tokens"] / max(timing["generate_s"], 1e-9)
@@ -598,11 +606,13 @@ def _train(cfg: TrainConfig, *, resume: bool, progress: bool, policy: HFPolicy |
             log.write(record)
             bar.set_postfix(reward=f"{record['reward_mean']:.2f}", success=f"{record['success_rate']:.2f}")
             if cfg.eval_every and (step % cfg.eval_every == 0 or step == cfg.steps):
-                final_eval = {"step": step, **evaluate_policy(policy, cfg)}
+                generator = backend.agent(temperature=cfg.eval_temperature)
+                final_eval = {"step": step, **evaluate_policy(policy, cfg, agent=generator)}
                 log.write(final_eval)
             if (cfg.checkpoint_every and step % cfg.checkpoint_every == 0) or step == cfg.steps:
                 save_checkpoint(run_dir, step, policy, optimizer, rng, cfg, critics)
     finally:
+        backend.close()
         for env in envs:
             env.close()
         if critics is not None:
