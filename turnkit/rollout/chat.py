@@ -57,16 +57,37 @@ class ChatDelta:
                 "contexts need a prefix-preserving template"
             )
         self.close_text = self._head[len(prompt) + len(_ASSISTANT) :]
-        reply = self._render(
-            [Message("user", _USER), Message("assistant", _ASSISTANT), Message("user", _USER)], generation=True
+        """What the template writes after an assistant message's text (e.g. ``<|end|>``)."""
+        self._reply_around = self._verbatim_reply()
+        self._special = {int(i) for i in getattr(tokenizer, "all_special_ids", ())}
+
+    def _reply_text(self, observation: str) -> str:
+        """The template's text for the env's reply as the next user message, generation prompt included."""
+        if self._reply_around is not None:
+            return self._reply_around[0] + observation + self._reply_around[1]
+        full = self._render(
+            [Message("user", _USER), Message("assistant", _ASSISTANT), Message("user", observation)], generation=True
         )
-        if not reply.startswith(self._head):
+        if not full.startswith(self._head):
             raise ConfigError(
                 "the chat template changes earlier turns when a message is added; token-exact multi-turn contexts "
                 "need a prefix-preserving template"
             )
-        """What the template writes after an assistant message's text (e.g. ``<|end|>``)."""
-        self._special = {int(i) for i in getattr(tokenizer, "all_special_ids", ())}
+        return full[len(self._head) :]
+
+    def _verbatim_reply(self) -> tuple[str, str] | None:
+        """``(before, after)`` when the template writes a user message's text verbatim between fixed strings.
+
+        Then a reply renders as ``before + text + after`` without running the template (most templates; one
+        that trims or escapes content, or branches on it, gets ``None`` and is rendered every time).
+        """
+        self._reply_around = None
+        probes = [_USER, f" \n{_USER} {{x}}\n\n", f"<{_USER}>\t"]
+        tails = [self._reply_text(p) for p in probes]  # also checks that earlier turns stay as they were
+        before, sep, after = tails[0].partition(_USER)
+        if not sep or any(t != before + p + after for t, p in zip(tails, probes, strict=True)):
+            return None
+        return before, after
 
     def _render(self, messages: Sequence[Message], *, generation: bool) -> str:
         return str(
@@ -90,17 +111,10 @@ class ChatDelta:
         Raises:
             ConfigError: The template rewrites the conversation when a message is added.
         """
-        full = self._render(
-            [Message("user", _USER), Message("assistant", _ASSISTANT), Message("user", observation)], generation=True
-        )
-        if not full.startswith(self._head):
-            raise ConfigError(
-                "the chat template changes earlier turns when a message is added; token-exact multi-turn contexts "
-                "need a prefix-preserving template"
-            )
+        reply = self._reply_text(observation)
         close = self.close_text
         if generated and int(generated[-1]) in self._special:  # the turn ended on a stop token, e.g. <|end|>
             last = str(self.tokenizer.decode([int(generated[-1])], skip_special_tokens=False))
             if last and close.startswith(last):
                 close = close[len(last) :]
-        return list(self.tokenizer(close + full[len(self._head) :], add_special_tokens=False)["input_ids"])
+        return list(self.tokenizer(close + reply, add_special_tokens=False)["input_ids"])
