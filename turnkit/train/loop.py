@@ -557,13 +557,13 @@ def train(
 
 def _train(cfg: TrainConfig, *, resume: bool, progress: bool, policy: HFPolicy | None) -> TrainResult:
     run_dir = Path(cfg.out_dir)
-    policy = policy if policy is not None else build_policy(cfg, progress=progress)
+    log = MetricsLog(run_dir / "metrics.jsonl", tensorboard_dir=run_dir / "tb" if cfg.tensorboard else None)
+    policy = policy if policy is not None else build_policy(cfg, progress=progress)  # after: a bad log fails fast
     critics = build_critics(cfg, policy)  # before the policy's adapter: learned critics copy the start policy
     ref_model = prepare_policy(policy, cfg)
     params = trainable_parameters(policy)
     optimizer = torch.optim.AdamW(params, lr=cfg.lr, weight_decay=cfg.weight_decay)
     rng = np.random.default_rng(cfg.seed)
-    log = MetricsLog(run_dir / "metrics.jsonl", tensorboard_dir=run_dir / "tb" if cfg.tensorboard else None)
     start_step = 0
     restore = lambda c: load_checkpoint(c, policy, optimizer, rng, cfg, critics)  # noqa: E731
     found = load_newest_intact(run_dir, restore) if resume else None
