@@ -82,10 +82,12 @@ class TimedEnv(gymnasium.Wrapper):
             self.seconds += time.perf_counter() - start
 
 
-def rollout_overhead(policy, repeats: int, groups: int = 16, group_size: int = 8) -> dict[str, Any]:
+def rollout_overhead(
+    policy, repeats: int, groups: int = 16, group_size: int = 8, *, token_exact: bool = True
+) -> dict[str, Any]:
     envs = [TimedEnv(gymnasium.make(ENV, difficulty=1)) for _ in range(groups * group_size)]
     fractions, env_fractions, walls, trajs = [], [], [], []
-    chat = ChatDelta(policy.tokenizer)  # what turnkit.train.loop passes
+    chat = ChatDelta(policy.tokenizer) if token_exact else None  # the loop passes ChatDelta
     for r in range(repeats):
         agent = TimedAgent(policy.with_sampling(seed=r))
         seeds = [s for s in range(20_000 + r * groups, 20_000 + (r + 1) * groups) for _ in range(group_size)]
@@ -131,7 +133,9 @@ def main(argv: list[str] | None = None) -> int:
     results["params"] = params
     for batch in (1, 16, 64):
         results[f"gen_tokens_per_s_b{batch}"] = generation_tps(policy, batch, args.repeats)
+    base = rollout_overhead(policy, args.repeats, token_exact=False)  # baseline: contexts re-rendered from text
     over = rollout_overhead(policy, args.repeats)
+    results["rollout_overhead_frac_rerendered"] = base["overhead_frac"]
     results["rollout_overhead_frac"] = over["overhead_frac"]
     results["rollout_env_frac"] = over["env_frac"]
     results["rollout_s_128_episodes"] = over["rollout_s"]
@@ -146,6 +150,10 @@ def main(argv: list[str] | None = None) -> int:
             f"{100 * over['overhead_frac']:.2f}% (target <= 5%): env reset/step "
             f"{100 * over['env_frac']:.2f}%, collector bookkeeping "
             f"{100 * (over['overhead_frac'] - over['env_frac']):.2f}%"
+        )
+        print(
+            f"  baseline, contexts re-rendered from text: {base['rollout_s']:.2f}s, outside the policy "
+            f"{100 * base['overhead_frac']:.2f}% (bookkeeping {100 * (base['overhead_frac'] - base['env_frac']):.2f}%)"
         )
     if args.json:
         print(json.dumps(results, indent=2))

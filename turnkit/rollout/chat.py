@@ -60,6 +60,7 @@ class ChatDelta:
         """What the template writes after an assistant message's text (e.g. ``<|end|>``)."""
         self._reply_around = self._verbatim_reply()
         self._special = {int(i) for i in getattr(tokenizer, "all_special_ids", ())}
+        self._spelled: dict[int, str] = {}  # special id -> its text
 
     def _reply_text(self, observation: str) -> str:
         """The template's text for the env's reply as the next user message, generation prompt included."""
@@ -111,10 +112,32 @@ class ChatDelta:
         Raises:
             ConfigError: The template rewrites the conversation when a message is added.
         """
-        reply = self._reply_text(observation)
+        return self.between_turns_batch([(generated, observation)])[0]
+
+    def between_turns_batch(self, items: Sequence[tuple[Sequence[int], str]]) -> list[list[int]]:
+        """:meth:`between_turns` of many ``(generated, observation)`` pairs, tokenised in one call.
+
+        Example:
+            >>> from turnkit.models.tiny import build_tiny_tokenizer
+            >>> delta = ChatDelta(build_tiny_tokenizer())
+            >>> delta.between_turns_batch([((5,), "a"), ((6,), "b")]) == [delta.between_turns((5,), "a"),
+            ...                                                           delta.between_turns((6,), "b")]
+            True
+        """
+        texts = [self._close_after(generated) + self._reply_text(obs) for generated, obs in items]
+        if not texts:
+            return []
+        return [list(ids) for ids in self.tokenizer(texts, add_special_tokens=False)["input_ids"]]
+
+    def _close_after(self, generated: Sequence[int]) -> str:
+        """What still closes a turn that ended with ``generated[-1]`` (nothing if it was the end token)."""
         close = self.close_text
         if generated and int(generated[-1]) in self._special:  # the turn ended on a stop token, e.g. <|end|>
-            last = str(self.tokenizer.decode([int(generated[-1])], skip_special_tokens=False))
+            last = self._spelled.get(int(generated[-1]))
+            if last is None:
+                last = self._spelled[int(generated[-1])] = str(
+                    self.tokenizer.decode([int(generated[-1])], skip_special_tokens=False)
+                )
             if last and close.startswith(last):
                 close = close[len(last) :]
-        return list(self.tokenizer(close + reply, add_special_tokens=False)["input_ids"])
+        return close

@@ -150,8 +150,15 @@ def collect_batch(
             continue
         for ep, turn in zip(live, turns, strict=True):
             _advance(ep, turn, max_turns)
-            if chat is not None and not ep.done:
-                ep.prompt_ids = next_context_ids(turn, ep.observation, chat)
+        if chat is not None:
+            going = [
+                (ep, t) for ep, t in zip(live, turns, strict=True) if not ep.done and t.token_ids and t.prompt_token_ids
+            ]
+            for ep in live:
+                ep.prompt_ids = ()
+            between = chat.between_turns_batch([(t.token_ids, ep.observation) for ep, t in going])
+            for (ep, t), ids in zip(going, between, strict=True):
+                ep.prompt_ids = (*t.prompt_token_ids, *t.token_ids, *ids)
     return [_freeze(ep) for ep in episodes]
 
 
