@@ -320,6 +320,14 @@ class LoopCritics:
     Args:
         parts: ``(name, weight, critic)`` triples.
         envs: Envs the critics own (closed by :meth:`close`).
+
+    Example:
+        >>> from turnkit.critics.rules import LengthPenalty
+        >>> from turnkit.types import AgentTurn, Step
+        >>> critics = LoopCritics([("short", 0.5, LengthPenalty(per_unit=1.0, unit="words"))])
+        >>> traj = Trajectory("d", 0, (Step("q", AgentTurn("two words"), 1.0, True),))
+        >>> critics.rewards([traj])[0]  # 1.0 (env) + 0.5 x (-2)
+        [(0.0,)]
     """
 
     def __init__(self, parts: Sequence[tuple[str, float, Critic]], envs: Sequence[gymnasium.Env] = ()) -> None:
@@ -405,6 +413,19 @@ def build_critics(cfg: TrainConfig, policy: HFPolicy | None, *, make_env: Callab
 
     Raises:
         ConfigError: An unknown or unloadable critic, or a critic that cannot be built for this run.
+
+    Example:
+        >>> from turnkit.models.tiny import TinyModelConfig, build_tiny_model, build_tiny_tokenizer
+        >>> from turnkit.types import AgentTurn, Step
+        >>> tok = build_tiny_tokenizer()
+        >>> policy = HFPolicy(build_tiny_model(tok, TinyModelConfig(hidden_size=32, num_heads=2)), tok,
+        ...                   max_new_tokens=2)
+        >>> critics = build_critics(TrainConfig(critic={"prime": 0.5}), policy)
+        >>> turn = AgentTurn("x", token_ids=(60, 2), logprobs=(-1.0, -1.0), prompt_token_ids=(1, 4))
+        >>> won = Trajectory("d", 0, (Step("q", turn, 1.0, True, info={"success": True}),), group=0)
+        >>> rewards, metrics = critics.rewards([won])  # the PRM starts as its reference: implicit reward 0
+        >>> rewards, metrics["prime/total"], critics.stateful()
+        ([(1.0,)], 0.0, ['prime'])
     """
     parts = cfg.critic_parts()
     if not parts:
