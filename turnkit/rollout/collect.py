@@ -150,15 +150,11 @@ def collect_batch(
             continue
         for ep, turn in zip(live, turns, strict=True):
             _advance(ep, turn, max_turns)
-        if chat is not None:
-            going = [
-                (ep, t) for ep, t in zip(live, turns, strict=True) if not ep.done and t.token_ids and t.prompt_token_ids
-            ]
-            for ep in live:
-                ep.prompt_ids = ()
-            between = chat.between_turns_batch([(t.token_ids, ep.observation) for ep, t in going])
-            for (ep, t), ids in zip(going, between, strict=True):
-                ep.prompt_ids = (*t.prompt_token_ids, *t.token_ids, *ids)
+        going = [(ep, t) for ep, t in zip(live, turns, strict=True) if not ep.done]
+        if chat is not None and going:
+            ids = next_context_ids([t for _, t in going], [ep.observation for ep, _ in going], chat)
+            for (ep, _), context in zip(going, ids, strict=True):
+                ep.prompt_ids = context
     return [_freeze(ep) for ep in episodes]
 
 
@@ -176,32 +172,35 @@ def env_fault_cause(exc: BaseException) -> ErrorCause:
     return ErrorCause.ENV
 
 
-def next_context_ids(turn: AgentTurn, observation: str, chat: ChatDelta) -> tuple[int, ...]:
-    """The next turn's exact context: this turn's prompt and generated ids, then the template around the reply.
+def next_context_ids(turns: Sequence[AgentTurn], observations: Sequence[str], chat: ChatDelta) -> list[tuple[int, ...]]:
+    """Each next turn's exact context: the turn's prompt and generated ids, then the template around the reply.
+
+    The in-between ids of all turns come from one :meth:`~turnkit.rollout.chat.ChatDelta.between_turns_batch`
+    call (one tokenizer call per round of a batched rollout).
 
     Args:
-        turn: The turn just taken.
-        observation: The env's reply to it (the next user message).
+        turns: The turns just taken.
+        observations: The env's reply to each (the next user message).
         chat: The chat template's in-between ids.
 
     Returns:
-        ``turn.prompt_token_ids + turn.token_ids + chat.between_turns(turn.token_ids, observation)``, or ``()``
-        for a turn without prompt or generated ids (a text agent: the next prompt is rendered from messages).
+        Per turn, ``prompt_token_ids + token_ids + chat.between_turns(token_ids, observation)``, or ``()`` for a
+        turn without prompt or generated ids (a text agent: the next prompt is rendered from messages).
 
     Example:
         >>> from turnkit.models.tiny import build_tiny_tokenizer
         >>> tok = build_tiny_tokenizer()
         >>> turn = AgentTurn("hi", token_ids=(104, 105, tok.eos_token_id), prompt_token_ids=(1, 4, 50, 2, 5))
-        >>> ids = next_context_ids(turn, "ok", ChatDelta(tok))
-        >>> ids[:8] == (1, 4, 50, 2, 5, 104, 105, tok.eos_token_id), tok.decode(ids[8:])
-        (True, '<|user|>ok<|end|><|assistant|>')
-        >>> next_context_ids(AgentTurn("hi"), "ok", ChatDelta(tok))
-        ()
+        >>> ids, text_only = next_context_ids([turn, AgentTurn("hi")], ["ok", "ok"], ChatDelta(tok))
+        >>> ids[:8] == (1, 4, 50, 2, 5, 104, 105, tok.eos_token_id), tok.decode(ids[8:]), text_only
+        (True, '<|user|>ok<|end|><|assistant|>', ())
     """
-    if not (turn.token_ids and turn.prompt_token_ids):
-        return ()
-    between = chat.between_turns(turn.token_ids, observation)
-    return (*turn.prompt_token_ids, *turn.token_ids, *between)
+    exact = [i for i, t in enumerate(turns) if t.token_ids and t.prompt_token_ids]
+    between = chat.between_turns_batch([(turns[i].token_ids, observations[i]) for i in exact])
+    out: list[tuple[int, ...]] = [()] * len(turns)
+    for i, ids in zip(exact, between, strict=True):
+        out[i] = (*turns[i].prompt_token_ids, *turns[i].token_ids, *ids)
+    return out
 
 
 def _advance(ep: _Episode, turn: AgentTurn, max_turns: int | None) -> None:

@@ -51,6 +51,7 @@ from pathlib import Path
 from typing import Any
 
 import gymnasium
+import numpy as np
 import torch
 
 from turnkit.agents.base import Context
@@ -61,7 +62,7 @@ from turnkit.critics.prime import ImplicitPRM, PrimeConfig, accuracy_filter, gro
 from turnkit.critics.progress import ProgressCritic, RolloutValue, force_answer
 from turnkit.critics.rules import EnvReward
 from turnkit.critics.sweet import SweetConfig, SweetCritic
-from turnkit.errors import ConfigError, DataError
+from turnkit.errors import ConfigError
 from turnkit.train.config import TrainConfig
 from turnkit.types import AgentTurn, Trajectory
 
@@ -231,10 +232,10 @@ class SweetLoopCritic:
     def update(self, trajectories: Sequence[Trajectory]) -> dict[str, float]:
         """Bradley–Terry steps on the batch's same-task pairs (a fresh pair order per update)."""
         self._updates += 1
-        try:
-            fit = self.critic.fit(trajectories, steps=self.steps, seed=self.seed * 1_000_003 + self._updates)
-        except DataError:
+        seed = self.seed * 1_000_003 + self._updates
+        if not self.critic.pairs(trajectories, np.random.default_rng(seed)):
             return {"pairs": 0.0}
+        fit = self.critic.fit(trajectories, steps=self.steps, seed=seed)
         return {k: v for k, v in fit.items() if k != "seconds"}
 
     def save(self, folder: Path) -> None:
