@@ -201,12 +201,33 @@ class Trajectory:
         return sum(len(s.action.token_ids) for s in self.steps)
 
     def messages(self) -> list[Message]:
-        """The conversation as chat messages: observations as ``user``, actions as ``assistant``."""
+        """The conversation as chat messages: actions as ``assistant``, observations as ``user`` or ``tool``.
+
+        The reply to a tool call is a ``tool`` message (see :func:`observation_role`).
+
+        Example:
+            >>> tool_turn = Step("2+2?", AgentTurn("<python>2+2</python>"), 0.0, info={"tool": {"name": "python"}})
+            >>> answer = Step("4", AgentTurn("ANSWER: 4"), 1.0, terminated=True)
+            >>> [m.role for m in Trajectory(env_id="x", seed=0, steps=(tool_turn, answer)).messages()]
+            ['user', 'assistant', 'tool', 'assistant']
+        """
         out: list[Message] = []
+        role: Role = "user"
         for s in self.steps:
-            out.append(Message("user", s.observation))
+            out.append(Message(role, s.observation))
             out.append(Message("assistant", s.action.text))
+            role = observation_role(s.info)
         return out
+
+
+def observation_role(info: Mapping[str, Any]) -> Role:
+    """The chat role of an env's reply: ``"tool"`` when it answers a tool call (``info["tool"]``), else ``"user"``.
+
+    Example:
+        >>> observation_role({"tool": {"name": "python", "status": "ok"}}), observation_role({"turn": 1})
+        ('tool', 'user')
+    """
+    return "tool" if info.get("tool") else "user"
 
 
 @dataclass(frozen=True)

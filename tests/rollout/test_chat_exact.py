@@ -259,11 +259,11 @@ def test_control_scripted_token_agent(tok: PreTrainedTokenizerFast) -> None:
 
 def test_a_template_that_trims_content_is_rendered_every_time(tok: PreTrainedTokenizerFast) -> None:
     """The verbatim shortcut (before + reply + after) is taken only when the template writes text as it is."""
-    assert ChatDelta(tok)._reply_around is not None  # ChatML writes a message's text verbatim
+    assert ChatDelta(tok)._reply_around["user"] is not None  # ChatML writes a message's text verbatim
     trimming = build_bpe_tokenizer()
     trimming.chat_template = CHATML_TEMPLATE.replace("message['content']", "message['content'] | trim")
     assert trimming.chat_template != CHATML_TEMPLATE, "the test's template edit did not apply"
     delta = ChatDelta(trimming)
-    assert delta._reply_around is None
+    assert delta._reply_around["user"] is None
     text = trimming.decode(delta.between_turns((), "  Try again.  "))
     assert f"user\nTry again.{IM_END}" in text and "  Try again.  " not in text  # trimmed, as the template says

@@ -25,9 +25,9 @@ Example:
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Protocol, runtime_checkable
+from typing import Any, Protocol, runtime_checkable
 
 from turnkit.types import AgentTurn, Message, Task
 
@@ -50,6 +50,8 @@ class Context:
         prompt_token_ids: The exact prompt ids to condition on instead of rendering ``messages`` with the chat
             template (token-in, e.g. a multi-turn context built from the ids the policy generated earlier);
             honoured by the token-level agents (``HFPolicy``, ``VLLMPolicy``), ignored by text agents.
+        tools: The tools the env offers, in OpenAI ``tools=[...]`` form (:mod:`turnkit.tools`); ``OpenAIAgent``
+            sends them to its server and ``HFPolicy`` renders them with a chat template that takes tools.
     """
 
     messages: tuple[Message, ...]
@@ -61,6 +63,7 @@ class Context:
     prefix_token_ids: tuple[int, ...] = ()
     stop: tuple[str, ...] = ()
     prompt_token_ids: tuple[int, ...] = ()
+    tools: tuple[Mapping[str, Any], ...] = ()
 
 
 @runtime_checkable

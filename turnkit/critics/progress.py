@@ -46,7 +46,7 @@ from turnkit.critics.base import CriticResult
 from turnkit.envs.core import EnvSnapshot, restore_env, snapshot_env
 from turnkit.errors import ConfigError, CriticError
 from turnkit.rollout.collect import clone_env
-from turnkit.types import Message, Step, Trajectory
+from turnkit.types import Message, Step, Trajectory, observation_role
 
 if TYPE_CHECKING:
     import torch
@@ -301,7 +301,8 @@ def conversation_before(trajectory: Trajectory, step: int) -> tuple[Message, ...
     out = [Message("user", trajectory.initial_observation)]
     for h in range(step):
         out.append(Message("assistant", steps[h].action.text))
-        out.append(Message("user", steps[h + 1].observation if h + 1 < len(steps) else trajectory.final_observation))
+        reply = steps[h + 1].observation if h + 1 < len(steps) else trajectory.final_observation
+        out.append(Message(observation_role(steps[h].info), reply))
     return tuple(out)
 
 
@@ -422,7 +423,7 @@ class RolloutValue:
                 if terminated or truncated:
                     wins[p] += float(info.get("success", float(reward) > 0 and not truncated))
                     continue
-                messages += [Message("assistant", reply.text), Message("user", obs)]
+                messages += [Message("assistant", reply.text), Message(observation_role(info), obs)]
                 still.append((p, env, messages, turn))
             live, rounds = still, rounds + 1
         return wins / self.samples

@@ -303,7 +303,8 @@ class _Driver:
         if turn == 1 and getattr(base, "max_invalid_actions", 1) >= 1:
             return ""
         task = getattr(base, "task", None)
-        ctx = Context(tuple(messages), self.run.env_id, turn, self.seed, task)
+        tools = tuple(getattr(base, "tool_schemas", ()))
+        ctx = Context(tuple(messages), self.run.env_id, turn, self.seed, task, tools=tools)
         if turn >= 3:
             policy = self._policy(task)
             if policy is not None:

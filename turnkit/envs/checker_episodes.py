@@ -25,7 +25,7 @@ from typing import Any
 import gymnasium
 import numpy as np
 
-from turnkit.types import Message
+from turnkit.types import Message, observation_role
 
 NextAction = Callable[[int, list[Message]], Any]
 """``(turn, messages so far) -> action``, or ``None`` to stop the episode."""
@@ -169,7 +169,8 @@ def record_episode(env: gymnasium.Env, seed: int, next_action: NextAction) -> Ep
         ep.actions.append(action)
         ep.records.append(_step_record(obs, reward, terminated, truncated, info))
         ep.raw.append((obs, info, bool(terminated)))
-        messages += [Message("assistant", str(action)), Message("user", str(obs))]
+        role = observation_role(info) if isinstance(info, dict) else "user"
+        messages += [Message("assistant", str(action)), Message(role, str(obs))]
         if terminated or truncated:
             break
     return ep

@@ -63,7 +63,8 @@ from gymnasium import logger
 from gymnasium.wrappers import OrderEnforcing, PassiveEnvChecker, TimeLimit
 
 from turnkit.envs.spaces import TextSpace
-from turnkit.errors import EnvError
+from turnkit.errors import ConfigError, EnvError
+from turnkit.tools.toolbox import ToolboxState, ToolsArg, ToolTurn, make_toolbox
 from turnkit.types import Task
 
 
@@ -75,6 +76,7 @@ class InvalidAction(str, enum.Enum):
     TOO_LONG = "too_long"
     NUL_BYTES = "nul_bytes"
     INVALID_UTF8 = "invalid_utf8"
+    BAD_TOOL_CALL = "bad_tool_call"
     EPISODE_OVER = "episode_over"
 
 
@@ -157,6 +159,7 @@ class EnvSnapshot:
         rng_state: The bit-generator state of ``np_random``.
         state: The family state from :meth:`TextEnv.get_state`, or the replay record.
         last_action: The last action text (for :meth:`TextEnv.render`).
+        tools: The toolbox's calls so far (``None`` without tools).
     """
 
     task: Task
@@ -167,6 +170,7 @@ class EnvSnapshot:
     rng_state: Mapping[str, Any]
     state: Any
     last_action: str = ""
+    tools: ToolboxState | None = None
 
 
 class TextEnv(gymnasium.Env[str, str]):
@@ -178,11 +182,17 @@ class TextEnv(gymnasium.Env[str, str]):
         max_invalid_actions: Invalid actions allowed before the episode ends.
         max_action_chars: Longest accepted action, in characters.
         render_mode: ``"ansi"`` (``render()`` returns the last exchange) or ``"human"`` (prints it).
+        tools: Tools the agent may call (see :mod:`turnkit.tools`): names such as ``["python", "submit"]``, a
+            dict of :class:`~turnkit.tools.Toolbox` arguments, or a toolbox. A message that calls a tool is
+            answered with the tool's output (``info["tool"]``) and never reaches :meth:`respond`, except
+            ``submit``, whose answer is formatted with :attr:`submit_template` and judged as a message.
     """
 
     metadata: dict[str, Any] = {"render_modes": ["ansi", "human"]}  # noqa: RUF012 (gymnasium API)
     splits: ClassVar[tuple[str, ...]] = ("id", "ood", "combo")
     """Split names accepted by this family's generator."""
+    submit_template: ClassVar[str] = "{answer}"
+    """How the ``submit`` tool's answer becomes a message for :meth:`respond` (e.g. ``"ANSWER: {answer}"``)."""
 
     def __init__(
         self,
@@ -192,6 +202,7 @@ class TextEnv(gymnasium.Env[str, str]):
         max_invalid_actions: int = 3,
         max_action_chars: int = 16_384,
         render_mode: str | None = None,
+        tools: ToolsArg = None,
     ) -> None:
         if tasks is None and split not in self.splits:
             name = type(self).__name__
@@ -220,6 +231,16 @@ class TextEnv(gymnasium.Env[str, str]):
         self._last_action = ""
         self._history: list[Any] = []
         self._reset_rng_state: Mapping[str, Any] | None = None
+        self._replaying = False
+        self.toolbox = make_toolbox(tools)
+        """The tools on offer (``None`` without tools)."""
+        if self.toolbox is not None:
+            if getattr(self.toolbox, "_owner", None) is not None:
+                raise ConfigError(
+                    "a Toolbox belongs to one env; pass tool names or a dict of Toolbox arguments to give several "
+                    "envs the same tools"
+                )
+            self.toolbox._owner = id(self)  # type: ignore[attr-defined]
 
     # ------------------------------------------------------------------ hooks for subclasses
     def generate_task(self, rng: np.random.Generator) -> Task:
@@ -264,6 +285,11 @@ class TextEnv(gymnasium.Env[str, str]):
         """The privileged (training-time) information of the current task."""
         return self.task.privileged
 
+    @property
+    def tool_schemas(self) -> tuple[dict[str, Any], ...]:
+        """The tools on offer in OpenAI ``tools=[...]`` form (empty without tools); agents send or render them."""
+        return self.toolbox.schemas() if self.toolbox is not None else ()
+
     def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[str, dict]:
         """Start an episode.
 
@@ -289,6 +315,10 @@ class TextEnv(gymnasium.Env[str, str]):
         self._history = []
         self._reset_rng_state = copy.deepcopy(self.np_random.bit_generator.state)
         self._last_obs = self.begin(task)
+        if self.toolbox is not None:
+            self.toolbox.reset()
+            if self.toolbox.announce:
+                self._last_obs = f"{self._last_obs}\n\n{self.toolbox.instructions()}"
         return self._last_obs, self._info({})
 
     def step(self, action: str) -> tuple[str, float, bool, bool, dict]:
@@ -318,6 +348,7 @@ class TextEnv(gymnasium.Env[str, str]):
             rng_state=copy.deepcopy(self.np_random.bit_generator.state),
             state=state,
             last_action=self._last_action,
+            tools=self.toolbox.snapshot() if self.toolbox is not None else None,
         )
 
     def restore(self, snap: EnvSnapshot) -> None:
@@ -332,9 +363,15 @@ class TextEnv(gymnasium.Env[str, str]):
             self._reset_rng_state = copy.deepcopy(reset_rng)
             self._last_obs = self.begin(snap.task)
             self._history = []
-            for a in actions:
-                self._history.append(a)
-                self._apply(a)
+            if self.toolbox is not None:
+                self.toolbox.restore(ToolboxState())
+            self._replaying = True  # tool calls are recorded, not run: the sessions catch up lazily
+            try:
+                for a in actions:
+                    self._history.append(a)
+                    self._apply(a)
+            finally:
+                self._replaying = False
         else:
             self.set_state(copy.deepcopy(payload[0]))
             self._history = []
@@ -344,6 +381,14 @@ class TextEnv(gymnasium.Env[str, str]):
         self._last_obs = snap.last_observation
         self._last_action = snap.last_action
         self._set_rng(snap.rng_state)
+        if self.toolbox is not None and snap.tools is not None:
+            self.toolbox.restore(snap.tools)
+
+    def close(self) -> None:
+        """Release the tools' sandbox and sessions. Families with their own resources extend this."""
+        if self.toolbox is not None:
+            self.toolbox.close()
+        super().close()
 
     def render(self) -> str | None:
         """Render the last exchange as text (``"ansi"``) or print it (``"human"``)."""
@@ -370,23 +415,46 @@ class TextEnv(gymnasium.Env[str, str]):
         self._turn += 1
         text, problem = validate_action(action, self.max_action_chars)
         if problem is not None:
-            self._invalid += 1
             self._last_action = f"<invalid: {problem.value}>"
-            left = self.max_invalid_actions - self._invalid
-            ended = left < 0
             why = _EXPLANATIONS[problem].format(limit=self.max_action_chars)
-            tail = "The episode is over." if ended else f"{left} more invalid message(s) end the episode."
-            self._last_obs = f"Your last message was not accepted: {why}. {tail}"
-            self._done = ended
-            extra: dict[str, Any] = {"invalid_action": problem.value}
-            if ended:
-                extra["success"] = False
-            return self._last_obs, 0.0, ended, False, self._info(extra)
+            return self._invalid_step(f"Your last message was not accepted: {why}.", problem, {})
         self._last_action = text
+        if self.toolbox is not None:
+            turn = self.toolbox.take_turn(text, execute=not self._replaying)
+            if turn is not None:
+                return self._tool_step(turn)
         tr = self.respond(text)
         self._last_obs = tr.observation
         self._done = bool(tr.terminated)
         return tr.observation, float(tr.reward), bool(tr.terminated), False, self._info(tr.info)
+
+    def _invalid_step(
+        self, message: str, problem: InvalidAction, extra: Mapping[str, Any]
+    ) -> tuple[str, float, bool, bool, dict]:
+        self._invalid += 1
+        left = self.max_invalid_actions - self._invalid
+        ended = left < 0
+        tail = "The episode is over." if ended else f"{left} more invalid message(s) end the episode."
+        self._last_obs = f"{message} {tail}"
+        self._done = ended
+        info: dict[str, Any] = {**extra, "invalid_action": problem.value}
+        if ended:
+            info["success"] = False
+        return self._last_obs, 0.0, ended, False, self._info(info)
+
+    def _tool_step(self, turn: ToolTurn) -> tuple[str, float, bool, bool, dict]:
+        """A message that called a tool: the tool's output, or ``submit``'s answer judged by :meth:`respond`."""
+        extra = {"tool": turn.info} if turn.info is not None else {}
+        if turn.invalid:
+            return self._invalid_step(turn.observation, InvalidAction.BAD_TOOL_CALL, extra)
+        if turn.submission is None:
+            self._last_obs = turn.observation
+            return self._last_obs, 0.0, False, False, self._info(extra)
+        tr = self.respond(self.submit_template.format(answer=turn.submission))
+        self._last_obs = tr.observation
+        self._done = bool(tr.terminated)
+        info = {**tr.info, **extra}
+        return tr.observation, float(tr.reward), bool(tr.terminated), False, self._info(info)
 
     def _info(self, extra: Mapping[str, Any]) -> dict[str, Any]:
         task = self.task

@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from turnkit.errors import ConfigError
-from turnkit.types import Message
+from turnkit.types import Message, Role
 
 if TYPE_CHECKING:
     from transformers import PreTrainedTokenizerBase
@@ -58,16 +58,20 @@ class ChatDelta:
             )
         self.close_text = self._head[len(prompt) + len(_ASSISTANT) :]
         """What the template writes after an assistant message's text (e.g. ``<|end|>``)."""
-        self._reply_around = self._verbatim_reply()
+        self._reply_around: dict[Role, tuple[str, str] | None] = {}
+        self._reply_around["user"] = self._verbatim_reply("user")
         self._special = {int(i) for i in getattr(tokenizer, "all_special_ids", ())}
         self._spelled: dict[int, str] = {}  # special id -> its text
 
-    def _reply_text(self, observation: str) -> str:
-        """The template's text for the env's reply as the next user message, generation prompt included."""
-        if self._reply_around is not None:
-            return self._reply_around[0] + observation + self._reply_around[1]
+    def _reply_text(self, observation: str, role: Role = "user") -> str:
+        """The template's text for the env's reply (a ``user`` or ``tool`` message), generation prompt included."""
+        if role not in self._reply_around:
+            self._reply_around[role] = self._verbatim_reply(role)
+        around = self._reply_around[role]
+        if around is not None:
+            return around[0] + observation + around[1]
         full = self._render(
-            [Message("user", _USER), Message("assistant", _ASSISTANT), Message("user", observation)], generation=True
+            [Message("user", _USER), Message("assistant", _ASSISTANT), Message(role, observation)], generation=True
         )
         if not full.startswith(self._head):
             raise ConfigError(
@@ -76,15 +80,15 @@ class ChatDelta:
             )
         return full[len(self._head) :]
 
-    def _verbatim_reply(self) -> tuple[str, str] | None:
-        """``(before, after)`` when the template writes a user message's text verbatim between fixed strings.
+    def _verbatim_reply(self, role: Role) -> tuple[str, str] | None:
+        """``(before, after)`` when the template writes a ``role`` message's text verbatim between fixed strings.
 
         Then a reply renders as ``before + text + after`` without running the template (most templates; one
         that trims or escapes content, or branches on it, gets ``None`` and is rendered every time).
         """
-        self._reply_around = None
+        self._reply_around[role] = None
         probes = [_USER, f" \n{_USER} {{x}}\n\n", f"<{_USER}>\t"]
-        tails = [self._reply_text(p) for p in probes]  # also checks that earlier turns stay as they were
+        tails = [self._reply_text(p, role) for p in probes]  # also checks that earlier turns stay as they were
         before, sep, after = tails[0].partition(_USER)
         if not sep or any(t != before + p + after for t, p in zip(tails, probes, strict=True)):
             return None
@@ -99,12 +103,13 @@ class ChatDelta:
             )
         )
 
-    def between_turns(self, generated: Sequence[int], observation: str) -> list[int]:
+    def between_turns(self, generated: Sequence[int], observation: str, role: Role = "user") -> list[int]:
         """The ids after a turn's sampled ids and before the next turn's: close the turn, add the env's reply.
 
         Args:
             generated: The ids sampled this turn (their last id decides whether the turn still needs closing).
-            observation: The env's reply, sent as the next user message.
+            observation: The env's reply, sent as the next message.
+            role: The reply's role: ``"user"``, or ``"tool"`` for a tool's output.
 
         Returns:
             Ids to append to ``context + generated`` to get the next turn's context.
@@ -112,10 +117,12 @@ class ChatDelta:
         Raises:
             ConfigError: The template rewrites the conversation when a message is added.
         """
-        return self.between_turns_batch([(generated, observation)])[0]
+        return self.between_turns_batch([(generated, observation, role)])[0]
 
-    def between_turns_batch(self, items: Sequence[tuple[Sequence[int], str]]) -> list[list[int]]:
-        """:meth:`between_turns` of many ``(generated, observation)`` pairs, tokenised in one call.
+    def between_turns_batch(
+        self, items: Sequence[tuple[Sequence[int], str] | tuple[Sequence[int], str, Role]]
+    ) -> list[list[int]]:
+        """:meth:`between_turns` of many ``(generated, observation[, role])`` items, tokenised in one call.
 
         Example:
             >>> from turnkit.models.tiny import build_tiny_tokenizer
@@ -123,8 +130,10 @@ class ChatDelta:
             >>> delta.between_turns_batch([((5,), "a"), ((6,), "b")]) == [delta.between_turns((5,), "a"),
             ...                                                           delta.between_turns((6,), "b")]
             True
+            >>> build_tiny_tokenizer().decode(delta.between_turns((5,), "42", "tool"))
+            '<|end|><|tool|>42<|end|><|assistant|>'
         """
-        texts = [self._close_after(generated) + self._reply_text(obs) for generated, obs in items]
+        texts = [self._close_after(item[0]) + self._reply_text(*item[1:]) for item in items]
         if not texts:
             return []
         return [list(ids) for ids in self.tokenizer(texts, add_special_tokens=False)["input_ids"]]

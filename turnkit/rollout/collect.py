@@ -37,7 +37,17 @@ import gymnasium
 from turnkit.agents.base import Agent, Context, uses_privileged
 from turnkit.errors import AgentError, BrowserError, SandboxError
 from turnkit.rollout.chat import ChatDelta
-from turnkit.types import AgentTurn, ErrorCause, Message, Step, Task, Trajectory, TrajectoryError
+from turnkit.types import (
+    AgentTurn,
+    ErrorCause,
+    Message,
+    Role,
+    Step,
+    Task,
+    Trajectory,
+    TrajectoryError,
+    observation_role,
+)
 
 
 @dataclass
@@ -60,6 +70,10 @@ class _Episode:
 
 def _env_id(env: gymnasium.Env) -> str:
     return env.spec.id if env.spec is not None else type(env.unwrapped).__name__
+
+
+def _tool_schemas(env: gymnasium.Env) -> tuple[dict[str, Any], ...]:
+    return tuple(getattr(env.unwrapped, "tool_schemas", ()))
 
 
 def _task_of(env: gymnasium.Env) -> Task | None:
@@ -136,6 +150,7 @@ def collect_batch(
                 episode_seed=ep.seed,
                 task=ep.task if privileged else None,
                 prompt_token_ids=ep.prompt_ids,
+                tools=_tool_schemas(ep.env),
             )
             for ep in live
         ]
@@ -152,7 +167,9 @@ def collect_batch(
             _advance(ep, turn, max_turns)
         going = [(ep, t) for ep, t in zip(live, turns, strict=True) if not ep.done]
         if chat is not None and going:
-            ids = next_context_ids([t for _, t in going], [ep.observation for ep, _ in going], chat)
+            replies = [ep.observation for ep, _ in going]
+            roles = [ep.messages[-1].role for ep, _ in going]
+            ids = next_context_ids([t for _, t in going], replies, chat, roles=roles)
             for (ep, _), context in zip(going, ids, strict=True):
                 ep.prompt_ids = context
     return [_freeze(ep) for ep in episodes]
@@ -172,7 +189,13 @@ def env_fault_cause(exc: BaseException) -> ErrorCause:
     return ErrorCause.ENV
 
 
-def next_context_ids(turns: Sequence[AgentTurn], observations: Sequence[str], chat: ChatDelta) -> list[tuple[int, ...]]:
+def next_context_ids(
+    turns: Sequence[AgentTurn],
+    observations: Sequence[str],
+    chat: ChatDelta,
+    *,
+    roles: Sequence[Role] | None = None,
+) -> list[tuple[int, ...]]:
     """Each next turn's exact context: the turn's prompt and generated ids, then the template around the reply.
 
     The in-between ids of all turns come from one :meth:`~turnkit.rollout.chat.ChatDelta.between_turns_batch`
@@ -180,8 +203,9 @@ def next_context_ids(turns: Sequence[AgentTurn], observations: Sequence[str], ch
 
     Args:
         turns: The turns just taken.
-        observations: The env's reply to each (the next user message).
+        observations: The env's reply to each (the next message).
         chat: The chat template's in-between ids.
+        roles: Each reply's role (``"user"``, or ``"tool"`` for a tool's output); default all ``"user"``.
 
     Returns:
         Per turn, ``prompt_token_ids + token_ids + chat.between_turns(token_ids, observation)``, or ``()`` for a
@@ -196,7 +220,8 @@ def next_context_ids(turns: Sequence[AgentTurn], observations: Sequence[str], ch
         (True, '<|user|>ok<|end|><|assistant|>', ())
     """
     exact = [i for i, t in enumerate(turns) if t.token_ids and t.prompt_token_ids]
-    between = chat.between_turns_batch([(turns[i].token_ids, observations[i]) for i in exact])
+    roles = roles if roles is not None else ["user"] * len(turns)
+    between = chat.between_turns_batch([(turns[i].token_ids, observations[i], roles[i]) for i in exact])
     out: list[tuple[int, ...]] = [()] * len(turns)
     for i, ids in zip(exact, between, strict=True):
         out[i] = (*turns[i].prompt_token_ids, *turns[i].token_ids, *ids)
@@ -214,7 +239,7 @@ def _advance(ep: _Episode, turn: AgentTurn, max_turns: int | None) -> None:
         truncated = True
     ep.steps.append(Step(ep.observation, turn, float(reward), bool(terminated), bool(truncated), dict(info)))
     ep.messages.append(Message("assistant", turn.text))
-    ep.messages.append(Message("user", obs))
+    ep.messages.append(Message(observation_role(info), obs))
     ep.observation = obs
     ep.done = bool(terminated or truncated)
 

@@ -115,11 +115,7 @@ def turn_messages(trajectory: Trajectory, turn: int) -> list[Message]:
     """
     if not 0 <= turn < len(trajectory.steps):
         raise ValueError(f"turn {turn} out of range for a trajectory with {len(trajectory.steps)} steps")
-    messages: list[Message] = []
-    for step in trajectory.steps[:turn]:
-        messages.append(Message("user", step.observation))
-        messages.append(Message("assistant", step.action.text))
-    messages.append(Message("user", trajectory.steps[turn].observation))
+    messages = trajectory.messages()[: 2 * turn + 1]
     return messages
 
 

@@ -22,6 +22,7 @@ from turnkit.envs.collab_code.human import Human, RuleBasedHuman
 from turnkit.envs.core import TextEnv, Transition
 from turnkit.errors import ConfigError, EnvError
 from turnkit.sandbox import Sandbox
+from turnkit.tools import ToolsArg
 from turnkit.types import Message, Task
 
 INSTRUCTIONS = (
@@ -122,6 +123,7 @@ class CollabCodeEnv(TextEnv):
         max_invalid_actions: int = 3,
         max_action_chars: int = 16_384,
         render_mode: str | None = None,
+        tools: ToolsArg = None,
     ) -> None:
         super().__init__(
             split=split,
@@ -129,6 +131,7 @@ class CollabCodeEnv(TextEnv):
             max_invalid_actions=max_invalid_actions,
             max_action_chars=max_action_chars,
             render_mode=render_mode,
+            tools=tools,
         )
         self.kinds = check_kinds(kinds)
         if isinstance(max_turns, bool) or not isinstance(max_turns, (int, np.integer)) or max_turns < 1:

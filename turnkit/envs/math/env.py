@@ -11,6 +11,7 @@ from turnkit.envs.core import TextEnv, Transition
 from turnkit.envs.math.answers import answers_equal, extract_answer, parse_answer
 from turnkit.envs.math.generator import KINDS, check_config, generate
 from turnkit.errors import ConfigError
+from turnkit.tools import ToolsArg
 from turnkit.types import Task
 
 FORMAT_LINE = "Reply with ANSWER: <value>."
@@ -64,6 +65,8 @@ class MathEpisodesEnv(TextEnv):
     * ``tasks``: a fixed task list (e.g. ``load_gsm8k(path)``) instead of the generator.
     * ``max_attempts``: wrong answers allowed before the episode ends (default 3).
     * ``token_budget``: budget over all turns (default 512), in ``budget_unit`` (``"words"``/``"chars"``).
+    * ``tools``: tools the agent may call, e.g. ``["python", "submit"]`` (see :mod:`turnkit.tools`). A tool turn
+      spends no budget and no attempt; it counts as a turn for the ``TimeLimit``.
     * ``max_invalid_actions``, ``max_action_chars``, ``render_mode``: see :class:`TextEnv`.
 
     ## Splits
@@ -91,6 +94,8 @@ class MathEpisodesEnv(TextEnv):
         ('Correct.', 1.0, True, True, [4, 6, 8])
     """
 
+    submit_template = f"{ANSWER_MARKER} {{answer}}"
+    """The ``submit`` tool's answer is judged as ``ANSWER: <answer>``."""
     final_answer_markers = (ANSWER_MARKER,)
     """A reasoning step containing one of these ends the turn (read by step-level search, ``turnkit.search``)."""
 
@@ -107,6 +112,7 @@ class MathEpisodesEnv(TextEnv):
         max_invalid_actions: int = 3,
         max_action_chars: int = 16_384,
         render_mode: str | None = None,
+        tools: ToolsArg = None,
     ) -> None:
         super().__init__(
             split=split,
@@ -114,6 +120,7 @@ class MathEpisodesEnv(TextEnv):
             max_invalid_actions=max_invalid_actions,
             max_action_chars=max_action_chars,
             render_mode=render_mode,
+            tools=tools,
         )
         self.kinds = check_config(split if tasks is None else "id", difficulty, kinds)
         self.difficulty = int(difficulty)
