@@ -62,3 +62,25 @@ def test_math_leak_check_searches_real_answers_at_difficulty_3() -> None:
     report = turnkit.check_env(env, cross_process=False, checks=["privileged_leak"])
     searched = int(report.result("privileged_leak").detail.split()[0])
     assert report.ok and searched > 0
+
+
+TOOL_ENVS = [
+    ("turnkit/MathEpisodes-v0", {"difficulty": 3, "tools": ["python", "shell", "submit"]}),
+    ("turnkit/CollabCode-v0", {"tools": ["python"]}),
+]
+
+
+@pytest.mark.parametrize(("env_id", "kwargs"), TOOL_ENVS, ids=[e for e, _ in TOOL_ENVS])
+def test_tool_equipped_env_follows_the_contract(env_id: str, kwargs: dict) -> None:
+    """With tools the oracle calls them (python state across calls), so snapshots must replay the sessions."""
+    env = gymnasium.make(env_id, **kwargs)
+    try:
+        env.reset(seed=0)
+    except SandboxError as exc:
+        pytest.skip(f"{env_id} needs sandbox infrastructure that is unavailable here: {exc}")
+    try:
+        report = turnkit.check_env(env, seeds=(0, 1, 2), raise_on_failure=False)
+        assert report.ok, str(report)
+        assert report.result("cross_process").status.value == "passed", str(report)
+    finally:
+        env.close()

@@ -84,9 +84,8 @@ def parse_tool_call(text: str, tag_tools: Mapping[str, str]) -> ToolCall | Malfo
         return min(candidates, key=lambda c: c[0])[1]
     stripped = text.strip()
     if stripped.startswith("{") and stripped.endswith("}"):
-        try:
-            whole = json.loads(stripped)
-        except json.JSONDecodeError:
+        whole, problem = _loads(stripped)
+        if problem:
             return None  # a message that merely looks like JSON is not a call
         call = _from_object(whole)
         return call if isinstance(call, ToolCall) else None
@@ -102,7 +101,7 @@ def format_tool_call(name: str, arguments: Mapping[str, Any]) -> str:
         >>> parse_tool_call(format_tool_call("python", {"code": "x"}), {})
         ToolCall(name='python', arguments={'code': 'x'}, form='json')
     """
-    body = json.dumps({"name": name, "arguments": dict(arguments)}, ensure_ascii=False)
+    body = json.dumps({"name": name, "arguments": dict(arguments)}, ensure_ascii=False).replace("</", "<\\/")
     return f"{_BLOCK_OPEN}\n{body}\n{_BLOCK_CLOSE}"
 
 
@@ -110,12 +109,24 @@ def _json_block(text: str, start: int) -> ToolCall | MalformedCall:
     end = text.find(_BLOCK_CLOSE, start)
     if end < 0:
         return MalformedCall("the <tool_call> block is not closed with </tool_call>")
-    body = text[start + len(_BLOCK_OPEN) : end].strip()
+    first_problem = ""
+    while end >= 0:  # a string inside the JSON may itself contain "</tool_call>": try each closing tag
+        value, problem = _loads(text[start + len(_BLOCK_OPEN) : end])
+        if not problem:
+            return _from_object(value)
+        first_problem = first_problem or problem
+        end = text.find(_BLOCK_CLOSE, end + len(_BLOCK_CLOSE))
+    return MalformedCall(f"the <tool_call> block is not valid JSON ({first_problem})")
+
+
+def _loads(body: str) -> tuple[Any, str]:
+    """``(value, "")`` or ``(None, what is wrong)``."""
     try:
-        value = json.loads(body)
+        return json.loads(body), ""
     except json.JSONDecodeError as exc:
-        return MalformedCall(f"the <tool_call> block is not valid JSON ({exc.msg}, column {exc.colno})")
-    return _from_object(value)
+        return None, f"{exc.msg}, column {exc.colno}"
+    except RecursionError:
+        return None, "nested too deeply"
 
 
 def _from_object(value: Any) -> ToolCall | MalformedCall:
@@ -125,10 +136,9 @@ def _from_object(value: Any) -> ToolCall | MalformedCall:
         return MalformedCall('a tool call must be a JSON object with a "name" string and "arguments"')
     arguments = value.get("arguments", value.get("parameters", {}))
     if isinstance(arguments, str):  # OpenAI sends arguments as a JSON-encoded string
-        try:
-            arguments = json.loads(arguments) if arguments.strip() else {}
-        except json.JSONDecodeError as exc:
-            return MalformedCall(f'the "arguments" string is not valid JSON ({exc.msg}, column {exc.colno})')
+        arguments, problem = _loads(arguments) if arguments.strip() else ({}, "")
+        if problem:
+            return MalformedCall(f'the "arguments" string is not valid JSON ({problem})')
     return ToolCall(value["name"], arguments, "json")
 
 

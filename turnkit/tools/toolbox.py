@@ -192,6 +192,8 @@ class Toolbox:
         if spec is None:
             message = f"There is no tool named {_short(call.name)!r} (tools: {names})."
             return _refused(call.name, ToolStatus.UNKNOWN_TOOL, message)
+        if call.form == "tag":
+            call = _typed_tag_body(spec, call)
         problem = check_arguments(spec, call.arguments)
         if problem is not None:
             return _refused(call.name, ToolStatus.BAD_ARGUMENTS, f"Bad arguments for {call.name}: {problem}.")
@@ -249,6 +251,18 @@ class Toolbox:
     def close(self) -> None:
         """Stop every session and the sandbox (idempotent)."""
         self._fresh_workspace()
+
+
+def _typed_tag_body(spec: ToolSpec, call: ToolCall) -> ToolCall:
+    """A tag body is text; for a primary argument of another JSON type, read the body as JSON (if it is)."""
+    kind = spec.parameters.get("properties", {}).get(spec.primary, {}).get("type", "string")
+    if kind == "string":
+        return call
+    try:
+        value = json.loads(call.arguments[spec.primary])
+    except (json.JSONDecodeError, RecursionError):
+        return call  # the schema check reports the type
+    return ToolCall(call.name, {spec.primary: value}, call.form)
 
 
 def _refused(name: str, status: ToolStatus, message: str) -> ToolTurn:
