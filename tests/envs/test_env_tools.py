@@ -184,3 +184,20 @@ def test_tool_replies_are_token_exact_tool_messages() -> None:
     batch = build_episode_batch(trajs, pad_id=tok.pad_token_id)
     row = batch.input_ids[0][batch.loss_mask[0].bool()]
     assert tok.decode(row).count("<python>") == 1 and "11" not in tok.decode(row)  # tool output is masked out
+
+
+def test_mcts_branches_over_tool_sessions() -> None:
+    """MCTS runs over a tool-equipped env (snapshots with live sessions) and commits the solving path."""
+    from turnkit.agents.scripted import ScriptedAgent
+    from turnkit.search.mcts import MCTS, MCTSConfig
+
+    def reply(ctx: Context) -> str:
+        steps = ["<python>x = 6 + 5</python>", "<python>x</python>"]
+        return steps[ctx.turn] if ctx.turn < 2 else f"ANSWER: {ctx.messages[-1].content.strip()}"
+
+    env = gymnasium.make(MATH, kinds=("arithmetic",), tools=["python"])
+    try:
+        result = MCTS(MCTSConfig(iterations=3, root_multiplier=1)).search(env, ScriptedAgent(reply), seed=0)
+    finally:
+        env.close()
+    assert result.trajectory.success and [s.action.text for s in result.trajectory.steps][-1] == "ANSWER: 11"
