@@ -69,7 +69,8 @@ def test_errors_timeouts_crashes_and_floods_are_typed_results(box: Toolbox) -> N
     assert info["truncated"] and "more characters truncated]" in text and len(text) < 400
     text, info = _run(box, "<python>import os; os._exit(3)</python>")
     assert info["status"] == "crashed" and "its state is gone" in text
-    assert "NameError" in _run(box, "<python>kept</python>")[0]  # a fresh session
+    text, info = _run(box, "<python>kept</python>")
+    assert "NameError" in text and info["status"] == "error"  # a fresh session, and this call did not crash
 
 
 def test_refusals_are_invalid_and_say_why(box: Toolbox) -> None:

@@ -148,6 +148,8 @@ class SessionTool:
     def call(self, arguments: Mapping[str, Any], *, timeout: float) -> ToolResult:
         """Run ``arguments[spec.primary]`` in the session; see the module docstring for limits."""
         session = self._live_session()
+        if not session.alive:  # died in an earlier call (already reported): restart before counting this one
+            session.restart()
         before = session.restarts
         result = session.run(str(arguments[self.spec.primary]), timeout=timeout)
         lost = not session.alive or session.restarts != before
