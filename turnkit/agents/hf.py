@@ -15,9 +15,12 @@ learner needs comes from the very logits the token was drawn from:
   the same tokens as running its contexts one at a time. Prompts are left-padded and position ids follow the
   attention mask, so padding does not change the result.
 
+**Tools**: a context's ``tools`` are rendered by the chat template when it takes tools
+(:func:`chat_prompt_ids`).
+
 **Token-exact contexts**: a context with ``prompt_token_ids`` is prompted with exactly those ids instead of
-its messages rendered by the chat template (the messages still seed the sampling), e.g. a multi-turn context
-built from the ids the policy generated in earlier turns (:mod:`turnkit.integrations.trl`).
+its messages (and tools) rendered by the chat template (the messages still seed the sampling), e.g. a
+multi-turn context built from the ids the policy generated in earlier turns (:mod:`turnkit.integrations.trl`).
 
 **Continuing a partial turn** (``supports_prefix``; used by step-level search): a context with
 ``prefix_token_ids`` (or only ``prefix_text``, then tokenised) is prompted with the chat-template generation
@@ -53,7 +56,7 @@ import contextlib
 import dataclasses
 import inspect
 import warnings
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -67,10 +70,32 @@ from turnkit.errors import ConfigError
 from turnkit.types import AgentTurn, Message
 
 
-def chat_prompt_ids(tokenizer: PreTrainedTokenizerBase, messages: Sequence[Message]) -> list[int]:
+def template_takes_tools(tokenizer: PreTrainedTokenizerBase) -> bool:
+    """Whether the tokenizer's chat template renders tools (its source mentions ``tools``, as Qwen's does).
+
+    Example:
+        >>> from turnkit.models.tiny import build_tiny_tokenizer
+        >>> template_takes_tools(build_tiny_tokenizer())
+        False
+    """
+    template = getattr(tokenizer, "chat_template", None)
+    if isinstance(template, dict):  # named templates: transformers picks "tool_use" when tools are given
+        return "tool_use" in template or any("tools" in str(t) for t in template.values())
+    return isinstance(template, str) and "tools" in template
+
+
+def chat_prompt_ids(
+    tokenizer: PreTrainedTokenizerBase,
+    messages: Sequence[Message],
+    tools: Sequence[Mapping[str, Any]] = (),
+) -> list[int]:
     """Token ids of ``messages`` rendered by the tokenizer's chat template, ending with the assistant prompt.
 
-    The template string is tokenised without adding special tokens (the template writes its own).
+    The template string is tokenised without adding special tokens (the template writes its own). ``tools``
+    (OpenAI schemas, ``Context.tools``) go to the template when it renders tools
+    (:func:`template_takes_tools`); other templates render the messages alone, as an env with tools also
+    describes them in its first observation. Tool calls stay the text the model wrote; ``tool`` messages keep
+    their role.
 
     Raises:
         ConfigError: The tokenizer has no chat template.
@@ -81,11 +106,18 @@ def chat_prompt_ids(tokenizer: PreTrainedTokenizerBase, messages: Sequence[Messa
         >>> ids = chat_prompt_ids(tok, [Message("user", "hi")])
         >>> tok.convert_ids_to_tokens(ids)
         ['<|bos|>', '<|user|>', 'h', 'i', '<|end|>', '<|assistant|>']
+        >>> from turnkit.tools import PYTHON_SPEC
+        >>> chat_prompt_ids(tok, [Message("user", "hi")], [PYTHON_SPEC.openai_schema()]) == ids  # takes no tools
+        True
     """
     if not getattr(tokenizer, "chat_template", None):
         raise ConfigError(f"tokenizer {type(tokenizer).__name__} has no chat_template; set tokenizer.chat_template")
+    extra: dict[str, Any] = {"tools": [dict(t) for t in tools]} if tools and template_takes_tools(tokenizer) else {}
     text = tokenizer.apply_chat_template(
-        [{"role": m.role, "content": m.content} for m in messages], add_generation_prompt=True, tokenize=False
+        [{"role": m.role, "content": m.content} for m in messages],
+        add_generation_prompt=True,
+        tokenize=False,
+        **extra,
     )
     return list(tokenizer(text, add_special_tokens=False)["input_ids"])
 
@@ -280,7 +312,7 @@ class HFPolicy:
             return []
         prefixes = [self._prefix_ids(ctx) for ctx in contexts]
         prompts = [
-            (list(ctx.prompt_token_ids) or chat_prompt_ids(self.tokenizer, ctx.messages)) + p
+            (list(ctx.prompt_token_ids) or chat_prompt_ids(self.tokenizer, ctx.messages, ctx.tools)) + p
             for ctx, p in zip(contexts, prefixes, strict=True)
         ]
         seeds = context_seeds([_seed_view(ctx) for ctx in contexts], seed=self.sampling.seed, rng=self._rng)

@@ -25,6 +25,18 @@ the ``prompt`` (vLLM and :mod:`turnkit.agents.serve` take token-id prompts), so 
 exactly the ids a local policy would, never on a re-rendering of earlier turns. With ``token_ids=None``, a
 server that refuses token-id prompts gets rendered messages from then on.
 
+Tools. A context with ``tools`` (an env built with ``tools=...``, :mod:`turnkit.tools`) is sent with
+``tools`` (its schemas as given) and ``parallel_tool_calls: false``, and its conversation with structured
+calls (:func:`~turnkit.agents.tool_messages.messages_to_wire`): an assistant message that calls a tool becomes
+``content`` + ``tool_calls`` and the ``tool`` message answering it gets its ``tool_call_id``. A reply's first
+``tool_calls`` entry comes back as text the env parses: the content, a newline, then
+:func:`~turnkit.tools.format_tool_call` (a malformed call stays a ``<tool_call>`` block the env answers as a bad
+call); ``finish_reason`` is the server's (``"tool_calls"``). With ``send_tools=None`` (auto), a server that
+refuses tools (HTTP 400 naming them, e.g. vLLM without ``--enable-auto-tool-choice``) gets the conversation as
+text from then on (calls stay text, tool replies become user messages; the env describes its tools in its
+first observation); ``send_tools=True`` requires them, ``False`` never sends them. Token-id prompts (below)
+are unaffected: the server sees the ids and the model's calls stay text.
+
 Each request carries a ``seed`` from :func:`~turnkit.agents.sampling.context_seeds`, so servers that honour
 seeds (vLLM, :mod:`turnkit.agents.serve`) give the same text for the same episode seed and turn.
 
@@ -69,6 +81,7 @@ import numpy as np
 
 from turnkit.agents.base import Context
 from turnkit.agents.sampling import SamplingConfig, context_seeds
+from turnkit.agents.tool_messages import messages_to_wire, reply_text, text_messages
 from turnkit.errors import AgentError, ConfigError
 from turnkit.types import AgentTurn
 
@@ -97,6 +110,8 @@ class OpenAIAgent:
         token_ids: Ask for token ids and log-probs: ``None`` = when supported, ``True`` = required,
             ``False`` = never.
         extra_body: More request fields (e.g. ``{"stop": ["END"]}``), sent as given.
+        send_tools: Send a context's tools as ``tools``: ``None`` = while the server takes them, ``True`` =
+            always (a refusal is an error), ``False`` = never (the conversation goes as text).
     """
 
     def __init__(
@@ -115,6 +130,7 @@ class OpenAIAgent:
         max_workers: int = 8,
         token_ids: bool | None = None,
         extra_body: Mapping[str, Any] | None = None,
+        send_tools: bool | None = None,
     ) -> None:
         parsed = urllib.parse.urlparse(base_url)
         if parsed.scheme not in ("http", "https") or not parsed.netloc:
@@ -134,6 +150,8 @@ class OpenAIAgent:
         self.extra_body = dict(extra_body or {})
         self._ask_tokens = token_ids is not False
         self._token_prompts = True  # send prompt_token_ids to /completions (until a server refuses them)
+        self.send_tools = send_tools
+        self._tools = send_tools is not False  # send Context.tools (until a server refuses them)
         self._rng = np.random.default_rng(seed)
         self._opener = _opener_for(parsed.hostname or "")
 
@@ -228,24 +246,41 @@ class OpenAIAgent:
                 if self.token_ids:
                     raise
                 self._token_prompts = False  # no token-id prompts here: render the messages from now on
+        while True:  # each retry below turns a flag off, so this asks at most three times
+            tools = bool(ctx.tools) and self._tools
+            body = self._chat_body(ctx, seed, tools)
+            ask = self._ask_tokens
+            try:
+                reply = self._post({**body, **TOKEN_FIELDS} if ask else body)
+                break
+            except _Rejected as exc:
+                if ask and not self.token_ids and any(name in exc.detail for name in TOKEN_FIELDS):
+                    self._ask_tokens = False  # the server does not know the token-level fields: stop asking
+                elif tools and self.send_tools is None and exc.status == 400 and "tool" in exc.detail.lower():
+                    self._tools = False  # the server takes no tools: send the conversation as text from now on
+                else:
+                    raise
+        return self._checked(parse_chat_completion(reply, url=self.url), self.url)
+
+    def _chat_body(self, ctx: Context, seed: int, tools: bool) -> dict[str, Any]:
+        """A chat-completions request body; with ``tools``, the context's schemas and structured calls."""
+        if tools:
+            messages = messages_to_wire(ctx.messages, ctx.tools)
+        elif ctx.tools:
+            messages = text_messages(ctx.messages)
+        else:
+            messages = [{"role": m.role, "content": m.content} for m in ctx.messages]
         body: dict[str, Any] = {
             "model": self.model,
-            "messages": [{"role": m.role, "content": m.content} for m in ctx.messages],
+            "messages": messages,
             "temperature": self.sampling.temperature,
             "top_p": self.sampling.top_p,
             "max_tokens": self.sampling.max_new_tokens,
             "seed": seed,
-            **self.extra_body,
         }
-        ask = self._ask_tokens
-        try:
-            reply = self._post({**body, **TOKEN_FIELDS} if ask else body)
-        except _Rejected as exc:
-            if not ask or self.token_ids or not any(name in exc.detail for name in TOKEN_FIELDS):
-                raise
-            self._ask_tokens = False  # the server does not know the token-level fields: stop asking
-            reply = self._post(body)
-        return self._checked(parse_chat_completion(reply, url=self.url), self.url)
+        if tools:
+            body.update(tools=[dict(t) for t in ctx.tools], parallel_tool_calls=False)
+        return {**body, **self.extra_body}
 
     def _complete_ids(self, prompt: Sequence[int], seed: int) -> AgentTurn:
         """Token-in: ``POST /completions`` with the exact prompt ids (vLLM's token-id prompt and token fields)."""
@@ -313,10 +348,12 @@ class _Rejected(AgentError):
 def parse_chat_completion(reply: Any, *, url: str = "server") -> AgentTurn:
     """Turn a chat-completions reply (parsed JSON) into an :class:`~turnkit.types.AgentTurn`.
 
-    Reads ``choices[0].message.content`` and ``finish_reason``; token ids from ``choices[0].token_ids``
-    (vLLM ``return_token_ids``) or from ``"token_id:N"`` logprob tokens (``return_tokens_as_token_ids``);
-    log-probs from ``choices[0].logprobs.content``; prompt ids from ``prompt_token_ids``. Log-probs without
-    token ids are dropped (an ``AgentTurn`` keeps them only aligned to ids).
+    Reads ``choices[0].message.content`` and ``finish_reason``; a message with ``tool_calls`` reads as its
+    content, a newline and the first call's text (:func:`~turnkit.agents.tool_messages.reply_text`; token ids,
+    if any, are still the generated ones). Token ids from ``choices[0].token_ids`` (vLLM ``return_token_ids``)
+    or from ``"token_id:N"`` logprob tokens (``return_tokens_as_token_ids``); log-probs from
+    ``choices[0].logprobs.content``; prompt ids from ``prompt_token_ids``. Log-probs without token ids are
+    dropped (an ``AgentTurn`` keeps them only aligned to ids).
 
     Raises:
         AgentError: The reply lacks ``choices`` or a text message, or its token data is inconsistent.
@@ -334,10 +371,22 @@ def parse_chat_completion(reply: Any, *, url: str = "server") -> AgentTurn:
         Traceback (most recent call last):
         ...
         turnkit.errors.AgentError: server: malformed reply (no 'choices'): {'error': 'overloaded'}
+        >>> call = {"id": "call_0", "type": "function", "function": {"name": "python", "arguments": '{"code": "2+2"}'}}
+        >>> message = {"role": "assistant", "content": None, "tool_calls": [call]}
+        >>> turn = parse_chat_completion({"choices": [{"message": message, "finish_reason": "tool_calls"}]})
+        >>> turn.finish_reason
+        'tool_calls'
+        >>> print(turn.text)
+        <tool_call>
+        {"name": "python", "arguments": {"code": "2+2"}}
+        </tool_call>
     """
     choice = _first_choice(reply, url)
     message = choice.get("message")
     content = message.get("content") if isinstance(message, dict) else None
+    tool_calls = message.get("tool_calls") if isinstance(message, dict) else None
+    if tool_calls:
+        content = reply_text(content, tool_calls)
     if not isinstance(content, str):
         raise AgentError(f"{url}: malformed reply (choices[0].message.content is not text): {str(choice)[:200]}")
 

@@ -4,7 +4,7 @@ For tests and demos: serve the tiny model (or any agent) on loopback and talk to
 :class:`~turnkit.agents.openai.OpenAIAgent` or any OpenAI client. Standard library only
 (``http.server.ThreadingHTTPServer``), bound to ``127.0.0.1`` on an ephemeral port by default.
 
-Endpoints: ``GET /v1/models``, ``POST /v1/chat/completions`` (no streaming, no tools), ``POST
+Endpoints: ``GET /v1/models``, ``POST /v1/chat/completions`` (no streaming; tools below), ``POST
 /v1/completions`` with token-id prompts only (``"prompt": [ids]``, the exact prompt, for token-in clients)
 and vLLM's runtime LoRA routes ``POST /v1/load_lora_adapter`` / ``/v1/unload_lora_adapter`` (below).
 Requests that arrive together are batched into one ``agent.act`` call (one worker thread owns the agent, so
@@ -13,6 +13,18 @@ the agent never runs concurrently). ``temperature``, ``top_p`` and ``max_tokens`
 same prompt. Like vLLM, the reply carries ``token_ids`` and ``prompt_token_ids`` when the request sets
 ``return_token_ids``, and log-probs when it sets ``logprobs`` (chat: ``logprobs.content``; completions:
 ``logprobs.tokens``/``token_logprobs``; tokens spelled ``"token_id:N"`` with ``return_tokens_as_token_ids``).
+
+Tools, like vLLM with ``--enable-auto-tool-choice --tool-call-parser hermes``. A chat request's ``tools``
+(OpenAI function schemas; a malformed list is a 400) reach the agent as ``Context.tools``, which
+:class:`~turnkit.agents.hf.HFPolicy` renders with a chat template that takes tools. A reply whose text holds a
+well-formed call to an offered tool (:func:`~turnkit.tools.parse_tool_call`: ``<tool_call>`` JSON, or a tag
+such as ``<python>...</python>``) is returned as ``message.tool_calls`` (one call; ``content`` is the text
+before it, or ``null``) with ``finish_reason: "tool_calls"``; any other text (a malformed call, a tool not
+offered) is plain content. ``tool_choice`` may be ``"auto"`` (the default) or ``"none"`` (tools are rendered,
+calls are not parsed). Request messages may carry ``tool_calls`` and ``tool`` replies: a call is rendered back
+as the content, a newline and :func:`~turnkit.tools.format_tool_call`, the text
+:class:`~turnkit.agents.openai.OpenAIAgent` makes of a ``tool_calls`` reply, so a conversation reads the same
+on both sides of the wire (:mod:`turnkit.agents.tool_messages`).
 
 Seeds. As in vLLM, a request's ``seed`` seeds its sample's random stream directly (sample ``i > 0`` of
 ``n`` gets a seed derived from it), for the seeded agents (``HFPolicy``, ``VLLMPolicy``, ``OpenAIAgent``:
@@ -64,12 +76,12 @@ from typing import Any
 import numpy as np
 
 from turnkit.agents.base import Agent, Context
+from turnkit.agents.tool_messages import check_tool_schemas, message_from_wire, reply_tool_call
 from turnkit.errors import ConfigError, TurnkitError
 from turnkit.types import AgentTurn, Message
 
 logger = logging.getLogger(__name__)
 
-_ROLES = ("system", "user", "assistant", "tool")
 _SAMPLING_FIELDS = {"temperature": "temperature", "top_p": "top_p", "max_tokens": "max_new_tokens"}
 _MAX_N = 64
 _MASK63 = (1 << 63) - 1
@@ -313,8 +325,16 @@ class AgentServer:
         """Answer one parsed ``/v1/chat/completions`` request body (raises :class:`BadRequest`)."""
         if not isinstance(body, dict):
             raise BadRequest("request body must be a JSON object")
+        try:
+            tools = check_tool_schemas(body.get("tools"))
+        except ValueError as exc:
+            raise BadRequest(str(exc)) from exc
+        choice = body.get("tool_choice")
+        if choice not in (None, "auto", "none"):
+            raise BadRequest(f'tool_choice must be "auto" or "none" here, got {choice!r}')
         messages = _parse_messages(body.get("messages"))
-        return self._reply(body, self._sample(body, Context(messages=messages)), chat=True)
+        turns = self._sample(body, Context(messages=messages, tools=tools))
+        return self._reply(body, turns, chat=True, tools=() if choice == "none" else tools)
 
     def complete_prompt(self, body: Any) -> dict[str, Any]:
         """Answer one ``/v1/completions`` body whose ``prompt`` is token ids (raises :class:`BadRequest`).
@@ -354,8 +374,13 @@ class AgentServer:
         contexts = [dataclasses.replace(context, episode_seed=s) for s in _sample_seeds(seed, n)]
         return self.submit(contexts, overrides, str(body.get("model", "")))
 
-    def _reply(self, body: dict[str, Any], turns: list[AgentTurn], *, chat: bool) -> dict[str, Any]:
-        """The chat-completions (``chat``) or completions reply for ``turns``, with the asked-for token data."""
+    def _reply(
+        self, body: dict[str, Any], turns: list[AgentTurn], *, chat: bool, tools: tuple[Any, ...] = ()
+    ) -> dict[str, Any]:
+        """The chat-completions (``chat``) or completions reply for ``turns``, with the asked-for token data.
+
+        With ``tools``, a turn that calls one of them is a ``tool_calls`` message (see the module docstring).
+        """
         want_ids = bool(body.get("return_token_ids"))
         lps = body.get("logprobs")  # chat: a flag; completions: how many alternatives (0 = none)
         want_lps = bool(lps) if chat else lps is not None and lps is not False
@@ -366,6 +391,10 @@ class AgentServer:
         for i, turn in enumerate(turns):
             choice: dict[str, Any] = {"index": i, "finish_reason": turn.finish_reason or "stop", "logprobs": None}
             choice.update({"message": {"role": "assistant", "content": turn.text}} if chat else {"text": turn.text})
+            call = reply_tool_call(turn.text, tools) if tools else None
+            if call is not None:
+                choice["message"] = {"role": "assistant", "content": call[0], "tool_calls": [call[1]]}
+                choice["finish_reason"] = "tool_calls"
             tokens = [_token_text(t, tokenizer, as_ids) for t in turn.token_ids]
             if want_lps and turn.logprobs and chat:
                 choice["logprobs"] = {
@@ -477,17 +506,10 @@ def _parse_sampling(body: dict[str, Any]) -> dict[str, Any]:
 def _parse_messages(raw: Any) -> tuple[Message, ...]:
     if not isinstance(raw, list) or not raw:
         raise BadRequest("messages must be a non-empty list")
-    out = []
-    for i, m in enumerate(raw):
-        if not isinstance(m, dict) or m.get("role") not in _ROLES:
-            raise BadRequest(f"messages[{i}] needs a role in {list(_ROLES)}")
-        content = m.get("content")
-        if isinstance(content, list):  # OpenAI content parts: keep the text parts
-            content = "".join(p.get("text", "") for p in content if isinstance(p, dict) and p.get("type") == "text")
-        if not isinstance(content, str):
-            raise BadRequest(f"messages[{i}].content must be a string or a list of text parts")
-        out.append(Message(m["role"], content))
-    return tuple(out)
+    try:
+        return tuple(message_from_wire(m, i) for i, m in enumerate(raw))
+    except ValueError as exc:
+        raise BadRequest(str(exc)) from exc
 
 
 def _token_text(token_id: int, tokenizer: Any, as_ids: bool) -> str:

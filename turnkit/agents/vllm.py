@@ -122,7 +122,10 @@ class VLLMPolicy:
         """Generate one turn per context in a single ``llm.generate`` call (vLLM batches internally)."""
         if not contexts:
             return []
-        prompts = [list(ctx.prompt_token_ids) or chat_prompt_ids(self.tokenizer, ctx.messages) for ctx in contexts]
+        prompts = [
+            list(ctx.prompt_token_ids) or chat_prompt_ids(self.tokenizer, ctx.messages, tools=ctx.tools)
+            for ctx in contexts
+        ]
         seeds = context_seeds(contexts, seed=self.sampling.seed, rng=self._rng)
         params = [self._params(s) for s in seeds]
         outputs = self.llm.generate(
