@@ -4,6 +4,10 @@ Every ``turnkit`` command sees the built-in envs, the envs of installed plugins 
 entry-point group, see :mod:`turnkit.envs.plugins`) and those of ``--import MODULE``; Gymnasium's
 ``module:env-id`` form (``turnkit eval my_pkg.envs:MyEnv-v0``) imports the module itself.
 
+Tools are env arguments like any other: ``turnkit play turnkit/CollabCode-v0 --env-kwarg 'tools=["python"]'``
+gives the player a python session, and ``turnkit play`` shows each tool call and its reply readably
+(:func:`show_action`, :func:`show_observation`).
+
 Example:
     >>> parse_env_kwargs(["difficulty=2"])
     {'difficulty': 2}
@@ -17,7 +21,8 @@ import importlib.util
 import json
 import os
 import sys
-from collections.abc import Sequence
+import textwrap
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -28,6 +33,7 @@ import turnkit
 from turnkit.envs.names import safe_name
 from turnkit.envs.plugins import env_origins, import_env_module, load_plugins, plugin_failure
 from turnkit.errors import ConfigError
+from turnkit.tools import ToolCall, parse_tool_call
 
 
 def load_env_modules(imports: Sequence[str], env_id: str | None = None) -> None:
@@ -119,14 +125,94 @@ def cmd_list(args: argparse.Namespace) -> int:
     return 0
 
 
+def tag_tools(env: gymnasium.Env) -> dict[str, str]:
+    """The tag-form tools of an env (name -> primary argument), for :func:`show_action`; empty without tools.
+
+    Example:
+        >>> env = gymnasium.make("turnkit/CollabCode-v0", tools=["python", "submit"])
+        >>> tag_tools(env), tag_tools(gymnasium.make("turnkit/CollabCode-v0"))
+        ({'python': 'code', 'submit': 'answer'}, {})
+        >>> env.close()
+    """
+    toolbox = getattr(env.unwrapped, "toolbox", None)
+    if toolbox is None:
+        return {}
+    return {spec.name: spec.primary for spec in toolbox.specs if spec.primary}
+
+
+def show_action(text: str, tags: Mapping[str, str] | None = None) -> str | None:
+    r"""How a message that calls a tool is shown: ``[tool call] NAME:`` and the call's input indented.
+
+    The input is the call's only argument when it has one (the code, the command, the answer), else the
+    arguments as JSON. Text around the call is left out (the player typed it; a transcript shows it).
+
+    Args:
+        text: The agent's message.
+        tags: Tool name -> primary argument, for the ``<name>...</name>`` form (see :func:`tag_tools`).
+
+    Returns:
+        The rendering, or ``None`` when the message calls no tool (or starts a call it does not finish).
+
+    Example:
+        >>> print(show_action("Let me try it. <python>def f(x):\n    return 2 * x\nf(21)</python>", {"python": "code"}))
+        [tool call] python:
+            def f(x):
+                return 2 * x
+            f(21)
+        >>> print(show_action('<tool_call>{"name": "shell", "arguments": {"command": "ls"}}</tool_call>'))
+        [tool call] shell:
+            ls
+        >>> show_action("I WANT TO ANSWER: def f(): pass", {"python": "code"}) is None
+        True
+    """
+    call = parse_tool_call(text, tags or {})
+    if not isinstance(call, ToolCall):
+        return None
+    args = call.arguments
+    if isinstance(args, Mapping) and len(args) == 1 and isinstance(next(iter(args.values())), str):
+        body = next(iter(args.values()))
+    else:
+        body = json.dumps(args, ensure_ascii=False, indent=2)
+    return f"[tool call] {call.name}:\n{_indented(body)}"
+
+
+def show_observation(observation: str, info: Mapping[str, Any]) -> str:
+    r"""How an env message is shown: ``[env] TEXT``, or for a tool's reply ``[tool NAME · STATUS]`` and the output.
+
+    Example:
+        >>> print(show_observation("42\n", {"tool": {"name": "python", "status": "ok", "truncated": False}}))
+        [tool python · ok]
+            42
+        >>> print(show_observation("Hi.", {"turn": 1}))
+        [env] Hi.
+    """
+    tool = info.get("tool")
+    if not isinstance(tool, Mapping):
+        return f"[env] {observation}"
+    status = str(tool.get("status", "?")) + (", output cut" if tool.get("truncated") else "")
+    return f"[tool {tool.get('name', '?')} · {status}]\n{_indented(observation.rstrip(chr(10)) or '(no output)')}"
+
+
+def _indented(text: str) -> str:
+    return textwrap.indent(text, "    ")  # blank lines stay blank
+
+
 def cmd_play(args: argparse.Namespace) -> int:
-    """Let a person play an env in the terminal."""
+    """Let a person play an env in the terminal; tool calls and their replies are shown as such."""
     env = gymnasium.make(args.env_id, split=args.split, **parse_env_kwargs(args.env_kwarg))
+    try:
+        return _play(env, args)
+    finally:
+        env.close()  # a tool session's sandbox must not outlive the game
+
+
+def _play(env: gymnasium.Env, args: argparse.Namespace) -> int:
     obs, info = env.reset(seed=args.seed)
+    tags = tag_tools(env)
     print(f"== {args.env_id} [{args.split}] seed={args.seed} (end a line with '\\' to continue it; Ctrl-D quits)")
     total = 0.0
     while True:
-        print(f"\n[env] {obs}")
+        print(f"\n{show_observation(obs, info)}")
         lines: list[str] = []
         try:
             while True:
@@ -139,12 +225,16 @@ def cmd_play(args: argparse.Namespace) -> int:
         except EOFError:
             print("\nbye")
             return 0
-        obs, reward, terminated, truncated, info = env.step("\n".join(lines))
+        action = "\n".join(lines)
+        obs, reward, terminated, truncated, info = env.step(action)
+        call = show_action(action, tags) if "tool" in info else None
+        if call is not None:
+            print(call)
         total += float(reward)
         extra = f" invalid={info['invalid_action']}" if "invalid_action" in info else ""
         print(f"[reward {reward:+.3f}, total {total:+.3f}]{extra}")
         if terminated or truncated:
-            print(f"\n[env] {obs}")
+            print(f"\n{show_observation(obs, info)}")
             result = "success" if info.get("success") else "failure"
             print(f"== episode over ({'truncated' if truncated else 'terminated'}): {result}, return {total:.3f}")
             return 0

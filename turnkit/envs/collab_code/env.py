@@ -83,6 +83,11 @@ class CollabCodeEnv(TextEnv):
     * ``per_test_timeout_s``: alarm per hidden test call (default 1 s, as ColBench).
     * ``forbidden``: substrings that score an answer 0 unseen (default ColBench's list; ``()`` disables).
     * ``max_invalid_actions``, ``max_action_chars``, ``render_mode``: see :class:`TextEnv`.
+    * ``tools``: tools the agent may call (see :mod:`turnkit.tools`), e.g. ``["python"]``: a scratchpad
+      session to run a draft on its own examples before answering. Tool calls never reach the human; they
+      count as messages (``turns_left``, the ``TimeLimit``) but are never taken as the forced answer.
+      ``submit``'s answer is graded as ``I WANT TO ANSWER:`` followed by it. Grading does not see the tool
+      session: the answer runs in the grading sandbox's fresh executions, not in the agent's session.
 
     ## Failures
     Bad code is a result (``grading_error``). A :class:`~turnkit.errors.SandboxError` (the executor itself
@@ -108,6 +113,7 @@ class CollabCodeEnv(TextEnv):
     """
 
     splits = SPLITS
+    submit_template = f"{ANSWER_MARKER}\n{{answer}}"
 
     def __init__(
         self,
