@@ -16,7 +16,14 @@ from collections.abc import Sequence
 
 
 def wilson_interval(successes: int, n: int, z: float = 1.96) -> tuple[float, float]:
-    """Wilson score interval for a binomial proportion (95% for ``z=1.96``); ``(0, 1)`` when ``n == 0``."""
+    """Wilson score interval for a binomial proportion (95% for ``z=1.96``); ``(0, 1)`` when ``n == 0``.
+
+    The bound at an observed rate of 0 or 1 is that rate exactly (not a float a hair inside it).
+
+    Example:
+        >>> [round(x, 4) for x in wilson_interval(3, 10)], wilson_interval(300, 300)[1], wilson_interval(0, 7)[0]
+        ([0.1078, 0.6032], 1.0, 0.0)
+    """
     if n < 0 or not 0 <= successes <= max(n, 0):
         raise ValueError(f"need 0 <= successes <= n, got successes={successes}, n={n}")
     if n == 0:
@@ -25,7 +32,9 @@ def wilson_interval(successes: int, n: int, z: float = 1.96) -> tuple[float, flo
     denom = 1 + z * z / n
     centre = (p + z * z / (2 * n)) / denom
     half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / denom
-    return max(0.0, centre - half), min(1.0, centre + half)
+    low = 0.0 if successes == 0 else max(0.0, centre - half)
+    high = 1.0 if successes == n else min(1.0, centre + half)
+    return low, high
 
 
 def student_t_cdf_two_sided(t: float, df: int) -> float:

@@ -198,8 +198,8 @@ class Toolbox:
         if problem is not None:
             return _refused(call.name, ToolStatus.BAD_ARGUMENTS, f"Bad arguments for {call.name}: {problem}.")
         if tool is None:  # submit
-            info = {"name": "submit", "status": ToolStatus.OK.value}
-            return ToolTurn("", info, submission=str(call.arguments["answer"]))
+            submitted = {"name": "submit", "status": ToolStatus.OK.value}
+            return ToolTurn("", submitted, submission=str(call.arguments["answer"]))
         entry = (call.name, json.dumps(call.arguments, sort_keys=True), self.timeout_s)
         if tool.stateful:
             self._log.append(entry)
@@ -210,7 +210,7 @@ class Toolbox:
         result = tool.call(call.arguments, timeout=self.timeout_s)
         if tool.stateful:
             self._replay.executed.append(entry)
-        info = {"name": call.name, "status": result.status.value, "exit_code": result.exit_code}
+        info: dict[str, Any] = {"name": call.name, "status": result.status.value, "exit_code": result.exit_code}
         info["truncated"] = result.truncated
         return ToolTurn(result.text, info)
 

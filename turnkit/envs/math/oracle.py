@@ -17,7 +17,7 @@ from __future__ import annotations
 from turnkit.agents.base import Context
 from turnkit.errors import AgentError
 from turnkit.tools import format_tool_call
-from turnkit.types import Message, Task
+from turnkit.types import Task
 
 
 def oracle_reply_for(task: Task) -> str:
@@ -45,6 +45,7 @@ def oracle_reply(context: Context) -> str:
         >>> oracle_reply(Context(messages=(), task=task))
         'ANSWER: 1'
         >>> from turnkit.tools import PYTHON_SPEC, SUBMIT_SPEC
+        >>> from turnkit.types import Message
         >>> tools = (PYTHON_SPEC.openai_schema(), SUBMIT_SPEC.openai_schema())
         >>> oracle_reply(Context(messages=(Message("user", "1/2 + 1/2?"),), task=task, tools=tools))
         "<python>answer = '1'</python>"
