@@ -8,8 +8,11 @@ Synchronisation does not depend on echo or timing: each session sets a unique pr
 single line ``_tk_run(id, base64)`` that prints ``STX TKS id ETX`` before the code's output and
 ``STX TKE id:status ETX`` after it. The caller reads from the start marker to the next prompt. Code is sent
 base64-encoded in lines of at most 2 KiB (terminals limit line length), so any text, including NUL bytes,
-arrives intact. Output is capped; a timeout or a flood sends Ctrl-C, and a session that does not come back
-(or has crashed) is restarted. stdout and stderr share the terminal, so both arrive in ``stdout``.
+arrives intact; the lines carry their call's id, so a call cut off while its code is still being sent leaves
+nothing in front of the next call's code. A process forked by Python code exits at the end of the call instead
+of returning to the session's prompt. Output is capped; a timeout or a flood sends Ctrl-C, and a session that
+does not come back (or has crashed) is restarted. stdout and stderr share the terminal, so both arrive in
+``stdout``.
 
 Example:
     >>> from turnkit.sandbox import LocalSandbox
@@ -44,14 +47,19 @@ _START_S = 20.0
 _PY_SETUP = r"""
 import sys as _tk_sys, base64 as _tk_b64, ast as _tk_ast, traceback as _tk_tb
 _tk_sys.ps1, _tk_sys.ps2 = PROMPT, PROMPT2
-_tk_sys.stdout.write("\x02TKPID" + str(__import__("os").getpid()) + "\x03")
-_tk_buf = []
+_tk_pid = __import__("os").getpid()
+_tk_sys.stdout.write("\x02TKPID" + str(_tk_pid) + "\x03")
+_tk_buf = ["", []]
 _tk_ns = {"__name__": "__main__", "__builtins__": __builtins__}
-def _tk_b(chunk):
-    _tk_buf.append(chunk)
+def _tk_b(run_id, chunk):
+    if _tk_buf[0] != run_id:
+        _tk_buf[0] = run_id
+        _tk_buf[1].clear()
+    _tk_buf[1].append(chunk)
 def _tk_run(run_id, chunk):
-    src = "".join(_tk_buf) + chunk
-    _tk_buf.clear()
+    src = ("".join(_tk_buf[1]) if _tk_buf[0] == run_id else "") + chunk
+    _tk_buf[0] = ""
+    _tk_buf[1].clear()
     out = _tk_sys.stdout
     out.write("\x02TKS" + run_id + "\x03")
     out.flush()
@@ -77,22 +85,67 @@ def _tk_run(run_id, chunk):
     finally:
         for stream in (_tk_sys.stdout, _tk_sys.stderr):
             stream.flush()
+        if __import__("os").getpid() != _tk_pid:  # a forked child must not return to the session's prompt
+            __import__("os")._exit(status)
         out.write("\x02TKE" + run_id + ":" + str(status) + "\x03")
         out.flush()
+def _tk_reap():
+    import os
+    def sid(p):
+        try:
+            with open("/proc/%s/stat" % p) as f:
+                fields = f.read().rsplit(")", 1)[1].split()
+            return None if fields[0] == "Z" else int(fields[3])
+        except (OSError, ValueError, IndexError):
+            return None
+    me, stopped = os.getpid(), set()
+    mine = sid(me)
+    for _ in range(50):
+        found = False
+        for p in os.listdir("/proc"):
+            if p.isdigit() and int(p) not in (1, me) and sid(p) == mine:
+                try:
+                    os.kill(int(p), 9)
+                    found = True
+                    stopped.add(p)
+                except OSError:
+                    pass
+        if not found:
+            break
+    _tk_sys.stdout.write("\x02TKR" + str(len(stopped)) + "\x03")
+    _tk_sys.stdout.flush()
 """
 
 _SH_SETUP = r"""
 PS1=PROMPT; PS2=PROMPT2; unset PROMPT_COMMAND; set +o history 2>/dev/null
 printf '\002TKPID%s\003' "$$"
 bind 'set enable-bracketed-paste off' 2>/dev/null; stty -echo 2>/dev/null
-_tk_buf=
-_tk_b() { _tk_buf="$_tk_buf$1"; }
+_tk_buf=; _tk_bid=
+_tk_b() { [ "$_tk_bid" = "$1" ] || { _tk_buf=; _tk_bid=$1; }; _tk_buf="$_tk_buf$2"; }
 _tk_run() {
   printf '\002TKS%s\003' "$1"
-  eval "$(printf %s "$_tk_buf$2" | base64 -d)"
+  if [ "$_tk_bid" = "$1" ]; then _tk_src="$_tk_buf$2"; else _tk_src="$2"; fi
+  _tk_buf=; _tk_bid=
+  eval "$(printf %s "$_tk_src" | base64 -d)"
   _tk_rc=$?
-  _tk_buf=
   printf '\002TKE%s:%s\003' "$1" "$_tk_rc"
+}
+_tk_reap() {
+  local p s mine n=0 pass=0 found=1 seen=" "
+  read -r s < /proc/$$/stat; s=${s##*) }; set -- $s; mine=$4
+  while [ "$found" = 1 ] && [ "$pass" -lt 50 ]; do
+    found=0; pass=$((pass + 1))
+    for p in /proc/[0-9]*; do
+      p=${p#/proc/}
+      { [ "$p" = "$$" ] || [ "$p" = 1 ]; } && continue
+      read -r s < "/proc/$p/stat" 2>/dev/null || continue
+      s=${s##*) }; set -- $s
+      [ "$1" != Z ] && [ "$4" = "$mine" ] && kill -9 "$p" 2>/dev/null || continue
+      found=1
+      case "$seen" in *" $p "*) ;; *) seen="$seen$p "; n=$((n + 1)) ;; esac
+    done
+  done
+  printf '\002TKR%s\003' "$n"
 }
 """
 
@@ -214,6 +267,40 @@ class PexpectSession:
         if self._child is not None:
             self._child.sendintr()
 
+    def stop_background(self, *, timeout: float = 5.0) -> int | None:
+        """Kill every process the session started that is still running (background jobs, forked children).
+
+        Zombies (exited children the program has not waited for) are left to their parent.
+
+        It runs without forking (a fork bomb may have used up the process limit) and kills by session id, so
+        only this session's processes go; the program itself and its state stay.
+
+        Returns:
+            The number of processes killed, or ``None`` when the session did not answer and was restarted.
+
+        Example:
+            >>> from turnkit.sandbox import LocalSandbox
+            >>> with LocalSandbox() as sb, ShellSession(sb) as sh:
+            ...     _ = sh.run("X=1; sleep 300 & sleep 300 &")
+            ...     sh.stop_background(), sh.run("echo $X; jobs -r | wc -l").stdout
+            (2, '1\\n0\\n')
+        """
+        if self._closed:
+            raise SandboxError("the session is closed")
+        if not self.alive:
+            return None
+        assert self._child is not None
+        self._child.sendline(self._reap_line())
+        try:
+            head = self._read_until(self._prompt.encode(), deadline=time.monotonic() + timeout)
+        except (pexpect.EOF, TimeoutError):
+            self._kill()
+            self.restarts += 1
+            self._start()
+            return None
+        found = re.search(rb"\x02TKR(\d+)\x03", head)
+        return int(found.group(1)) if found else 0
+
     # --- running code -----------------------------------------------------------------------------
 
     def run(self, code: str | bytes, *, timeout: float | None = None) -> ExecResult:
@@ -241,7 +328,7 @@ class PexpectSession:
         start = time.monotonic()
         try:
             for chunk in chunks[:-1]:
-                child.sendline(self._buffer_line(chunk))
+                child.sendline(self._buffer_line(run_id, chunk))
                 self._read_until(self._prompt.encode(), deadline=start + wall)
             child.sendline(self._run_line(run_id, chunks[-1]))
             return self._collect(run_id, start, wall)
@@ -254,7 +341,7 @@ class PexpectSession:
         begin = f"\x02TKS{run_id}\x03".encode()
         self._read_until(begin, deadline=start + wall)
         out = _Capped(self.output_bytes)
-        end = re.compile(rb"\x02TKE" + run_id.encode() + rb":(-?\d+)\x03")
+        end = run_id.encode()
         prompt = self._prompt.encode()
         scan = b""
         while True:
@@ -356,10 +443,13 @@ class PexpectSession:
     def _exec_line(self, setup_b64: str) -> str:
         raise NotImplementedError
 
-    def _buffer_line(self, chunk: str) -> str:
+    def _buffer_line(self, run_id: str, chunk: str) -> str:
         raise NotImplementedError
 
     def _run_line(self, run_id: str, chunk: str) -> str:
+        raise NotImplementedError
+
+    def _reap_line(self) -> str:
         raise NotImplementedError
 
 
@@ -378,12 +468,15 @@ class _Capped:
             self.data += chunk
 
 
-def _split_status(data: bytes, end: re.Pattern[bytes] | None) -> tuple[int | None, bytes]:
-    pattern = end or re.compile(rb"\x02TKE\d+:(-?\d+)\x03")
-    matches = list(pattern.finditer(data))
+_END_MARK = re.compile(rb"\x02TKE(\d+):(-?\d+)\x03")
+
+
+def _split_status(data: bytes, run_id: bytes | None) -> tuple[int | None, bytes]:
+    """The exit status in the last end marker (of call ``run_id``, or of any call) and the output before it."""
+    matches = [m for m in _END_MARK.finditer(data) if run_id is None or m.group(1) == run_id]
     if not matches:
         return None, data
-    return int(matches[-1].group(1)), data[: matches[-1].start()]
+    return int(matches[-1].group(2)), data[: matches[-1].start()]
 
 
 def _result(text: bytes, status: int | None, start: float, *, truncated: bool) -> ExecResult:
@@ -419,11 +512,14 @@ class PythonSession(PexpectSession):
     def _exec_line(self, setup_b64: str) -> str:
         return f"exec(__import__('base64').b64decode('{setup_b64}').decode())"
 
-    def _buffer_line(self, chunk: str) -> str:
-        return f"_tk_b('{chunk}')"
+    def _buffer_line(self, run_id: str, chunk: str) -> str:
+        return f"_tk_b('{run_id}', '{chunk}')"
 
     def _run_line(self, run_id: str, chunk: str) -> str:
         return f"_tk_run('{run_id}', '{chunk}')"
+
+    def _reap_line(self) -> str:
+        return "_tk_reap()"
 
 
 class ShellSession(PexpectSession):
@@ -450,8 +546,11 @@ class ShellSession(PexpectSession):
     def _exec_line(self, setup_b64: str) -> str:
         return f"eval \"$(printf %s '{setup_b64}' | base64 -d)\""
 
-    def _buffer_line(self, chunk: str) -> str:
-        return f"_tk_b '{chunk}'"
+    def _buffer_line(self, run_id: str, chunk: str) -> str:
+        return f"_tk_b '{run_id}' '{chunk}'"
 
     def _run_line(self, run_id: str, chunk: str) -> str:
         return f"_tk_run '{run_id}' '{chunk}'"
+
+    def _reap_line(self) -> str:
+        return "_tk_reap"

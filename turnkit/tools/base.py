@@ -138,7 +138,7 @@ def check_arguments(spec: ToolSpec, arguments: Any) -> str | None:
     for name, value in arguments.items():
         if name not in properties:
             if spec.parameters.get("additionalProperties", True) is False:
-                return f"unexpected argument {name!r}"
+                return f"unexpected argument {shorten(str(name))!r}"
             continue
         kind = properties[name].get("type")
         allowed = _JSON_TYPES.get(kind, (object,))
@@ -146,6 +146,16 @@ def check_arguments(spec: ToolSpec, arguments: Any) -> str | None:
             article = "an" if kind in ("integer", "object", "array") else "a"
             return f"argument {name!r} must be {article} {kind}, got {type(value).__name__}"
     return None
+
+
+def shorten(name: str, limit: int = 64) -> str:
+    """An agent-chosen name cut to ``limit`` characters for a message (a 1 MB name must not come back whole).
+
+    Example:
+        >>> shorten("p" * 100, 5), shorten("python")
+        ('ppppp...', 'python')
+    """
+    return name if len(name) <= limit else name[:limit] + "..."
 
 
 def truncate(text: str, limit: int) -> tuple[str, bool]:

@@ -4,8 +4,10 @@ Both session tools of one env share a :class:`Workspace`: one sandbox (bubblewra
 first call, so a file the Python session writes is there for the shell. Each tool keeps its own pexpect
 session (:mod:`turnkit.sandbox.repl`), so variables, imports and the shell's directory persist between calls
 of an episode. Every call has a time limit (Ctrl-C when it runs out; the state survives if the program comes
-back) and an output limit (cut with a marker); a session that dies is restarted at the next call, and the
-agent is told that its state is gone.
+back) and an output limit (cut with a marker). As with :meth:`Sandbox.run`, processes a call leaves running
+(background jobs, forked children, a fork bomb) are stopped when it returns: what persists is the session's
+variables, its directory and the files. A session that dies is restarted at the next call, and the agent is told
+that its state is gone.
 
 Example:
     >>> ws = Workspace()
@@ -152,11 +154,15 @@ class SessionTool:
             session.restart()
         before = session.restarts
         result = session.run(str(arguments[self.spec.primary]), timeout=timeout)
+        stopped: int | None = 0
+        if session.alive and session.restarts == before:
+            stopped = session.stop_background()  # background jobs, forked children, a fork bomb: gone with the call
         lost = not session.alive or session.restarts != before
         notes: list[str] = []
         if result.timed_out:
             status = ToolStatus.TIMEOUT
             notes.append(f"timed out after {timeout:g} s and was interrupted")
+
         elif lost:
             status = ToolStatus.CRASHED
             code = result.exit_code
@@ -166,6 +172,8 @@ class SessionTool:
             notes.append(f"exit status {result.exit_code}")
         else:
             status = ToolStatus.OK
+        if stopped:
+            notes.append(f"{stopped} leftover process{'es' if stopped != 1 else ''} stopped")
         if result.truncated:
             notes.append("output flood cut off")
         if lost:

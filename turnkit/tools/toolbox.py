@@ -33,7 +33,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from turnkit.errors import ConfigError
-from turnkit.tools.base import Tool, ToolSpec, ToolStatus, check_arguments
+from turnkit.tools.base import Tool, ToolSpec, ToolStatus, check_arguments, shorten
 from turnkit.tools.parse import MalformedCall, ToolCall, format_tool_call, parse_tool_call
 from turnkit.tools.sessions import SUBMIT_SPEC, SandboxFactory, Workspace, python_tool, shell_tool
 
@@ -190,7 +190,7 @@ class Toolbox:
         tool = self.tools.get(call.name)
         spec = tool.spec if tool is not None else spec
         if spec is None:
-            message = f"There is no tool named {_short(call.name)!r} (tools: {names})."
+            message = f"There is no tool named {shorten(call.name)!r} (tools: {names})."
             return _refused(call.name, ToolStatus.UNKNOWN_TOOL, message)
         if call.form == "tag":
             call = _typed_tag_body(spec, call)
@@ -266,11 +266,7 @@ def _typed_tag_body(spec: ToolSpec, call: ToolCall) -> ToolCall:
 
 
 def _refused(name: str, status: ToolStatus, message: str) -> ToolTurn:
-    return ToolTurn(message, {"name": _short(name), "status": status.value}, invalid=True)
-
-
-def _short(name: str, limit: int = 64) -> str:
-    return name if len(name) <= limit else name[:limit] + "..."
+    return ToolTurn(message, {"name": shorten(name), "status": status.value}, invalid=True)
 
 
 ToolsArg = Toolbox | Sequence[str | Tool] | Mapping[str, Any] | str | None
