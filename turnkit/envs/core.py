@@ -287,7 +287,14 @@ class TextEnv(gymnasium.Env[str, str]):
 
     @property
     def tool_schemas(self) -> tuple[dict[str, Any], ...]:
-        """The tools on offer in OpenAI ``tools=[...]`` form (empty without tools); agents send or render them."""
+        """The tools on offer in OpenAI ``tools=[...]`` form (empty without tools); agents send or render them.
+
+        Example:
+            >>> import gymnasium, turnkit
+            >>> env = gymnasium.make("turnkit/MathEpisodes-v0", tools=["python"])
+            >>> [t["function"]["name"] for t in env.unwrapped.tool_schemas]
+            ['python']
+        """
         return self.toolbox.schemas() if self.toolbox is not None else ()
 
     def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[str, dict]:

@@ -50,11 +50,6 @@ class ToolStatus(str, enum.Enum):
     LIMIT = "limit"
     """The episode's tool-call allowance is used up."""
 
-    @property
-    def ran(self) -> bool:
-        """Whether the call reached the tool (as opposed to being refused before it ran)."""
-        return self not in (ToolStatus.UNKNOWN_TOOL, ToolStatus.BAD_ARGUMENTS, ToolStatus.LIMIT)
-
 
 @dataclass(frozen=True)
 class ToolSpec:

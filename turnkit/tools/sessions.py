@@ -202,10 +202,24 @@ class SessionTool:
 
 
 def python_tool(workspace: Workspace, *, output_chars: int = 4000) -> SessionTool:
-    """The ``python`` tool: a persistent Python REPL session in ``workspace``."""
+    """The ``python`` tool: a persistent Python REPL session in ``workspace``.
+
+    Example:
+        >>> ws = Workspace()
+        >>> python_tool(ws).call({"code": "import math; math.factorial(5)"}, timeout=5).text
+        '120\\n'
+        >>> ws.close()
+    """
     return SessionTool(PYTHON_SPEC, PythonSession, workspace, output_chars=output_chars)
 
 
 def shell_tool(workspace: Workspace, *, output_chars: int = 4000) -> SessionTool:
-    """The ``shell`` tool: a persistent bash session in ``workspace``."""
+    """The ``shell`` tool: a persistent bash session in ``workspace``.
+
+    Example:
+        >>> ws = Workspace()
+        >>> shell_tool(ws).call({"command": "echo $((6 * 7))"}, timeout=5).text
+        '42\\n'
+        >>> ws.close()
+    """
     return SessionTool(SHELL_SPEC, ShellSession, workspace, output_chars=output_chars)

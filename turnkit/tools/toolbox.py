@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from turnkit.errors import ConfigError
@@ -66,12 +66,6 @@ class ToolboxState:
 
     log: tuple[tuple[str, str, float], ...] = ()
     calls: int = 0
-
-
-@dataclass
-class _Replay:
-    executed: list[tuple[str, str, float]] = field(default_factory=list)
-    """The stateful calls the live workspace has run, in order."""
 
 
 class Toolbox:
@@ -125,7 +119,7 @@ class Toolbox:
             raise ConfigError("a Toolbox needs at least one tool")
         self._log: list[tuple[str, str, float]] = []
         self._calls = 0
-        self._replay = _Replay()
+        self._executed: list[tuple[str, str, float]] = []  # the stateful calls the live workspace has run
 
     def _builtin(self, name: str, output_chars: int) -> Tool:
         if name == "python":
@@ -165,6 +159,14 @@ class Toolbox:
     # ------------------------------------------------------------------ one turn
     def take_turn(self, text: str, *, execute: bool = True) -> ToolTurn | None:
         """Handle a message if it calls a tool.
+
+        Example:
+            >>> box = Toolbox(["shell"])
+            >>> box.take_turn("no call here") is None, box.take_turn("<shell>echo hi</shell>").observation
+            (True, 'hi\\n')
+            >>> box.take_turn('<tool_call>{"name": "ruby"}</tool_call>').invalid
+            True
+            >>> box.close()
 
         Args:
             text: The agent's (already validated) message.
@@ -209,7 +211,7 @@ class Toolbox:
             self._catch_up(upto=len(self._log) - 1)
         result = tool.call(call.arguments, timeout=self.timeout_s)
         if tool.stateful:
-            self._replay.executed.append(entry)
+            self._executed.append(entry)
         info: dict[str, Any] = {"name": call.name, "status": result.status.value, "exit_code": result.exit_code}
         info["truncated"] = result.truncated
         return ToolTurn(result.text, info)
@@ -217,26 +219,24 @@ class Toolbox:
     def _catch_up(self, upto: int) -> None:
         """Make the live workspace hold the effect of ``self._log[:upto]`` (replaying as needed)."""
         want = self._log[:upto]
-        done = self._replay.executed
-        if done != want[: len(done)]:
+        if self._executed != want[: len(self._executed)]:
             self._fresh_workspace()
-            done = self._replay.executed
-        for name, arguments, timeout in want[len(done) :]:
+        for name, arguments, timeout in want[len(self._executed) :]:
             self.tools[name].call(json.loads(arguments), timeout=timeout)
-            done.append((name, arguments, timeout))
+            self._executed.append((name, arguments, timeout))
 
     def _fresh_workspace(self) -> None:
         for tool in self.tools.values():
             tool.close()
         self.workspace.close()
-        self._replay = _Replay()
+        self._executed = []
 
     # ------------------------------------------------------------------ episodes and snapshots
     def reset(self) -> None:
         """Start a new episode: forget the calls; the next call gets a fresh sandbox."""
         self._log = []
         self._calls = 0
-        if self._replay.executed:
+        if self._executed:
             self._fresh_workspace()
 
     def snapshot(self) -> ToolboxState:
