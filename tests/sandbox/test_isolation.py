@@ -195,3 +195,20 @@ def test_fresh_globals_per_call(sb):
     sb.run_python("leak = 1", timeout=10)
     r = sb.run_python("print('leak' in globals())", timeout=10)
     assert r.stdout == "False\n"
+
+
+def test_no_state_in_memory_survives_a_call(sb):
+    """Each call runs in a fresh process: module attributes, sys.modules, builtins and the warm-up code of the
+    persistent worker's pre-forked child are as the supervisor has them, whatever the previous call changed."""
+    sb.run_python(
+        "import json, sys, builtins\njson.LEAK = 1\nsys.modules['tk_leak'] = json\nbuiltins.tk_leak = 1\n"
+        "import os\nos.environ['TK_LEAK'] = '1'",
+        timeout=10,
+    )
+    r = sb.run_python(
+        "import json, sys, builtins, os\n"
+        "print(hasattr(json, 'LEAK'), 'tk_leak' in sys.modules, hasattr(builtins, 'tk_leak'), 'TK_LEAK' in os.environ,"
+        " sorted(k for k in globals() if not k.startswith('__')))",
+        timeout=10,
+    )
+    assert r.stdout == "False False False False ['builtins', 'json', 'os', 'sys']\n", r

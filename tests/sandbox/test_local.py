@@ -191,3 +191,58 @@ def test_a_forked_child_exiting_leaves_the_parents_sandbox_alone():
             os._exit(0)
         os.waitpid(pid, 0)
         assert os.path.isdir(sb.workdir) and sb.run("echo still", timeout=5).stdout == "still\n"
+
+
+def test_a_killed_spare_child_is_replaced_on_demand():
+    """The persistent worker forks the next call's child ahead of time; if that spare dies, the call forks anew."""
+    if _bwrap.bwrap_path() is None:
+        pytest.skip("bubblewrap is not installed")
+    with LocalSandbox(persistent=True) as sb:
+        assert sb.run_python("print(1)").stdout == "1\n"
+        worker = sb._worker.proc.pid
+        spares: list[int] = []
+        for _ in range(500):  # the spare is forked right after the reply: a python3 child of the supervisor
+            spares = [
+                p
+                for p in _descendants(worker)
+                if _comm(p) == "python3" and _comm(_parent(p)) == "python3" and _state(p) not in ("Z", "X")
+            ]
+            if spares:
+                break
+            time.sleep(0.01)
+        assert len(spares) == 1
+        os.kill(spares[0], signal.SIGKILL)
+        r = sb.run_python("print(2)")
+        assert (r.exit_code, r.stdout) == (0, "2\n"), r
+        assert sb.run_python("print(3)").stdout == "3\n"
+
+
+def _comm(pid: int) -> str:
+    try:
+        return Path(f"/proc/{pid}/comm").read_text().strip()
+    except OSError:
+        return ""
+
+
+def _state(pid: int) -> str:
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except OSError:
+        return "X"
+
+
+def _parent(pid: int) -> int:
+    return int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[1])
+
+
+def _children(pid: int) -> list[int]:
+    return [int(c) for c in Path(f"/proc/{pid}/task/{pid}/children").read_text().split()]
+
+
+def _descendants(pid: int) -> list[int]:
+    out, todo = [], [pid]
+    while todo:
+        for child in _children(todo.pop()):
+            out.append(child)
+            todo.append(child)
+    return out

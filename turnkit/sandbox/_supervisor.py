@@ -176,6 +176,17 @@ def _descendants(root: int) -> list[int]:
     return found
 
 
+def _has_children() -> bool:
+    try:
+        os.waitid(os.P_ALL, 0, os.WEXITED | os.WNOHANG | os.WNOWAIT)
+    except ChildProcessError:
+        return False
+    return True
+
+
+_OWN_BEFORE_CALLS: list[int] = []  # processes of this uid when the supervisor started serving (counted once)
+
+
 def _count_own_processes() -> int:
     uid, count = os.getuid(), 0
     for name in os.listdir("/proc"):
@@ -192,12 +203,15 @@ class _Reaper:
         self.child = child
         self.status: int | None = None
         self.rusage: resource.struct_rusage | None = None
+        self.reported: dict[str, float] | None = None
+        """What the child said on its status pipe as it ended (exit code, CPU seconds, peak RSS)."""
 
     def reap(self, block: bool = False) -> None:
-        """Reap every exited child; with ``block``, first wait for the main child if it is still running."""
+        """Reap every exited child; with ``block``, first wait for the main child if it runs and did not report."""
         while True:
+            wait = block and self.status is None and self.reported is None
             try:
-                pid, status, ru = os.wait4(-1, 0 if block and self.status is None else os.WNOHANG)
+                pid, status, ru = os.wait4(-1, 0 if wait else os.WNOHANG)
             except ChildProcessError:
                 return
             if pid == 0:
@@ -206,12 +220,24 @@ class _Reaper:
                 self.status, self.rusage = status, ru
 
     def kill_all(self) -> None:
-        """SIGKILL every descendant until none is left (a fork bomb needs a few rounds)."""
+        """SIGKILL every descendant until none is left (a fork bomb needs a few rounds).
+
+        As a subreaper the supervisor inherits every orphan, so with no child left there is no descendant: the
+        common case (the code left nothing running) costs one ``waitid`` instead of a ``/proc`` scan. A child
+        that reported its end and has no descendant is killed but not waited for (its teardown is reaped later),
+        so the reply does not wait for the kernel to free a forked interpreter's memory.
+        """
         me = os.getpid()
+        skip = self.child if self.reported is not None and self.status is None else None
+        if skip is not None:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(skip, signal.SIGKILL)  # it reported the end: no more of its code may run
         for _ in range(500):
             self.reap()
+            if not _has_children():
+                return
             pids = _descendants(me)
-            if not pids:
+            if not pids or pids == [skip]:  # only the reported child is left: its teardown is reaped later
                 return
             for pid in pids:
                 with contextlib.suppress(ProcessLookupError):
@@ -234,8 +260,9 @@ def _set_child_limits(limits: dict[str, int], cpu: int | None) -> None:
         if value:
             if key == "nproc":
                 # RLIMIT_NPROC counts every process of this uid that the kernel charges to our user
-                # namespace, so the budget is what already runs (init, supervisor) plus the allowance.
-                value += _count_own_processes()
+                # namespace, so the budget is what already runs (init, supervisor, this child) plus the
+                # allowance. A serving supervisor counted init and itself once (leftovers die after every call).
+                value += _OWN_BEFORE_CALLS[0] + 1 if _OWN_BEFORE_CALLS else _count_own_processes()
             resource.setrlimit(which, (value, value))
     resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
     if cpu:
@@ -252,19 +279,39 @@ def _exit_status(exc: SystemExit) -> int:
     return 1
 
 
+def _child_prepare(fds: tuple[int, int, int], keep: tuple[int, ...] = ()) -> None:
+    """A child's set-up that needs no request: own session, stdio on the pipes, default signals, no other fd.
+
+    ``keep`` (a spare's request and status pipes) become fds 3, 4, ...
+    """
+    os.setsid()
+    in_r, out_w, err_w = fds
+    os.dup2(in_r, 0)
+    os.dup2(out_w, 1)
+    os.dup2(err_w, 2)
+    high = [os.dup(fd) for fd in keep]  # above 3 + len(keep) before they are moved down
+    for target, fd in enumerate(high, start=3):
+        os.dup2(fd, target, inheritable=False)  # a program the call execs does not get them
+    os.closerange(3 + len(keep), 1 << 16)
+    for sig in (signal.SIGCHLD, signal.SIGINT, signal.SIGTERM):
+        signal.signal(sig, signal.SIG_DFL)
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+
+
 def _child_main(req: dict[str, Any], code: bytes, fds: tuple[int, int, int]) -> NoReturn:
     """Runs in the forked child: never returns."""
     status = 1
     try:
-        os.setsid()
-        in_r, out_w, err_w = fds
-        os.dup2(in_r, 0)
-        os.dup2(out_w, 1)
-        os.dup2(err_w, 2)
-        os.closerange(3, 1 << 16)
-        for sig in (signal.SIGCHLD, signal.SIGINT, signal.SIGTERM):
-            signal.signal(sig, signal.SIG_DFL)
-        signal.signal(signal.SIGINT, signal.default_int_handler)
+        _child_prepare(fds)
+    except BaseException:
+        os._exit(status)
+    _child_run(req, code)
+
+
+def _child_run(req: dict[str, Any], code: bytes) -> NoReturn:
+    """The request's part of a child: environment, directory, limits, then the command or the code."""
+    status = 1
+    try:
         env = {str(k): str(v) for k, v in (req.get("env") or {}).items()}
         os.chdir(req.get("cwd") or "/")
         _set_child_limits(req.get("limits") or {}, req.get("cpu"))
@@ -292,7 +339,17 @@ def _child_main(req: dict[str, Any], code: bytes, fds: tuple[int, int, int]) -> 
         for stream in (sys.stdout, sys.stderr):
             with contextlib.suppress(OSError, ValueError):
                 stream.flush()
+        if req.get("report"):
+            _report_end(status)
         os._exit(status)
+
+
+def _report_end(status: int) -> None:
+    """Tell the supervisor on fd 4 that the call is over, with its exit code and resource use."""
+    with contextlib.suppress(BaseException):
+        ru = resource.getrusage(resource.RUSAGE_SELF)
+        end = {"exit_code": status, "cpu_s": ru.ru_utime + ru.ru_stime, "max_rss_kb": ru.ru_maxrss}
+        os.write(4, json.dumps(end).encode() + b"\n")
 
 
 def _run_python(code: bytes) -> int:
@@ -317,32 +374,97 @@ def _run_python(code: bytes) -> int:
     return 0
 
 
-def _execute(req: dict[str, Any], blobs: list[bytes], watch_fd: int | None = None) -> bytes:
-    """Fork, supervise and reap one execution; return the reply frame."""
+_WARM_UP = compile("def _warm(x):\n    return [x * i for i in range(3)]\n_warm(2)\n", "<warm-up>", "exec")
+
+
+class _Spare:
+    """A child forked and warmed while the supervisor waits for the next request (worker mode).
+
+    Forking a warm interpreter and the copy-on-write faults of its first compile and ``exec`` cost more than the
+    rest of a call; a spare pays them between calls. It runs no request until :meth:`hand_over` sends it one on
+    fd 3, is forked only after the previous call's processes are gone, and serves exactly one call, so every call
+    still starts from the supervisor's state in a fresh process.
+    """
+
+    def __init__(self) -> None:
+        in_r, self.in_w = os.pipe()
+        self.out_r, out_w = os.pipe()
+        self.err_r, err_w = os.pipe()
+        req_r, self.req_w = os.pipe()
+        self.end_r, end_w = os.pipe()
+        self.pid = os.fork()
+        if self.pid == 0:
+            try:
+                _child_prepare((in_r, out_w, err_w), keep=(req_r, end_w))
+                exec(_WARM_UP, {"__builtins__": builtins})
+                req, blobs = _read_frame(3, 1 << 30)
+                os.close(3)
+                os.write(4, b"S")  # started: from here on, whatever happens is the call's
+            except BaseException:  # the supervisor went away (EOF) or the set-up failed: nothing ran
+                os._exit(1)
+            _child_run(dict(req, report=True), blobs[0] if blobs else b"")
+        for fd in (in_r, out_w, err_w, req_r, end_w):
+            os.close(fd)
+        os.set_blocking(self.end_r, False)
+
+    def hand_over(self, req: dict[str, Any], code: bytes) -> bool:
+        """Send the spare its request; ``False`` if it is gone (then it has been reaped and closed)."""
+        try:
+            _write_all(self.req_w, encode_frame(req, [code]))
+            return True
+        except OSError:
+            self.discard()
+            return False
+        finally:
+            os.close(self.req_w)
+
+    def discard(self) -> None:
+        """Kill and reap an unused spare and close its pipes."""
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(self.pid, signal.SIGKILL)
+        with contextlib.suppress(ChildProcessError):
+            os.waitpid(self.pid, 0)
+        for fd in (self.in_w, self.out_r, self.err_r, self.end_r):
+            with contextlib.suppress(OSError):
+                os.close(fd)
+
+
+def _execute(
+    req: dict[str, Any], blobs: list[bytes], watch_fd: int | None = None, spare: _Spare | None = None
+) -> bytes:
+    """Fork (or hand ``spare`` the request), supervise and reap one execution; return the reply frame."""
     is_python = req.get("op") == "python"
     code = blobs[0] if is_python else b""
     stdin_data = blobs[1] if is_python and len(blobs) > 1 else (blobs[0] if blobs and not is_python else b"")
     timeout = float(req.get("timeout", 10))
     cap = int(req.get("cap", 1 << 20))
-    in_r, in_w = os.pipe()
-    out_r, out_w = os.pipe()
-    err_r, err_w = os.pipe()
     wake_r, wake_w = os.pipe()
-    for fd in (wake_r, wake_w, in_w):
+    for fd in (wake_r, wake_w):
         os.set_blocking(fd, False)
     old_wakeup = signal.set_wakeup_fd(wake_w)
     old_handler = signal.signal(signal.SIGCHLD, lambda *_: None)
     start = time.monotonic()
-    pid = os.fork()
-    if pid == 0:
-        _child_main(req, code, (in_r, out_w, err_w))
-    for fd in (in_r, out_w, err_w):
-        os.close(fd)
+    end_r: int | None = None
+    if spare is not None and spare.hand_over(req, code):
+        pid, in_w, out_r, err_r, end_r = spare.pid, spare.in_w, spare.out_r, spare.err_r, spare.end_r
+    else:
+        in_r, in_w = os.pipe()
+        out_r, out_w = os.pipe()
+        err_r, err_w = os.pipe()
+        pid = os.fork()
+        if pid == 0:
+            _child_main(req, code, (in_r, out_w, err_w))
+        for fd in (in_r, out_w, err_w):
+            os.close(fd)
+    os.set_blocking(in_w, False)
     reaper = _Reaper(pid)
     streams = {out_r: _Capture(out_r, cap), err_r: _Capture(err_r, cap)}
     poller = select.poll()
     for fd in (out_r, err_r, wake_r):
         poller.register(fd, select.POLLIN)
+    end = _EndReport(end_r)
+    if end_r is not None:
+        poller.register(end_r, select.POLLIN)
     if watch_fd is not None:
         poller.register(watch_fd, select.POLLIN)
     feeder = _Feeder(in_w, stdin_data)
@@ -350,7 +472,12 @@ def _execute(req: dict[str, Any], blobs: list[bytes], watch_fd: int | None = Non
         poller.register(in_w, select.POLLOUT)
     deadline = start + timeout
     timed_out = host_gone = False
-    while reaper.status is None and not host_gone and not any(c.truncated for c in streams.values()):
+    while (
+        reaper.status is None
+        and reaper.reported is None
+        and not host_gone
+        and not any(c.truncated for c in streams.values())
+    ):
         remaining = deadline - time.monotonic()
         if remaining <= 0:
             timed_out = True
@@ -359,6 +486,10 @@ def _execute(req: dict[str, Any], blobs: list[bytes], watch_fd: int | None = Non
             if fd == wake_r:
                 _drain_wakeups(wake_r)
                 reaper.reap()
+            elif fd == end_r:
+                reaper.reported = end.read()
+                if end.closed:
+                    poller.unregister(end_r)
             elif fd == watch_fd:
                 host_gone = not os.read(watch_fd, 1)
             elif fd == in_w:
@@ -372,14 +503,25 @@ def _execute(req: dict[str, Any], blobs: list[bytes], watch_fd: int | None = Non
     for cap_stream in streams.values():
         cap_stream.drain()
     feeder.close()
+    if end_r is not None and not end.started:
+        with contextlib.suppress(BlockingIOError, OSError):
+            end.read()  # the "S" may have come with the child's exit
+    spare_died = end_r is not None and not end.started and reaper.status is not None and not timed_out
+    end.close()
     for fd in (wake_r, wake_w):
         os.close(fd)
     signal.set_wakeup_fd(old_wakeup)
     signal.signal(signal.SIGCHLD, old_handler)
+    if spare_died:  # killed before it read the request (e.g. from another session): nothing ran, fork anew
+        return _execute(req, blobs, watch_fd, None)
     return encode_frame(
         _reply_header(req, reaper, time.monotonic() - start, timed_out, streams[out_r], streams[err_r], host_gone),
         [bytes(streams[out_r].buf), bytes(streams[err_r].buf)],
     )
+
+
+def _flooded(streams: dict[int, _Capture]) -> bool:
+    return any(c.truncated for c in streams.values())
 
 
 def _drain_wakeups(fd: int) -> None:
@@ -399,10 +541,13 @@ def _reply_header(
     err: _Capture,
     host_gone: bool,
 ) -> dict[str, Any]:
-    status = reaper.status
-    exit_code = os.waitstatus_to_exitcode(status) if status is not None else -signal.SIGKILL
-    ru = reaper.rusage
-    cpu_s = (ru.ru_utime + ru.ru_stime) if ru else 0.0
+    status, ru, reported = reaper.status, reaper.rusage, reaper.reported
+    if reported is not None:  # a spare's own report, sent as it ended (its wait status is our SIGKILL after it)
+        exit_code, cpu_s, max_rss_kb = int(reported["exit_code"]), reported["cpu_s"], reported["max_rss_kb"]
+    else:
+        exit_code = os.waitstatus_to_exitcode(status) if status is not None else -signal.SIGKILL
+        cpu_s = (ru.ru_utime + ru.ru_stime) if ru else 0.0
+        max_rss_kb = float(ru.ru_maxrss) if ru else 0.0
     cpu_limit = req.get("cpu")
     if exit_code == -signal.SIGXCPU or (cpu_limit and exit_code == -signal.SIGKILL and cpu_s >= cpu_limit - 0.05):
         timed_out = True
@@ -415,9 +560,45 @@ def _reply_header(
         "oom_killed": oom,
         "duration_s": duration,
         "cpu_s": cpu_s,
-        "max_rss_kb": float(ru.ru_maxrss) if ru else 0.0,
+        "max_rss_kb": max_rss_kb,
         "host_gone": host_gone,
     }
+
+
+class _EndReport:
+    """The status line a spare child writes as its call ends (``None`` until a valid one arrived)."""
+
+    def __init__(self, fd: int | None) -> None:
+        self.fd, self.buf, self.closed = fd, b"", fd is None
+        self.started = False
+        """The child got the request (it wrote ``S`` before running anything of the call)."""
+
+    def read(self) -> dict[str, float] | None:
+        assert self.fd is not None
+        try:
+            data = os.read(self.fd, 4096)
+        except BlockingIOError:
+            return None
+        if not data:
+            self.closed = True
+            return None
+        self.buf += data[:4096]
+        if not self.started and self.buf.startswith(b"S"):
+            self.started, self.buf = True, self.buf[1:]
+        line, sep, _ = self.buf.partition(b"\n")
+        if not sep:
+            return None
+        try:
+            end = json.loads(line)
+            return {k: float(end[k]) for k in ("exit_code", "cpu_s", "max_rss_kb")}
+        except (ValueError, KeyError, TypeError):
+            self.closed = True  # garbage (the code wrote it): wait for the child's exit instead
+            return None
+
+    def close(self) -> None:
+        if self.fd is not None:
+            os.close(self.fd)
+            self.fd = None
 
 
 class _Capture:
@@ -508,10 +689,10 @@ def _file_op(req: dict[str, Any], blobs: list[bytes]) -> bytes:
         return encode_frame({"ok": False, "error": f"{type(exc).__name__}: {exc}"})
 
 
-def _serve(req: dict[str, Any], blobs: list[bytes], watch_fd: int | None) -> bytes:
+def _serve(req: dict[str, Any], blobs: list[bytes], watch_fd: int | None, spare: _Spare | None = None) -> bytes:
     op = req.get("op")
     if op in ("exec", "python"):
-        return _execute(req, blobs, watch_fd)
+        return _execute(req, blobs, watch_fd, spare)
     if op in ("write", "read"):
         return _file_op(req, blobs)
     if op == "ping":
@@ -526,15 +707,25 @@ def _serve_loop(once: bool, max_bytes: int) -> None:
     os.dup2(devnull, 1)
     os.close(devnull)
     _become_subreaper()
+    _OWN_BEFORE_CALLS.append(_count_own_processes())
     if not once:
         import traceback  # noqa: F401  (warm: forked children print tracebacks without importing it)
     _write_all(proto_out, encode_frame({"ready": True, "pid": os.getpid()}))
+    spare: _Spare | None = None
     while True:
+        if not once and spare is None:
+            try:
+                spare = _Spare()
+            except OSError:  # out of processes or fds: calls fork on demand
+                spare = None
         try:
             req, blobs = _read_frame(proto_in, max_bytes)
         except EOFError:
             return
-        reply = _serve(req, blobs, proto_in)
+        if req.get("op") in ("exec", "python"):
+            reply, spare = _serve(req, blobs, proto_in, spare), None
+        else:
+            reply = _serve(req, blobs, proto_in)
         try:
             _write_all(proto_out, reply)
         except BrokenPipeError:
