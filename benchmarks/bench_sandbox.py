@@ -1,9 +1,11 @@
 """Sandbox latency per backend for "define a function + run 10 test calls", beside a bare ``python3 -c``.
 
 Rows: the bare ``python3 -c`` baseline (no isolation at all), LocalSandbox as a fresh process per call and as
-a persistent worker (fork per call), DockerSandbox as a ``docker exec`` per call and as a persistent worker,
-and a warm docker pool (acquire a pre-started container, run, release). Also: container start time, and
-evaluations per second at concurrency 2 (two threads, one sandbox each).
+a persistent worker (a pre-forked child per call; also running ``pass``), DockerSandbox as a ``docker exec``
+per call and as a persistent worker, and a warm docker pool (acquire a pre-started container, run, release).
+Also: container start time, evaluations per second at concurrency 2 (two threads, one sandbox each), and the
+fork limit: forking a warm sandboxed interpreter, exiting and reaping the child, measured inside a sandbox once
+per round.
 
 Samples interleave the backends round-robin so machine noise hits all alike; latencies are p50/p95 over
 all samples, ratios are p50 against the baseline's p50.
@@ -34,12 +36,26 @@ def bare_python() -> None:
     assert out.stdout == "ok\n"
 
 
-def via(sandbox) -> Callable[[], None]:
+def via(sandbox, code: str = TASK, expect: str = "ok\n") -> Callable[[], None]:
     def call() -> None:
-        r = sandbox.run_python(TASK, timeout=30)
-        assert r.ok and r.stdout == "ok\n", r
+        r = sandbox.run_python(code, timeout=30)
+        assert r.ok and r.stdout == expect, r
 
     return call
+
+
+FORK_LIMIT = (
+    "import os, statistics, time\nxs = []\nfor _ in range(20):\n    t = time.perf_counter()\n    pid = os.fork()\n"
+    "    if pid == 0:\n        os._exit(0)\n    os.waitpid(pid, 0)\n    xs.append(time.perf_counter() - t)\n"
+    "print(statistics.median(xs))\n"
+)
+"""The floor of a fork-per-call design: fork a warm sandboxed interpreter, exit the child, reap it (20 times)."""
+
+
+def fork_limit(sandbox) -> float:
+    r = sandbox.run_python(FORK_LIMIT, timeout=30)
+    assert r.ok, r
+    return float(r.stdout)
 
 
 def via_pool(pool: SandboxPool) -> Callable[[], None]:
@@ -91,7 +107,10 @@ def main(argv: list[str] | None = None) -> int:
         "bare python3 -c (baseline)": bare_python,
         "local fresh process": via(keep(LocalSandbox(LIMITS))),
         "local persistent worker": via(keep(LocalSandbox(LIMITS, persistent=True))),
+        "local persistent worker: pass": via(keep(LocalSandbox(LIMITS, persistent=True)), "pass", ""),
     }
+    fork_box = keep(LocalSandbox(LIMITS, persistent=True))
+    forks: list[float] = []
     pool = None
     if use_docker:
         backends["docker exec"] = via(keep(DockerSandbox(LIMITS)))
@@ -110,6 +129,7 @@ def main(argv: list[str] | None = None) -> int:
                 t0 = time.perf_counter()
                 call()
                 samples[name].append(time.perf_counter() - t0)
+            forks.append(fork_limit(fork_box))
         base_p50 = statistics.median(samples["bare python3 -c (baseline)"])
         for name, values in samples.items():
             p50, p95 = quantiles(values)
@@ -128,7 +148,7 @@ def main(argv: list[str] | None = None) -> int:
         for name, value in thr.items():
             rows[name]["evals_per_s_at_2"] = value
 
-        extra: dict[str, float] = {}
+        extra: dict[str, float] = {"fork_limit_p50_ms": 1e3 * statistics.median(forks)}
         if use_docker:
             starts = []
             for _ in range(args.starts):
@@ -149,7 +169,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.json:
         print(json.dumps({"rows": rows, **extra}, indent=2))
         return 0
-    print(f"'define a function + 10 test calls', {args.n} interleaved samples per backend")
+    print(f"'define a function + 10 test calls' ('pass' where named), {args.n} interleaved samples per backend")
     print(f"{'backend':<32} {'p50 ms':>8} {'p95 ms':>8} {'× base':>7} {'evals/s @2':>11}")
     for name, row in rows.items():
         rate = row.get("evals_per_s_at_2")

@@ -1,0 +1,96 @@
+"""The persistent sandbox worker now against the worker of an earlier commit, side by side in one process.
+
+The supervisor's source travels into the sandbox as ``python3 -c SOURCE``, so an older version runs in the
+same kind of sandbox by handing :class:`~turnkit.sandbox.LocalSandbox` that version's source (read with
+``git show REV:turnkit/sandbox/_supervisor.py``). Calls alternate between the two workers, the order flipping
+every round; p50s over all samples, and the fork limit (fork a warm sandboxed interpreter, exit, reap) once per
+round beside them.
+
+Run:  python benchmarks/bench_worker_ab.py --baseline a0a69c8 --n 300
+      (or ``turnkit bench worker_ab -- --baseline a0a69c8``)
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import subprocess
+import time
+from pathlib import Path
+
+from turnkit.sandbox import LocalSandbox, _wire
+
+REPO = Path(__file__).resolve().parents[1]
+TESTS = "def f(x):\n    return x * x\n" + "".join(f"assert f({i}) == {i * i}\n" for i in range(10))
+CODES = {"pass": "pass", "define + 10 test calls": TESTS}
+FORK_LIMIT = (
+    "import os, statistics, time\nxs = []\nfor _ in range(20):\n    t = time.perf_counter()\n    pid = os.fork()\n"
+    "    if pid == 0:\n        os._exit(0)\n    os.waitpid(pid, 0)\n    xs.append(time.perf_counter() - t)\n"
+    "print(statistics.median(xs))\n"
+)
+
+
+def worker_with(source: str) -> LocalSandbox:
+    """A started persistent LocalSandbox whose supervisor runs ``source``."""
+    current = _wire.supervisor_source
+    _wire.supervisor_source = lambda: source  # type: ignore[assignment]
+    try:
+        sb = LocalSandbox(persistent=True)
+        sb.run_python("pass")  # starts the worker with this source
+    finally:
+        _wire.supervisor_source = current  # type: ignore[assignment]
+    return sb
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--baseline", required=True, help="git revision whose supervisor is the baseline")
+    parser.add_argument("--n", type=int, default=300, help="samples per row")
+    parser.add_argument("--json", action="store_true", help="print JSON instead of a table")
+    args = parser.parse_args(None if argv is None else [a for a in argv if a != "--"])
+    old = subprocess.run(
+        ["git", "show", f"{args.baseline}:turnkit/sandbox/_supervisor.py"], cwd=REPO, capture_output=True, text=True
+    )
+    if old.returncode != 0:
+        raise SystemExit(f"cannot read the baseline supervisor: {old.stderr.strip()}")
+    workers = {f"baseline {args.baseline}": worker_with(old.stdout), "now": worker_with(_wire.supervisor_source())}
+    samples = {(w, c): [] for w in workers for c in CODES}
+    forks: list[float] = []
+    try:
+        for r in range(args.n):
+            order = list(workers.items()) if r % 2 else list(reversed(workers.items()))
+            for name, sb in order:
+                for label, code in CODES.items():
+                    t0 = time.perf_counter()
+                    result = sb.run_python(code, timeout=30)
+                    samples[(name, label)].append(time.perf_counter() - t0)
+                    assert result.ok, result
+            if r % 10 == 0:
+                forks.append(float(workers["now"].run_python(FORK_LIMIT, timeout=30).stdout))
+    finally:
+        for sb in workers.values():
+            sb.close()
+    p50 = {key: 1e3 * statistics.median(v) for key, v in samples.items()}
+    fork_ms = 1e3 * statistics.median(forks)
+    base = f"baseline {args.baseline}"
+    rows = [
+        {"worker": w, "code": c, "p50_ms": p50[(w, c)], "x_baseline": p50[(w, c)] / p50[(base, c)]}
+        for w in workers
+        for c in CODES
+    ]
+    if args.json:
+        print(json.dumps({"rows": rows, "fork_limit_p50_ms": fork_ms, "n": args.n}, indent=2))
+        return 0
+    print(f"persistent worker calls, {args.n} interleaved samples per row; fork limit {fork_ms:.3f} ms p50")
+    print(f"{'worker':<20} {'code':<24} {'p50 ms':>8} {'× baseline':>11} {'× fork limit':>13}")
+    for row in rows:
+        print(
+            f"{row['worker']:<20} {row['code']:<24} {row['p50_ms']:>8.3f} {row['x_baseline']:>11.2f} "
+            f"{row['p50_ms'] / fork_ms:>13.2f}"
+        )
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
