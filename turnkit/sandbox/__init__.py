@@ -5,7 +5,7 @@ idempotent ``close``; every outcome of the code (exit, crash, timeout, memory bl
 :class:`~turnkit.types.ExecResult`, and :class:`~turnkit.errors.SandboxError` means the infrastructure failed.
 
 * :class:`LocalSandbox` (embedded default): bubblewrap namespaces + rlimits; ``persistent=True`` keeps a warm
-  supervisor that forks per call for millisecond evaluations.
+  supervisor that hands each call a child it forked ahead of time, for millisecond evaluations.
 * :class:`DockerSandbox`: a locked-down container per sandbox (no network, read-only root, tmpfs work dir,
   cgroup memory/CPU/pids limits), an offline-built image, guaranteed cleanup.
 * :class:`PythonSession`, :class:`ShellSession`: persistent interactive REPL/shell (pexpect) in either backend.

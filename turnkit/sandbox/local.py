@@ -3,7 +3,8 @@
 Two ways to run code:
 
 * fresh (default): every call starts ``bwrap`` and a supervisor in new namespaces (~40 ms);
-* persistent (``persistent=True``): one warm supervisor per sandbox forks a child per call (a few ms).
+* persistent (``persistent=True``): one warm supervisor per sandbox runs each call in a child it forked ahead
+  of time (a few ms).
   Each call still gets fresh globals and fresh processes; files in ``/work`` and ``/tmp`` persist.
 
 See :mod:`turnkit.sandbox` for the threat model and :mod:`turnkit.sandbox._bwrap` for the exact
