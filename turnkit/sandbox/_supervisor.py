@@ -472,12 +472,7 @@ def _execute(
         poller.register(in_w, select.POLLOUT)
     deadline = start + timeout
     timed_out = host_gone = False
-    while (
-        reaper.status is None
-        and reaper.reported is None
-        and not host_gone
-        and not any(c.truncated for c in streams.values())
-    ):
+    while reaper.status is None and reaper.reported is None and not host_gone and not _flooded(streams):
         remaining = deadline - time.monotonic()
         if remaining <= 0:
             timed_out = True
