@@ -300,11 +300,10 @@ def _child_prepare(fds: tuple[int, int, int], keep: tuple[int, ...] = ()) -> Non
 
 def _child_main(req: dict[str, Any], code: bytes, fds: tuple[int, int, int]) -> NoReturn:
     """Runs in the forked child: never returns."""
-    status = 1
     try:
         _child_prepare(fds)
-    except BaseException:
-        os._exit(status)
+    except BaseException as exc:  # the set-up failed before any code ran: say why on the call's stderr
+        _report_setup_failure(exc)
     _child_run(req, code)
 
 
@@ -345,11 +344,24 @@ def _child_run(req: dict[str, Any], code: bytes) -> NoReturn:
 
 
 def _report_end(status: int) -> None:
-    """Tell the supervisor on fd 4 that the call is over, with its exit code and resource use."""
-    with contextlib.suppress(BaseException):
-        ru = resource.getrusage(resource.RUSAGE_SELF)
-        end = {"exit_code": status, "cpu_s": ru.ru_utime + ru.ru_stime, "max_rss_kb": ru.ru_maxrss}
+    """Tell the supervisor on fd 4 that the call is over, with its exit code and resource use.
+
+    If the code closed or replaced fd 4, the write fails and the supervisor learns the end from the exit instead.
+    """
+    ru = resource.getrusage(resource.RUSAGE_SELF)
+    end = {"exit_code": status, "cpu_s": ru.ru_utime + ru.ru_stime, "max_rss_kb": ru.ru_maxrss}
+    with contextlib.suppress(OSError):
         os.write(4, json.dumps(end).encode() + b"\n")
+
+
+def _report_setup_failure(exc: BaseException) -> NoReturn:
+    """A child whose set-up failed writes the traceback to its stderr (the call's, once set up) and exits 1."""
+    with contextlib.suppress(BaseException):  # stderr itself may be what failed: then only the exit status tells
+        import traceback
+
+        traceback.print_exception(type(exc), exc, exc.__traceback__)
+        sys.stderr.flush()
+    os._exit(1)
 
 
 def _run_python(code: bytes) -> int:
@@ -400,8 +412,10 @@ class _Spare:
                 req, blobs = _read_frame(3, 1 << 30)
                 os.close(3)
                 os.write(4, b"S")  # started: from here on, whatever happens is the call's
-            except BaseException:  # the supervisor went away (EOF) or the set-up failed: nothing ran
-                os._exit(1)
+            except EOFError:  # the supervisor went away before a request came: nothing to do
+                os._exit(0)
+            except BaseException as exc:  # nothing of a call ran; the supervisor forks anew for it
+                _report_setup_failure(exc)
             _child_run(dict(req, report=True), blobs[0] if blobs else b"")
         for fd in (in_r, out_w, err_w, req_r, end_w):
             os.close(fd)
