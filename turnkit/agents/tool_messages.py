@@ -67,7 +67,13 @@ def tag_arguments(schemas: Sequence[Mapping[str, Any]]) -> dict[str, str]:
 
 
 def tool_names(schemas: Sequence[Mapping[str, Any]]) -> set[str]:
-    """The names of the tools in OpenAI schemas."""
+    """The names of the tools in OpenAI schemas.
+
+    Example:
+        >>> from turnkit.tools import PYTHON_SPEC, SUBMIT_SPEC
+        >>> sorted(tool_names([PYTHON_SPEC.openai_schema(), SUBMIT_SPEC.openai_schema(), {"type": "bad"}]))
+        ['python', 'submit']
+    """
     functions = [s.get("function") for s in schemas if isinstance(s, Mapping)]
     return {f["name"] for f in functions if isinstance(f, Mapping) and isinstance(f.get("name"), str)}
 
@@ -128,7 +134,12 @@ def find_call(text: str, tag_tools: Mapping[str, str]) -> tuple[ToolCall | Malfo
 
 
 def wire_call(call_id: str, name: str, arguments: Any) -> dict[str, Any]:
-    """One entry of an OpenAI ``tool_calls`` list (``arguments`` JSON-encoded, as on the wire)."""
+    """One entry of an OpenAI ``tool_calls`` list (``arguments`` JSON-encoded, as on the wire).
+
+    Example:
+        >>> wire_call("call_0", "python", {"code": "1"})
+        {'id': 'call_0', 'type': 'function', 'function': {'name': 'python', 'arguments': '{"code": "1"}'}}
+    """
     encoded = json.dumps(arguments, ensure_ascii=False)
     return {"id": call_id, "type": "function", "function": {"name": name, "arguments": encoded}}
 
@@ -174,7 +185,12 @@ def messages_to_wire(messages: Sequence[Message], schemas: Sequence[Mapping[str,
 
 
 def text_messages(messages: Sequence[Message]) -> list[dict[str, Any]]:
-    """The conversation for a server that takes no tools: calls stay text, tool replies become user messages."""
+    """The conversation for a server that takes no tools: calls stay text, tool replies become user messages.
+
+    Example:
+        >>> text_messages([Message("assistant", "<python>1</python>"), Message("tool", "1")])
+        [{'role': 'assistant', 'content': '<python>1</python>'}, {'role': 'user', 'content': '1'}]
+    """
     return [{"role": "user" if m.role == "tool" else m.role, "content": m.content} for m in messages]
 
 

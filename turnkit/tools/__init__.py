@@ -15,7 +15,7 @@ Example:
     >>> env.close()
 """
 
-from turnkit.tools.base import Tool, ToolResult, ToolSpec, ToolStatus, check_arguments, truncate
+from turnkit.tools.base import Tool, ToolResult, ToolSpec, ToolStatus, check_arguments, text_tool, truncate
 from turnkit.tools.parse import MalformedCall, ToolCall, format_tool_call, parse_tool_call
 from turnkit.tools.sessions import PYTHON_SPEC, SHELL_SPEC, SUBMIT_SPEC, SessionTool, Workspace, python_tool, shell_tool
 from turnkit.tools.toolbox import BUILTIN, Toolbox, ToolboxState, ToolsArg, ToolTurn, make_toolbox
@@ -43,5 +43,6 @@ __all__ = [
     "parse_tool_call",
     "python_tool",
     "shell_tool",
+    "text_tool",
     "truncate",
 ]

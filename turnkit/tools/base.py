@@ -108,6 +108,23 @@ class Tool(Protocol):
         ...
 
 
+def text_tool(name: str, description: str, argument: str, argument_description: str) -> ToolSpec:
+    """The spec of a tool with one required string argument, which the tag form fills.
+
+    Example:
+        >>> spec = text_tool("echo", "Repeat the text.", "text", "What to repeat.")
+        >>> spec.primary, spec.parameters["required"], check_arguments(spec, {"text": "hi", "x": 1})
+        ('text', ['text'], "unexpected argument 'x'")
+    """
+    parameters = {
+        "type": "object",
+        "properties": {argument: {"type": "string", "description": argument_description}},
+        "required": [argument],
+        "additionalProperties": False,
+    }
+    return ToolSpec(name, description, parameters, primary=argument)
+
+
 def check_arguments(spec: ToolSpec, arguments: Any) -> str | None:
     """Check arguments against the top level of a tool's schema.
 

@@ -25,7 +25,7 @@ from typing import Any
 
 from turnkit.sandbox import Limits, LocalSandbox, PythonSession, ShellSession
 from turnkit.sandbox.repl import PexpectSession
-from turnkit.tools.base import ToolResult, ToolSpec, ToolStatus, truncate
+from turnkit.tools.base import ToolResult, ToolSpec, ToolStatus, text_tool, truncate
 
 SandboxFactory = Callable[[], Any]
 """A zero-argument callable returning a sandbox that can host interactive sessions (Local or Docker)."""
@@ -33,39 +33,21 @@ SandboxFactory = Callable[[], Any]
 DEFAULT_LIMITS = Limits(wall_time_s=10.0, memory_mb=512, pids=64, output_bytes=1_000_000)
 """Limits of the default tool sandbox (time and output per call are the toolbox's own, tighter limits)."""
 
-PYTHON_SPEC = ToolSpec(
+PYTHON_SPEC = text_tool(
     "python",
     "Run Python code in a persistent session (variables and imports stay between calls). The value of a final "
     "expression is printed. No network; files go in the current directory.",
-    {
-        "type": "object",
-        "properties": {"code": {"type": "string", "description": "Python source to run."}},
-        "required": ["code"],
-        "additionalProperties": False,
-    },
-    primary="code",
+    "code",
+    "Python source to run.",
 )
-SHELL_SPEC = ToolSpec(
+SHELL_SPEC = text_tool(
     "shell",
     "Run a bash command in a persistent shell (the directory and variables stay between calls). No network.",
-    {
-        "type": "object",
-        "properties": {"command": {"type": "string", "description": "The bash command line."}},
-        "required": ["command"],
-        "additionalProperties": False,
-    },
-    primary="command",
+    "command",
+    "The bash command line.",
 )
-SUBMIT_SPEC = ToolSpec(
-    "submit",
-    "Submit your final answer; the task judges it and replies.",
-    {
-        "type": "object",
-        "properties": {"answer": {"type": "string", "description": "Your final answer."}},
-        "required": ["answer"],
-        "additionalProperties": False,
-    },
-    primary="answer",
+SUBMIT_SPEC = text_tool(
+    "submit", "Submit your final answer; the task judges it and replies.", "answer", "Your final answer."
 )
 
 

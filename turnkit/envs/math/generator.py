@@ -227,7 +227,13 @@ def _step_operand(
     return Fraction(int(rng.choice(divisors)))
 
 
-def _apply(op: str, a: Fraction, b: Fraction) -> Fraction:
+def apply_op(op: str, a: Fraction, b: Fraction) -> Fraction:
+    """``a <op> b`` exactly for the generator's ops (``ZeroDivisionError`` for a division by zero).
+
+    Example:
+        >>> apply_op("div", Fraction(3), Fraction(4)), apply_op("sub", Fraction(1), Fraction(3))
+        (Fraction(3, 4), Fraction(-2, 1))
+    """
     if op == "add":
         return a + b
     if op == "sub":
@@ -255,7 +261,7 @@ def _attempt(rng: np.random.Generator, kind: str, split: str, difficulty: int) -
         if b is None or b == 0:
             return None
         steps.append((op, b))
-        value = _apply(op, value, b)
+        value = apply_op(op, value, b)
         if value < 0 and not negatives:
             return None
     if kind == "linear":

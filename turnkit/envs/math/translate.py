@@ -39,6 +39,8 @@ from dataclasses import dataclass
 from fractions import Fraction
 from typing import Any
 
+from turnkit.envs.math.generator import apply_op
+
 OPS = ("add", "sub", "mul", "div")
 INVERSE = {"add": "sub", "sub": "add", "mul": "div", "div": "mul"}
 """The operation that undoes each operation (how an equation is solved)."""
@@ -142,22 +144,6 @@ def render_number(value: Fraction) -> str:
 
 
 # ---------------------------------------------------------------------------------------------- evaluation
-def apply(op: str, a: Fraction, b: Fraction) -> Fraction:
-    """``a <op> b`` exactly (``ZeroDivisionError`` for a division by zero).
-
-    Example:
-        >>> apply("div", Fraction(3), Fraction(4))
-        Fraction(3, 4)
-    """
-    if op == "add":
-        return a + b
-    if op == "sub":
-        return a - b
-    if op == "mul":
-        return a * b
-    return a / b
-
-
 def run_plan(plan: Plan | None, *, digits: int | None = None) -> Fraction | None:
     """The answer the plan's computation gives: exact, or with each intermediate result rounded.
 
@@ -179,7 +165,7 @@ def run_plan(plan: Plan | None, *, digits: int | None = None) -> Fraction | None
     value, steps = plan.computation()
     try:
         for op, b in steps:
-            value = apply(op, value, b)
+            value = apply_op(op, value, b)
             if digits is not None:
                 value = round_significant(value, digits)
     except ZeroDivisionError:
