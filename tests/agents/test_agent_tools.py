@@ -10,19 +10,17 @@ Run: python -m pytest tests/agents/test_agent_tools.py -q
 from __future__ import annotations
 
 import json
-import threading
 import urllib.error
 import urllib.request
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import gymnasium
 import pytest
 import torch
 
 import turnkit
-from tests.agents.conftest import TEST_CONFIG
+from tests.agents.conftest import TEST_CONFIG, Reply, scripted_http
 from turnkit.agents.base import Context
 from turnkit.agents.hf import HFPolicy, chat_prompt_ids, template_takes_tools
 from turnkit.agents.openai import OpenAIAgent
@@ -54,34 +52,13 @@ TOOLS_TEMPLATE = (
 @contextmanager
 def recording_server(respond: Callable[[dict], tuple[int, dict | str]]) -> Iterator[tuple[str, list[dict]]]:
     """A loopback HTTP server answering each POST with ``respond(body)``; yields its base URL and the bodies."""
-    received: list[dict] = []
-    lock = threading.Lock()
 
-    class Handler(BaseHTTPRequestHandler):
-        def do_POST(self) -> None:
-            body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
-            with lock:
-                received.append(body)
-            status, payload = respond(body)
-            data = (payload if isinstance(payload, str) else json.dumps(payload)).encode()
-            self.send_response(status)
-            self.send_header("Content-Type", "application/json")
-            self.send_header("Content-Length", str(len(data)))
-            self.end_headers()
-            self.wfile.write(data)
+    def reply(_index: int, body: dict, _headers: dict) -> Reply:
+        status, payload = respond(body)
+        return status, (payload if isinstance(payload, str) else json.dumps(payload)).encode()
 
-        def log_message(self, *args: object) -> None:
-            return None
-
-    httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    httpd.daemon_threads = True
-    thread = threading.Thread(target=httpd.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
-    thread.start()
-    try:
-        yield f"http://127.0.0.1:{httpd.server_address[1]}/v1", received
-    finally:
-        httpd.shutdown()
-        httpd.server_close()
+    with scripted_http(reply) as served:
+        yield served
 
 
 def calls_reply(name: str | None, arguments: object, content: str | None = None) -> tuple[int, dict]:

@@ -10,16 +10,14 @@ import copy
 import json
 import threading
 import time
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from collections.abc import Iterator
 
 import gymnasium
 import pytest
 import torch
 
 import turnkit
-from tests.agents.conftest import make_context
+from tests.agents.conftest import Reply, make_context, scripted_http
 from turnkit.agents.base import Context
 from turnkit.agents.hf import HFPolicy, chat_prompt_ids
 from turnkit.agents.openai import OpenAIAgent, parse_completion
@@ -29,44 +27,6 @@ from turnkit.errors import AgentError, ConfigError
 from turnkit.types import AgentTurn, ErrorCause, Message
 
 GOOD_REPLY = {"choices": [{"message": {"role": "assistant", "content": "ANSWER: 4"}, "finish_reason": "stop"}]}
-
-# ---------------------------------------------------------------- test-only HTTP server
-
-Reply = tuple[int, bytes]
-
-
-@contextmanager
-def scripted_http(respond: Callable[[int, dict, dict], Reply]) -> Iterator[tuple[str, list[dict]]]:
-    """A loopback server answering POSTs with ``respond(request_index, body, headers)``; yields the base URL
-    and the list of received request bodies (with headers under ``"_headers"``, the path under ``"_path"``)."""
-    received: list[dict] = []
-    lock = threading.Lock()
-
-    class Handler(BaseHTTPRequestHandler):
-        def do_POST(self) -> None:
-            body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
-            with lock:
-                index = len(received)
-                received.append({**body, "_headers": dict(self.headers), "_path": self.path})
-            status, data = respond(index, body, dict(self.headers))
-            self.send_response(status)
-            self.send_header("Content-Type", "application/json")
-            self.send_header("Content-Length", str(len(data)))
-            self.end_headers()
-            self.wfile.write(data)
-
-        def log_message(self, *args: object) -> None:
-            return None
-
-    httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    httpd.daemon_threads = True
-    thread = threading.Thread(target=httpd.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
-    thread.start()
-    try:
-        yield f"http://127.0.0.1:{httpd.server_address[1]}/v1", received
-    finally:
-        httpd.shutdown()
-        httpd.server_close()
 
 
 def ok(payload: object = GOOD_REPLY) -> Reply:

@@ -135,6 +135,18 @@ def _snapshot() -> dict[str, set[str]]:
     return snap
 
 
+def leftovers_since(before: dict, timeout: float = 15.0) -> dict:
+    """What the host holds now that it did not in ``before`` (a :func:`_snapshot`), once that is nothing or after
+    ``timeout`` seconds (closed sandboxes' processes can take a moment to be reaped)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        after = _snapshot()
+        new = {key: after[key] - before[key] for key in after}
+        if not any(new.values()) or time.monotonic() > deadline:
+            return new
+        time.sleep(0.2)
+
+
 @pytest.fixture(scope="package", autouse=True)
 def host_unchanged() -> Iterator[None]:
     """The sandbox suite leaves no stray files, processes or containers behind (and sets the host secret)."""
@@ -142,13 +154,7 @@ def host_unchanged() -> Iterator[None]:
     before = _snapshot()
     yield
     docker_backend.shutdown()
-    deadline = time.monotonic() + 15
-    while True:
-        after = _snapshot()
-        new = {key: after[key] - before[key] for key in after}
-        if not any(new.values()) or time.monotonic() > deadline:
-            break
-        time.sleep(0.2)
+    new = leftovers_since(before)
     os.environ.pop("TURNKIT_TEST_SECRET", None)
     assert not any(new.values()), f"the sandbox suite left things behind: {new}"
 

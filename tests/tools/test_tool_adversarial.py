@@ -27,7 +27,7 @@ import gymnasium
 import pytest
 
 import turnkit
-from tests.sandbox.conftest import SECRET, TEST_LIMITS, _snapshot, processes_named
+from tests.sandbox.conftest import SECRET, TEST_LIMITS, _snapshot, leftovers_since, processes_named
 from turnkit.agents.scripted import ScriptedAgent
 from turnkit.sandbox import DockerSandbox, docker_available
 from turnkit.sandbox._bwrap import bwrap_path
@@ -58,13 +58,7 @@ def host_unchanged() -> Iterator[None]:
         os.environ.pop("TURNKIT_TEST_SECRET", None)
     else:
         os.environ["TURNKIT_TEST_SECRET"] = old
-    deadline = time.monotonic() + 15
-    while True:
-        after = _snapshot()
-        new = {key: after[key] - before[key] for key in after}
-        if not any(new.values()) or time.monotonic() > deadline:
-            break
-        time.sleep(0.2)
+    new = leftovers_since(before)
     assert not any(new.values()), f"tool calls left things behind on the host: {new}"
 
 
