@@ -157,8 +157,8 @@ def test_word_problem_answers_are_whole_and_non_negative():
     [("mul", 3, "arithmetic"), ("add", 2, "linear")],  # a wrong value; a wrong root of an equation
 )
 def test_a_wrong_reference_is_caught_by_the_exact_check(monkeypatch, skewed_op, difficulty, kind):
-    real = generator._apply
-    monkeypatch.setattr(generator, "_apply", lambda op, a, b: real(op, a, b) + (1 if op == skewed_op else 0))
+    real = generator.apply_op
+    monkeypatch.setattr(generator, "apply_op", lambda op, a, b: real(op, a, b) + (1 if op == skewed_op else 0))
     with pytest.raises(EnvError, match="generator bug"):
         for s in range(50):
             generate(np.random.default_rng(s), split="id", difficulty=difficulty, kinds=(kind,))
