@@ -176,6 +176,40 @@ def _descendants(root: int) -> list[int]:
     return found
 
 
+def _children(pid: int) -> list[int] | None:
+    """The children of a single-threaded process, from ``/proc/PID/task/TID/children``.
+
+    ``None`` where that is not a reliable answer: the kernel does not list children, or the process has other
+    threads (a child can move between them as they exit). A process that is gone or exiting has none left: they
+    went, or go, to the subreaper.
+    """
+    if not _PROC_LISTS_CHILDREN:
+        return None
+    try:
+        tasks = os.listdir(f"/proc/{pid}/task")
+        if len(tasks) != 1:
+            return None
+        with open(f"/proc/{pid}/task/{tasks[0]}/children", "rb") as f:
+            return [int(x) for x in f.read().split()]
+    except (FileNotFoundError, ProcessLookupError):
+        return []
+    except OSError:
+        return None
+
+
+_PROC_LISTS_CHILDREN = os.path.exists(f"/proc/{os.getpid()}/task/{os.getpid()}/children")
+
+
+def _reap_dying() -> int:
+    """Reap the killed children of earlier calls that are gone; return how many are still being torn down."""
+    for pid in list(_DYING):
+        with contextlib.suppress(ChildProcessError):
+            if os.waitpid(pid, os.WNOHANG)[0] == 0:
+                continue
+        _DYING.discard(pid)
+    return len(_DYING)
+
+
 def _has_children() -> bool:
     try:
         os.waitid(os.P_ALL, 0, os.WEXITED | os.WNOHANG | os.WNOWAIT)
@@ -184,6 +218,7 @@ def _has_children() -> bool:
     return True
 
 
+_DYING: set[int] = set()  # killed children whose end was checked, not reaped yet (no process of theirs is left)
 _OWN_BEFORE_CALLS: list[int] = []  # processes of this uid when the supervisor started serving (counted once)
 
 
@@ -216,6 +251,7 @@ class _Reaper:
                 return
             if pid == 0:
                 return
+            _DYING.discard(pid)
             if pid == self.child:
                 self.status, self.rusage = status, ru
 
@@ -225,30 +261,43 @@ class _Reaper:
         As a subreaper the supervisor inherits every orphan, so with no child left there is no descendant: the
         common case (the code left nothing running) costs one ``waitid`` instead of a ``/proc`` scan. A child
         that reported its end and has no descendant is killed but not waited for (its teardown is reaped later),
-        so the reply does not wait for the kernel to free a forked interpreter's memory.
+        so the reply does not wait for the kernel to free a forked interpreter's memory. Once SIGKILL is sent it
+        can no longer fork, so its children list and then the supervisor's (orphans) hold every process left:
+        two small reads instead of a ``/proc`` scan.
         """
         me = os.getpid()
         skip = self.child if self.reported is not None and self.status is None else None
         if skip is not None:
             with contextlib.suppress(ProcessLookupError):
                 os.kill(skip, signal.SIGKILL)  # it reported the end: no more of its code may run
+            self.reap()
+            left, mine = _children(skip), _children(me)
+            if left == [] and mine is not None and set(mine) <= _DYING | {skip}:
+                self.dying()
+                return
         for _ in range(500):
             self.reap()
             if not _has_children():
                 return
             pids = _descendants(me)
-            if not pids or pids == [skip]:  # only the reported child is left: its teardown is reaped later
+            if set(pids) <= _DYING | {skip}:  # only killed children are left: their teardown is reaped later
+                self.dying()
                 return
             for pid in pids:
                 with contextlib.suppress(ProcessLookupError):
                     os.kill(pid, signal.SIGKILL)
             time.sleep(0.001)
 
+    def dying(self) -> None:
+        """Remember a killed main child that is not reaped yet (a zombie keeps its PID, so it cannot be reused)."""
+        if self.status is None:
+            _DYING.add(self.child)
+
 
 # --- one execution ---------------------------------------------------------------------------------
 
 
-def _set_child_limits(limits: dict[str, int], cpu: int | None) -> None:
+def _set_child_limits(limits: dict[str, int], cpu: int | None, others: int = 0) -> None:
     table = {
         "as": resource.RLIMIT_AS,
         "nproc": resource.RLIMIT_NPROC,
@@ -261,8 +310,9 @@ def _set_child_limits(limits: dict[str, int], cpu: int | None) -> None:
             if key == "nproc":
                 # RLIMIT_NPROC counts every process of this uid that the kernel charges to our user
                 # namespace, so the budget is what already runs (init, supervisor, this child) plus the
-                # allowance. A serving supervisor counted init and itself once (leftovers die after every call).
-                value += _OWN_BEFORE_CALLS[0] + 1 if _OWN_BEFORE_CALLS else _count_own_processes()
+                # allowance. A serving supervisor counted init and itself once; leftovers die after every call,
+                # but the killed children of earlier calls may still be torn down (``others``).
+                value += _OWN_BEFORE_CALLS[0] + 1 + others if _OWN_BEFORE_CALLS else _count_own_processes()
             resource.setrlimit(which, (value, value))
     resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
     if cpu:
@@ -284,7 +334,7 @@ def _child_prepare(fds: tuple[int, int, int], keep: tuple[int, ...] = ()) -> Non
 
     ``keep`` (a spare's request and status pipes) become fds 3, 4, ...
     """
-    os.setsid()
+    os.setpgid(0, 0)  # not setsid(): a new session costs 2-10 ms where the kernel gives it its own autogroup
     in_r, out_w, err_w = fds
     os.dup2(in_r, 0)
     os.dup2(out_w, 1)
@@ -293,6 +343,7 @@ def _child_prepare(fds: tuple[int, int, int], keep: tuple[int, ...] = ()) -> Non
     for target, fd in enumerate(high, start=3):
         os.dup2(fd, target, inheritable=False)  # a program the call execs does not get them
     os.closerange(3 + len(keep), 1 << 16)
+    signal.set_wakeup_fd(-1)  # the supervisor's wake-up pipe is closed here; a handler must not write its fd number
     for sig in (signal.SIGCHLD, signal.SIGINT, signal.SIGTERM):
         signal.signal(sig, signal.SIG_DFL)
     signal.signal(signal.SIGINT, signal.default_int_handler)
@@ -311,9 +362,9 @@ def _child_run(req: dict[str, Any], code: bytes) -> NoReturn:
     """The request's part of a child: environment, directory, limits, then the command or the code."""
     status = 1
     try:
-        env = {str(k): str(v) for k, v in (req.get("env") or {}).items()}
+        env = _request_env(req)
         os.chdir(req.get("cwd") or "/")
-        _set_child_limits(req.get("limits") or {}, req.get("cpu"))
+        _set_child_limits(req.get("limits") or {}, req.get("cpu"), int(req.get("others", 0)))
         if req["op"] == "exec":
             _default_signals(_PYTHON_IGNORED_SIGNALS)
             argv = req["argv"]
@@ -323,8 +374,7 @@ def _child_run(req: dict[str, Any], code: bytes) -> NoReturn:
                 sys.stderr.write(f"{argv[0]}: {exc}\n")
                 status = 126 if isinstance(exc, PermissionError) else 127
         else:
-            os.environ.clear()
-            os.environ.update(env)
+            _set_environ(env)
             sys.argv = ["<sandbox>"]
             sys.path[0] = os.getcwd()
             status = _run_python(code)
@@ -341,6 +391,17 @@ def _child_run(req: dict[str, Any], code: bytes) -> NoReturn:
         if req.get("report"):
             _report_end(status)
         os._exit(status)
+
+
+def _request_env(req: dict[str, Any]) -> dict[str, str]:
+    return {str(k): str(v) for k, v in (req.get("env") or {}).items()}
+
+
+def _set_environ(env: dict[str, str]) -> None:
+    """Make ``os.environ`` exactly ``env`` (a spare usually has it already: it rehearsed with the last call's)."""
+    if os.environ != env:
+        os.environ.clear()
+        os.environ.update(env)
 
 
 def _report_end(status: int) -> None:
@@ -389,6 +450,23 @@ def _run_python(code: bytes) -> int:
 _WARM_UP = compile("def _warm(x):\n    return [x * i for i in range(3)]\n_warm(2)\n", "<warm-up>", "exec")
 
 
+def _rehearse(env: dict[str, str] | None) -> None:
+    """A spare's dry run of the steps of a call that need no request, so that their copy-on-write faults come first.
+
+    ``env`` is the previous call's environment (the next call usually asks for the same one).
+    """
+    for which in (resource.RLIMIT_AS, resource.RLIMIT_NPROC, resource.RLIMIT_FSIZE, resource.RLIMIT_NOFILE):
+        resource.setrlimit(which, resource.getrlimit(which))
+    os.chdir(os.getcwd())
+    if env is not None:
+        _set_environ(env)
+    exec(_WARM_UP, {"__name__": "__main__", "__builtins__": builtins})
+    ru = resource.getrusage(resource.RUSAGE_SELF)
+    json.loads(json.dumps({"exit_code": 0, "cpu_s": ru.ru_utime + ru.ru_stime, "max_rss_kb": ru.ru_maxrss}))
+    for stream in (sys.stdout, sys.stderr):
+        stream.flush()
+
+
 class _Spare:
     """A child forked and warmed while the supervisor waits for the next request (worker mode).
 
@@ -398,7 +476,7 @@ class _Spare:
     still starts from the supervisor's state in a fresh process.
     """
 
-    def __init__(self) -> None:
+    def __init__(self, env: dict[str, str] | None = None) -> None:
         in_r, self.in_w = os.pipe()
         self.out_r, out_w = os.pipe()
         self.err_r, err_w = os.pipe()
@@ -408,7 +486,7 @@ class _Spare:
         if self.pid == 0:
             try:
                 _child_prepare((in_r, out_w, err_w), keep=(req_r, end_w))
-                exec(_WARM_UP, {"__builtins__": builtins})
+                _rehearse(env)
                 req, blobs = _read_frame(3, 1 << 30)
                 os.close(3)
                 os.write(4, b"S")  # started: from here on, whatever happens is the call's
@@ -459,6 +537,7 @@ def _execute(
     old_handler = signal.signal(signal.SIGCHLD, lambda *_: None)
     start = time.monotonic()
     end_r: int | None = None
+    req = dict(req, others=_reap_dying())
     if spare is not None and spare.hand_over(req, code):
         pid, in_w, out_r, err_r, end_r = spare.pid, spare.in_w, spare.out_r, spare.err_r, spare.end_r
     else:
@@ -721,10 +800,11 @@ def _serve_loop(once: bool, max_bytes: int) -> None:
         import traceback  # noqa: F401  (warm: forked children print tracebacks without importing it)
     _write_all(proto_out, encode_frame({"ready": True, "pid": os.getpid()}))
     spare: _Spare | None = None
+    env: dict[str, str] | None = None  # the last Python call's environment, which the next spare rehearses with
     while True:
         if not once and spare is None:
             try:
-                spare = _Spare()
+                spare = _Spare(env)
             except OSError:  # out of processes or fds: calls fork on demand
                 spare = None
         try:
@@ -733,6 +813,7 @@ def _serve_loop(once: bool, max_bytes: int) -> None:
             return
         if req.get("op") in ("exec", "python"):
             reply, spare = _serve(req, blobs, proto_in, spare), None
+            env = _request_env(req) if req["op"] == "python" else env
         else:
             reply = _serve(req, blobs, proto_in)
         try:
