@@ -1,10 +1,11 @@
 """The persistent sandbox worker now against the worker of an earlier commit, side by side in one process.
 
 The supervisor's source travels into the sandbox as ``python3 -c SOURCE``, so an older version runs in the
-same kind of sandbox by handing :class:`~turnkit.sandbox.LocalSandbox` that version's source (read with
-``git show REV:turnkit/sandbox/_supervisor.py``). Calls alternate between the two workers, the order flipping
-every round; p50s over all samples, and the fork limit (fork a warm sandboxed interpreter, exit, reap) once per
-round beside them.
+same kind of sandbox by handing :class:`~turnkit.sandbox.LocalSandbox` that version's source (its modules read
+with ``git show REV:turnkit/sandbox/...`` and joined as the current version joins its own). Calls alternate
+between the two workers, the order flipping every round; p50s over all samples, and the fork limit (fork a warm
+sandboxed interpreter, exit, reap) once per round beside them. The current worker also runs the same ten test
+calls as one :func:`~turnkit.sandbox.run_batch` (a per-call result and alarm each), which older ones lack.
 
 Run:  python benchmarks/bench_worker_ab.py --baseline a0a69c8 --n 300
       (or ``turnkit bench worker_ab -- --baseline a0a69c8``)
@@ -19,11 +20,14 @@ import subprocess
 import time
 from pathlib import Path
 
-from turnkit.sandbox import LocalSandbox, _wire
+from turnkit.sandbox import LocalSandbox, _wire, run_batch
 
 REPO = Path(__file__).resolve().parents[1]
 TESTS = "def f(x):\n    return x * x\n" + "".join(f"assert f({i}) == {i * i}\n" for i in range(10))
 CODES = {"pass": "pass", "define + 10 test calls": TESTS}
+BATCH_SETUP = "def f(x):\n    return x * x\n"
+BATCH_CALLS = [f"f({i})" for i in range(10)]
+BATCH_LABEL, BATCH_OF = "define + 10 calls, run_batch", "define + 10 test calls"
 FORK_LIMIT = (
     "import os, statistics, time\nxs = []\nfor _ in range(20):\n    t = time.perf_counter()\n    pid = os.fork()\n"
     "    if pid == 0:\n        os._exit(0)\n    os.waitpid(pid, 0)\n    xs.append(time.perf_counter() - t)\n"
@@ -43,20 +47,38 @@ def worker_with(source: str) -> LocalSandbox:
     return sb
 
 
+def source_at(rev: str) -> str:
+    """The supervisor's script at a git revision (one module before the split into three, joined after it)."""
+
+    def read(name: str) -> str:
+        shown = subprocess.run(
+            ["git", "show", f"{rev}:turnkit/sandbox/{name}"], cwd=REPO, capture_output=True, text=True
+        )
+        if shown.returncode != 0:
+            raise FileNotFoundError(shown.stderr.strip())
+        return shown.stdout
+
+    try:
+        read("_frames.py")
+    except FileNotFoundError:
+        try:
+            return read("_supervisor.py")
+        except FileNotFoundError as exc:
+            raise SystemExit(f"cannot read the baseline supervisor: {exc}") from None
+    return _wire.join_supervisor_source(read)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--baseline", required=True, help="git revision whose supervisor is the baseline")
     parser.add_argument("--n", type=int, default=300, help="samples per row")
     parser.add_argument("--json", action="store_true", help="print JSON instead of a table")
     args = parser.parse_args(None if argv is None else [a for a in argv if a != "--"])
-    old = subprocess.run(
-        ["git", "show", f"{args.baseline}:turnkit/sandbox/_supervisor.py"], cwd=REPO, capture_output=True, text=True
-    )
-    if old.returncode != 0:
-        raise SystemExit(f"cannot read the baseline supervisor: {old.stderr.strip()}")
-    workers = {f"baseline {args.baseline}": worker_with(old.stdout), "now": worker_with(_wire.supervisor_source())}
+    baseline = source_at(args.baseline)
+    workers = {f"baseline {args.baseline}": worker_with(baseline), "now": worker_with(_wire.supervisor_source())}
     samples = {(w, c): [] for w in workers for c in CODES}
     forks: list[float] = []
+    batch_samples: list[float] = []
     try:
         for r in range(args.n):
             order = list(workers.items()) if r % 2 else list(reversed(workers.items()))
@@ -66,6 +88,10 @@ def main(argv: list[str] | None = None) -> int:
                     result = sb.run_python(code, timeout=30)
                     samples[(name, label)].append(time.perf_counter() - t0)
                     assert result.ok, result
+            t0 = time.perf_counter()
+            batch = run_batch(workers["now"], BATCH_SETUP, BATCH_CALLS)
+            batch_samples.append(time.perf_counter() - t0)
+            assert batch.ok and batch.calls[-1].value == ["int", "81"], batch
             if r % 10 == 0:
                 forks.append(float(workers["now"].run_python(FORK_LIMIT, timeout=30).stdout))
     finally:
@@ -79,14 +105,18 @@ def main(argv: list[str] | None = None) -> int:
         for w in workers
         for c in CODES
     ]
+    batch_ms = 1e3 * statistics.median(batch_samples)
+    rows.append(
+        {"worker": "now", "code": BATCH_LABEL, "p50_ms": batch_ms, "x_baseline": batch_ms / p50[(base, BATCH_OF)]}
+    )
     if args.json:
         print(json.dumps({"rows": rows, "fork_limit_p50_ms": fork_ms, "n": args.n}, indent=2))
         return 0
     print(f"persistent worker calls, {args.n} interleaved samples per row; fork limit {fork_ms:.3f} ms p50")
-    print(f"{'worker':<20} {'code':<24} {'p50 ms':>8} {'× baseline':>11} {'× fork limit':>13}")
+    print(f"{'worker':<20} {'code':<30} {'p50 ms':>8} {'× baseline':>11} {'× fork limit':>13}")
     for row in rows:
         print(
-            f"{row['worker']:<20} {row['code']:<24} {row['p50_ms']:>8.3f} {row['x_baseline']:>11.2f} "
+            f"{row['worker']:<20} {row['code']:<30} {row['p50_ms']:>8.3f} {row['x_baseline']:>11.2f} "
             f"{row['p50_ms'] / fork_ms:>13.2f}"
         )
     return 0

@@ -10,6 +10,7 @@ idempotent ``close``; every outcome of the code (exit, crash, timeout, memory bl
   cgroup memory/CPU/pids limits), an offline-built image, guaranteed cleanup.
 * :class:`PythonSession`, :class:`ShellSession`: persistent interactive REPL/shell (pexpect) in either backend.
 * :class:`SandboxPool`: pre-started sandboxes handed out one per task and replaced in the background.
+* :func:`run_batch`: load code once and evaluate many calls, each with its own time limit, in one round trip.
 
 Threat model
 ------------
@@ -55,6 +56,7 @@ Example:
 """
 
 from turnkit.sandbox.base import Limits, Sandbox, SandboxBase
+from turnkit.sandbox.batch import BatchResult, CallResult, run_batch
 from turnkit.sandbox.docker import DockerSandbox, docker_available
 from turnkit.sandbox.local import LocalSandbox
 from turnkit.sandbox.pool import SandboxPool
@@ -62,6 +64,8 @@ from turnkit.sandbox.repl import PythonSession, ShellSession
 from turnkit.types import ExecResult
 
 __all__ = [
+    "BatchResult",
+    "CallResult",
     "DockerSandbox",
     "ExecResult",
     "Limits",
@@ -72,4 +76,5 @@ __all__ = [
     "SandboxPool",
     "ShellSession",
     "docker_available",
+    "run_batch",
 ]

@@ -13,15 +13,12 @@ Modes:
     ``fg LIMITS_JSON ARGV...``: set rlimits, become the terminal's foreground process group and exec ARGV
     (interactive pexpect sessions).
 
-Frame: ``b"TKF1"``, a 4-byte big-endian header length, a JSON header, then the blobs whose lengths the
-header lists under ``"blobs"``. Replies are untrusted on the host side (the sandboxed code runs as the same
+Frames are :mod:`turnkit.sandbox._frames`'s. Replies are untrusted on the host side (the sandboxed code runs as the same
 user and can forge them); forging only changes the forger's own result.
 
 Example:
-    >>> frame = encode_frame({"op": "ping"}, [b"abc"])
-    >>> dec = FrameDecoder(max_bytes=1 << 20)
-    >>> dec.feed(frame)
-    [({'op': 'ping', 'blobs': [3]}, [b'abc'])]
+    >>> _serve({"op": "ping"}, [], None)[:4]
+    b'TKF1'
 """
 
 from __future__ import annotations
@@ -33,116 +30,15 @@ import os
 import resource
 import select
 import signal
-import struct
 import sys
 import time
 from collections.abc import Sequence
 from typing import Any, NoReturn
 
-MAGIC = b"TKF1"
-_HEAD = struct.Struct(">I")
-_CHUNK = 65536
+from turnkit.sandbox._frames import CHUNK, encode_frame, read_frame, write_all
+from turnkit.sandbox._harness import batch_main
+
 _PR_SET_CHILD_SUBREAPER = 36
-
-Frame = tuple[dict[str, Any], list[bytes]]
-
-
-def encode_frame(header: dict[str, Any], blobs: Sequence[bytes] = ()) -> bytes:
-    """Encode one frame.
-
-    Example:
-        >>> encode_frame({}, [])[:4]
-        b'TKF1'
-    """
-    data = [bytes(b) for b in blobs]
-    head = dict(header)
-    head["blobs"] = [len(b) for b in data]
-    raw = json.dumps(head, separators=(",", ":")).encode("utf-8")
-    return MAGIC + _HEAD.pack(len(raw)) + raw + b"".join(data)
-
-
-class FrameError(ValueError):
-    """A malformed or oversized frame."""
-
-
-class FrameDecoder:
-    r"""Incremental frame decoder with a size bound (the peer is not trusted).
-
-    Args:
-        max_bytes: Largest frame accepted (header plus blobs).
-
-    Example:
-        >>> dec = FrameDecoder(max_bytes=64)
-        >>> dec.feed(b"TKF1")
-        []
-        >>> dec.feed(b"\xff\xff\xff\xff")
-        Traceback (most recent call last):
-        ...
-        turnkit.sandbox._supervisor.FrameError: frame header of 4294967295 bytes exceeds 64
-    """
-
-    def __init__(self, max_bytes: int) -> None:
-        self.max_bytes = max_bytes
-        self._buf = bytearray()
-
-    def feed(self, data: bytes) -> list[Frame]:
-        """Add bytes; return the frames completed so far as ``(header, blobs)`` pairs."""
-        self._buf += data
-        frames: list[Frame] = []
-        while True:
-            frame = self._take()
-            if frame is None:
-                return frames
-            frames.append(frame)
-
-    def _take(self) -> Frame | None:
-        buf = self._buf
-        if len(buf) < 8:
-            return None
-        if bytes(buf[:4]) != MAGIC:
-            raise FrameError(f"bad frame magic {bytes(buf[:4])!r}")
-        (hlen,) = _HEAD.unpack(bytes(buf[4:8]))
-        if hlen > self.max_bytes:
-            raise FrameError(f"frame header of {hlen} bytes exceeds {self.max_bytes}")
-        if len(buf) < 8 + hlen:
-            return None
-        try:
-            header = json.loads(bytes(buf[8 : 8 + hlen]).decode("utf-8"))
-        except ValueError as exc:
-            raise FrameError(f"frame header is not JSON: {exc}") from exc
-        sizes = header.get("blobs") if isinstance(header, dict) else None
-        if not isinstance(sizes, list) or not all(isinstance(n, int) and n >= 0 for n in sizes):
-            raise FrameError("frame header has no valid blob sizes")
-        total = 8 + hlen + sum(sizes)
-        if total > self.max_bytes:
-            raise FrameError(f"frame of {total} bytes exceeds {self.max_bytes}")
-        if len(buf) < total:
-            return None
-        blobs, pos = [], 8 + hlen
-        for n in sizes:
-            blobs.append(bytes(buf[pos : pos + n]))
-            pos += n
-        del buf[:total]
-        return header, blobs
-
-
-def _read_frame(fd: int, max_bytes: int) -> Frame:
-    dec = FrameDecoder(max_bytes)
-    while True:
-        data = os.read(fd, _CHUNK)
-        if not data:
-            raise EOFError("stdin closed")
-        frames = dec.feed(data)
-        if frames:
-            return frames[0]
-
-
-def _write_all(fd: int, data: bytes) -> None:
-    view = memoryview(data)
-    while view:
-        n = os.write(fd, view)
-        view = view[n:]
-
 
 # --- process tree bookkeeping ------------------------------------------------------------------------
 
@@ -349,17 +245,20 @@ def _child_prepare(fds: tuple[int, int, int], keep: tuple[int, ...] = ()) -> Non
     signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
-def _child_main(req: dict[str, Any], code: bytes, fds: tuple[int, int, int]) -> NoReturn:
+def _child_main(req: dict[str, Any], program: list[bytes], fds: tuple[int, int, int]) -> NoReturn:
     """Runs in the forked child: never returns."""
     try:
         _child_prepare(fds)
     except BaseException as exc:  # the set-up failed before any code ran: say why on the call's stderr
         _report_setup_failure(exc)
-    _child_run(req, code)
+    _child_run(req, program)
 
 
-def _child_run(req: dict[str, Any], code: bytes) -> NoReturn:
-    """The request's part of a child: environment, directory, limits, then the command or the code."""
+def _child_run(req: dict[str, Any], program: list[bytes]) -> NoReturn:
+    """The request's part of a child: environment, directory, limits, then the command, the code or the batch.
+
+    ``program`` is the code (``python``), or the set-up code and the JSON list of call expressions (``batch``).
+    """
     status = 1
     try:
         env = _request_env(req)
@@ -377,7 +276,10 @@ def _child_run(req: dict[str, Any], code: bytes) -> NoReturn:
             _set_environ(env)
             sys.argv = ["<sandbox>"]
             sys.path[0] = os.getcwd()
-            status = _run_python(code)
+            if req["op"] == "batch":
+                status = batch_main(program[0], json.loads(program[1]), float(req["item_timeout"]))
+            else:
+                status = _run_python(program[0] if program else b"")
     except SystemExit as exc:
         status = _exit_status(exc)
     except BaseException as exc:  # report and exit: the sandboxed code failed, not the supervisor
@@ -487,22 +389,22 @@ class _Spare:
             try:
                 _child_prepare((in_r, out_w, err_w), keep=(req_r, end_w))
                 _rehearse(env)
-                req, blobs = _read_frame(3, 1 << 30)
+                req, blobs = read_frame(3, 1 << 30)
                 os.close(3)
                 os.write(4, b"S")  # started: from here on, whatever happens is the call's
             except EOFError:  # the supervisor went away before a request came: nothing to do
                 os._exit(0)
             except BaseException as exc:  # nothing of a call ran; the supervisor forks anew for it
                 _report_setup_failure(exc)
-            _child_run(dict(req, report=True), blobs[0] if blobs else b"")
+            _child_run(dict(req, report=True), blobs)
         for fd in (in_r, out_w, err_w, req_r, end_w):
             os.close(fd)
         os.set_blocking(self.end_r, False)
 
-    def hand_over(self, req: dict[str, Any], code: bytes) -> bool:
+    def hand_over(self, req: dict[str, Any], program: list[bytes]) -> bool:
         """Send the spare its request; ``False`` if it is gone (then it has been reaped and closed)."""
         try:
-            _write_all(self.req_w, encode_frame(req, [code]))
+            write_all(self.req_w, encode_frame(req, program))
             return True
         except OSError:
             self.discard()
@@ -525,9 +427,9 @@ def _execute(
     req: dict[str, Any], blobs: list[bytes], watch_fd: int | None = None, spare: _Spare | None = None
 ) -> bytes:
     """Fork (or hand ``spare`` the request), supervise and reap one execution; return the reply frame."""
-    is_python = req.get("op") == "python"
-    code = blobs[0] if is_python else b""
-    stdin_data = blobs[1] if is_python and len(blobs) > 1 else (blobs[0] if blobs and not is_python else b"")
+    op = req.get("op")
+    program = blobs[:2] if op == "batch" else blobs[:1] if op == "python" else []
+    stdin_data = blobs[len(program)] if len(blobs) > len(program) else b""
     timeout = float(req.get("timeout", 10))
     cap = int(req.get("cap", 1 << 20))
     wake_r, wake_w = os.pipe()
@@ -538,7 +440,7 @@ def _execute(
     start = time.monotonic()
     end_r: int | None = None
     req = dict(req, others=_reap_dying())
-    if spare is not None and spare.hand_over(req, code):
+    if spare is not None and spare.hand_over(req, program):
         pid, in_w, out_r, err_r, end_r = spare.pid, spare.in_w, spare.out_r, spare.err_r, spare.end_r
     else:
         in_r, in_w = os.pipe()
@@ -546,7 +448,7 @@ def _execute(
         err_r, err_w = os.pipe()
         pid = os.fork()
         if pid == 0:
-            _child_main(req, code, (in_r, out_w, err_w))
+            _child_main(req, program, (in_r, out_w, err_w))
         for fd in (in_r, out_w, err_w):
             os.close(fd)
     os.set_blocking(in_w, False)
@@ -700,7 +602,7 @@ class _Capture:
 
     def read(self) -> bool:
         """Read once; return False at end of file."""
-        data = os.read(self.fd, _CHUNK)
+        data = os.read(self.fd, CHUNK)
         if not data:
             self.eof = True
             return False
@@ -737,7 +639,7 @@ class _Feeder:
         if self.fd is None:
             return False
         try:
-            n = os.write(self.fd, self.pending[:_CHUNK])
+            n = os.write(self.fd, self.pending[:CHUNK])
             self.pending = self.pending[n:]
         except BlockingIOError:
             return True
@@ -777,9 +679,12 @@ def _file_op(req: dict[str, Any], blobs: list[bytes]) -> bytes:
         return encode_frame({"ok": False, "error": f"{type(exc).__name__}: {exc}"})
 
 
+_EXECUTIONS = ("exec", "python", "batch")
+
+
 def _serve(req: dict[str, Any], blobs: list[bytes], watch_fd: int | None, spare: _Spare | None = None) -> bytes:
     op = req.get("op")
-    if op in ("exec", "python"):
+    if op in _EXECUTIONS:
         return _execute(req, blobs, watch_fd, spare)
     if op in ("write", "read"):
         return _file_op(req, blobs)
@@ -798,7 +703,7 @@ def _serve_loop(once: bool, max_bytes: int) -> None:
     _OWN_BEFORE_CALLS.append(_count_own_processes())
     if not once:
         import traceback  # noqa: F401  (warm: forked children print tracebacks without importing it)
-    _write_all(proto_out, encode_frame({"ready": True, "pid": os.getpid()}))
+    write_all(proto_out, encode_frame({"ready": True, "pid": os.getpid()}))
     spare: _Spare | None = None
     env: dict[str, str] | None = None  # the last Python call's environment, which the next spare rehearses with
     while True:
@@ -808,16 +713,16 @@ def _serve_loop(once: bool, max_bytes: int) -> None:
             except OSError:  # out of processes or fds: calls fork on demand
                 spare = None
         try:
-            req, blobs = _read_frame(proto_in, max_bytes)
+            req, blobs = read_frame(proto_in, max_bytes)
         except EOFError:
             return
-        if req.get("op") in ("exec", "python"):
+        if req.get("op") in _EXECUTIONS:
             reply, spare = _serve(req, blobs, proto_in, spare), None
-            env = _request_env(req) if req["op"] == "python" else env
+            env = _request_env(req) if req["op"] != "exec" else env
         else:
             reply = _serve(req, blobs, proto_in)
         try:
-            _write_all(proto_out, reply)
+            write_all(proto_out, reply)
         except BrokenPipeError:
             return
         if once:

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import functools
 import os
+import re
 import select
 import time
 from collections.abc import Callable
@@ -21,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from turnkit.errors import SandboxError
-from turnkit.sandbox import _supervisor
+from turnkit.sandbox import _frames, _supervisor
 from turnkit.sandbox.base import Limits, result_from_wire
 from turnkit.types import ExecResult
 
@@ -40,6 +41,30 @@ SANDBOX_ENV = {
 }
 
 
+SUPERVISOR_MODULES = ("_frames.py", "_harness.py", "_supervisor.py")
+"""The modules of the in-sandbox supervisor, in the order their sources are joined into one script."""
+
+_OWN_IMPORT = re.compile(r"^from turnkit\.sandbox\._\w+ import [\w, ]+$|^from __future__ import annotations$")
+
+
+def join_supervisor_source(read: Callable[[str], str]) -> str:
+    """Join the supervisor's modules (read by file name) into one script: one future import, no imports of each other.
+
+    Example:
+        >>> parts = {"_frames.py": "from __future__ import annotations\\nA = 1\\n", "_harness.py": "B = 2\\n",
+        ...          "_supervisor.py": "from turnkit.sandbox._frames import A\\nC = A + B\\n"}
+        >>> ns = {}
+        >>> exec(join_supervisor_source(parts.__getitem__), ns)
+        >>> ns["C"]
+        3
+    """
+    body = []
+    for name in SUPERVISOR_MODULES:
+        lines = read(name).splitlines()
+        body.append("\n".join(line for line in lines if not _OWN_IMPORT.match(line)))
+    return "from __future__ import annotations\n" + "\n\n".join(body) + "\n"
+
+
 @functools.lru_cache(maxsize=1)
 def supervisor_source() -> str:
     """The supervisor's source code, as passed to ``python3 -c``.
@@ -48,7 +73,8 @@ def supervisor_source() -> str:
         >>> "def main(argv" in supervisor_source()
         True
     """
-    return Path(_supervisor.__file__).read_text(encoding="utf-8")
+    here = Path(_supervisor.__file__).parent
+    return join_supervisor_source(lambda name: (here / name).read_text(encoding="utf-8"))
 
 
 def supervisor_argv(python: str, mode: str, *extra: str) -> list[str]:
@@ -133,14 +159,14 @@ class ReplyReader:
 
     Example:
         >>> r, w = os.pipe()
-        >>> _ = os.write(w, _supervisor.encode_frame({"ready": True}))
+        >>> _ = os.write(w, _frames.encode_frame({"ready": True}))
         >>> ReplyReader(r, max_bytes=1024).next(deadline=time.monotonic() + 1)[0]["ready"]
         True
     """
 
     def __init__(self, fd: int, *, max_bytes: int, unwrap: Callable[[bytes], bytes] | None = None) -> None:
         self.fd = fd
-        self._decoder = _supervisor.FrameDecoder(max_bytes)
+        self._decoder = _frames.FrameDecoder(max_bytes)
         self._unwrap = unwrap
         self._ready: list[Frame] = []
         self.eof = False
@@ -181,7 +207,7 @@ class ReplyReader:
                 data = self._unwrap(data)
             try:
                 self._ready.extend(self._decoder.feed(data))
-            except _supervisor.FrameError as exc:
+            except _frames.FrameError as exc:
                 raise ProtocolError(f"malformed reply from the sandbox supervisor: {exc}") from exc
         return self._ready.pop(0)
 

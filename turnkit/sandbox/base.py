@@ -201,6 +201,27 @@ class SandboxBase:
     def _close(self) -> None:
         """Backend-specific cleanup, called once."""
 
+    def run_batch_natively(
+        self, setup: bytes, calls: bytes, per_call_timeout_s: float, wall_s: float
+    ) -> ExecResult | None:
+        """Run the batch harness (:mod:`turnkit.sandbox.batch`) without shipping its source, if the backend can.
+
+        Args:
+            setup: The set-up code.
+            calls: The call expressions as a JSON list.
+            per_call_timeout_s: Alarm for loading and for each call.
+            wall_s: Wall timeout of the whole batch.
+
+        Returns:
+            The execution whose stdout carries the harness's result lines, or ``None``: this backend has no
+            native batch, and :func:`~turnkit.sandbox.batch.run_batch` sends the harness through ``run_python``.
+
+        Example:
+            >>> SandboxBase().run_batch_natively(b"", b"[]", 1.0, 3.0) is None
+            True
+        """
+        return None
+
     def _check_open(self) -> None:
         if self._closed:
             raise SandboxError(f"{type(self).__name__} is closed")

@@ -35,7 +35,7 @@ from pathlib import Path
 from typing import Any
 
 from turnkit.errors import SandboxError
-from turnkit.sandbox import _supervisor, _watchdog, _wire
+from turnkit.sandbox import _frames, _watchdog, _wire
 from turnkit.sandbox.base import (
     DEFAULT_IMAGE,
     WORKDIR,
@@ -421,6 +421,18 @@ class DockerSandbox(SandboxBase):
         req = _wire.exec_request(self.limits, op="python", timeout=wall, cwd=WORKDIR, nproc=False)
         return self._execute(req, [to_bytes(code)], wall)
 
+    def run_batch_natively(self, setup: bytes, calls: bytes, per_call_timeout_s: float, wall_s: float) -> ExecResult:
+        """Run the batch harness compiled into the supervisor (see :func:`turnkit.sandbox.batch.run_batch`).
+
+        Example:
+            >>> DockerSandbox.run_batch_natively.__name__
+            'run_batch_natively'
+        """
+        self._check_open()
+        req = _wire.exec_request(self.limits, op="batch", timeout=wall_s, cwd=WORKDIR, nproc=False)
+        req["item_timeout"] = per_call_timeout_s
+        return self._execute(req, [setup, calls], wall_s)
+
     def write_file(self, path: str, data: bytes | str) -> None:
         """Write a file into the container's ``/work`` (parents are created).
 
@@ -552,7 +564,7 @@ class DockerSandbox(SandboxBase):
         Raises:
             TimeoutError: If no reply came within ``wait_s``.
         """
-        frame = _supervisor.encode_frame(req, blobs)
+        frame = _frames.encode_frame(req, blobs)
         limit = max_reply or _wire.max_reply_bytes(self.limits)
         if not self.persistent:
             conn = _ExecConnection(self, "once", limit)

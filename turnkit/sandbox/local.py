@@ -35,7 +35,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from turnkit.errors import ConfigError, SandboxError
-from turnkit.sandbox import _bwrap, _hostio, _supervisor, _wire
+from turnkit.sandbox import _bwrap, _frames, _hostio, _wire
 from turnkit.sandbox._spawn import in_spawner_thread
 from turnkit.sandbox.base import (
     WORKDIR,
@@ -284,6 +284,19 @@ class LocalSandbox(SandboxBase):
         req = _wire.exec_request(self.limits, op="python", timeout=wall, cwd=self._cwd, env=self._env)
         return self._call(req, [to_bytes(code)], wall)
 
+    def run_batch_natively(self, setup: bytes, calls: bytes, per_call_timeout_s: float, wall_s: float) -> ExecResult:
+        """Run the batch harness compiled into the supervisor (see :func:`turnkit.sandbox.batch.run_batch`).
+
+        Example:
+            >>> with LocalSandbox() as sb:
+            ...     sb.run_batch_natively(b"x = 2", b'["x * 3"]', 1.0, 5.0).stdout.splitlines()[1]
+            '@@turnkit-batch@@{"ok": ["int", "6"]}'
+        """
+        self._check_open()
+        req = _wire.exec_request(self.limits, op="batch", timeout=wall_s, cwd=self._cwd, env=self._env)
+        req["item_timeout"] = per_call_timeout_s
+        return self._call(req, [setup, calls], wall_s)
+
     def write_file(self, path: str, data: bytes | str) -> None:
         """Write a file in the work directory (parents are created).
 
@@ -370,7 +383,7 @@ class LocalSandbox(SandboxBase):
         return _Supervisor(argv, self._ids, _wire.max_reply_bytes(self.limits), env)
 
     def _call(self, req: dict[str, Any], blobs: list[bytes], wall: float) -> ExecResult:
-        frame = _supervisor.encode_frame(req, blobs)
+        frame = _frames.encode_frame(req, blobs)
         if self.persistent:
             with self._lock:
                 self._check_open()

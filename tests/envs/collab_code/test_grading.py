@@ -165,7 +165,7 @@ def test_hostile_or_broken_code_is_a_zero_score_with_a_cause(sb, name, code, err
 def test_code_that_ignores_the_alarm_is_killed_by_the_wall_timeout(sb):
     code = "import signal\nsignal.signal(signal.SIGALRM, signal.SIG_IGN)\ndef f(x):\n    while True:\n        pass"
     r = _grade(sb, code, timeout=0.2, tests=["f(1)"])
-    assert (r.passed, r.error) == (0, "timeout") and "whole run" in r.detail
+    assert (r.passed, r.error) == (0, "timeout") and "whole batch" in r.detail
 
 
 def test_colbench_forbidden_text_is_scored_zero_without_running(sb):

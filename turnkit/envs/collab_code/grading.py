@@ -36,9 +36,7 @@ Example:
 
 from __future__ import annotations
 
-import functools
 import hashlib
-import inspect
 import json
 import os
 import re
@@ -50,6 +48,7 @@ from typing import Any
 
 from turnkit.errors import ConfigError, EnvError
 from turnkit.sandbox import Limits, LocalSandbox, Sandbox
+from turnkit.sandbox.batch import CallResult, encode_value, run_batch
 
 ANSWER_MARKER = "I WANT TO ANSWER:"
 """The text that ends an episode: what follows it is the answer."""
@@ -63,7 +62,6 @@ GRADING_LIMITS = Limits(wall_time_s=15.0, memory_mb=512, pids=16, output_bytes=1
 ERRORS = ("forbidden", "no_code", "syntax_error", "crash", "timeout", "memory", "output_limit")
 """Values of :attr:`GradeResult.error`."""
 
-_MARK = "@@turnkit-collab@@"
 _FENCE = re.compile(r"```[^\n`]*\n(.*?)(?:```|\Z)", re.DOTALL)
 
 
@@ -94,52 +92,6 @@ def split_answer(message: str) -> str | None:
     if at < 0:
         return None
     return extract_code(message[at + len(ANSWER_MARKER) :])
-
-
-def encode_value(value: Any, depth: int = 0, budget: list | None = None) -> Any:
-    """A canonical, JSON-safe encoding of a test result (also run inside the sandbox: stdlib only).
-
-    Tags: ``none``, ``bool``, ``int`` (decimal text), ``float`` (``repr``), ``str``, ``list``, ``tuple``,
-    ``dict`` and ``set`` (items sorted by their JSON text), ``other`` (the type name: never equal) and
-    ``too_big`` (over 10,000 nodes, nested deeper than 40, or an int too long to print).
-
-    Example:
-        >>> encode_value((1, 2.5, "a", None, True))
-        ['tuple', [['int', '1'], ['float', '2.5'], ['str', 'a'], ['none'], ['bool', True]]]
-        >>> encode_value({"b": 1, "a": {3}})
-        ['dict', [[['str', 'a'], ['set', [['int', '3']]]], [['str', 'b'], ['int', '1']]]]
-        >>> encode_value(object())
-        ['other', 'object']
-    """
-    import json as _json
-
-    if budget is None:
-        budget = [10_000]
-    budget[0] -= 1
-    if budget[0] < 0 or depth > 40:
-        return ["too_big"]
-    if value is None:
-        return ["none"]
-    if isinstance(value, bool):
-        return ["bool", value is True]
-    if isinstance(value, int):
-        try:
-            return ["int", int.__repr__(value)]
-        except ValueError:  # more digits than sys.get_int_max_str_digits()
-            return ["too_big"]
-    if isinstance(value, float):
-        return ["float", float.__repr__(value)]
-    if isinstance(value, str):
-        return ["str", str.__getitem__(value, slice(None))]
-    kind = type(value)
-    if kind is list or kind is tuple:
-        return [kind.__name__, [encode_value(v, depth + 1, budget) for v in value]]
-    if kind is dict:
-        pairs = [[encode_value(k, depth + 1, budget), encode_value(v, depth + 1, budget)] for k, v in value.items()]
-        return ["dict", sorted(pairs, key=_json.dumps)]
-    if kind is set or kind is frozenset:
-        return ["set", sorted((encode_value(v, depth + 1, budget) for v in value), key=_json.dumps)]
-    return ["other", kind.__name__]
 
 
 def values_equal(a: Any, b: Any) -> bool:
@@ -197,77 +149,6 @@ def outcomes_equal(ref: dict[str, Any], cand: dict[str, Any]) -> bool:
     return False
 
 
-_HARNESS = """\
-from __future__ import annotations
-import json as _json, os as _os, signal as _signal
-{encode_source}
-_MARK = {mark!r}
-_out = _os.fdopen(_os.dup(1), "w")
-_null = _os.open(_os.devnull, _os.O_WRONLY)
-_os.dup2(_null, 1)
-_os.dup2(_null, 2)
-def _emit(obj):
-    _out.write(_MARK + _json.dumps(obj) + "\\n")
-    _out.flush()
-class _TestTimeout(BaseException):
-    pass
-def _alarm(signum, frame):
-    raise _TestTimeout()
-_signal.signal(_signal.SIGALRM, _alarm)
-_ns = {{"__name__": "__answer__"}}
-_signal.setitimer(_signal.ITIMER_REAL, {per_test!r})
-try:
-    exec(compile({code!r}, "<answer>", "exec"), _ns)
-    _signal.setitimer(_signal.ITIMER_REAL, 0)
-except _TestTimeout:
-    _emit({{"load": "timeout", "detail": "loading the code took longer than {per_test!r} s"}})
-    raise SystemExit(0)
-except SyntaxError as _e:
-    _emit({{"load": "syntax_error", "detail": "SyntaxError: " + str(_e)[:300]}})
-    raise SystemExit(0)
-except BaseException as _e:
-    _emit({{"load": "crash", "detail": type(_e).__name__ + ": " + str(_e)[:300]}})
-    raise SystemExit(0)
-_emit({{"load": "ok"}})
-for _i, _test in enumerate({tests!r}):
-    _signal.setitimer(_signal.ITIMER_REAL, {per_test!r})
-    try:
-        _value = eval(_test, _ns)
-        _signal.setitimer(_signal.ITIMER_REAL, 0)
-        _r = {{"ok": encode_value(_value)}}
-    except _TestTimeout:
-        _r = {{"timeout": True}}
-    except BaseException as _e:
-        _signal.setitimer(_signal.ITIMER_REAL, 0)
-        _r = {{"raised": type(_e).__name__}}
-    _signal.setitimer(_signal.ITIMER_REAL, 0)
-    _emit(_r)
-_emit({{"done": True}})
-"""
-
-
-def harness_source(code: str, tests: Sequence[str], per_test_timeout_s: float) -> str:
-    """The Python program that loads ``code`` and prints one tagged JSON line per test.
-
-    Example:
-        >>> src = harness_source("def f(): return 1", ["f()"], 1.0)
-        >>> compile(src, "<harness>", "exec") is not None
-        True
-    """
-    return _HARNESS.format(
-        encode_source=_encode_source(),
-        mark=_MARK,
-        code=code,
-        tests=list(tests),
-        per_test=float(per_test_timeout_s),
-    )
-
-
-@functools.cache
-def _encode_source() -> str:
-    return inspect.getsource(encode_value)
-
-
 @dataclass(frozen=True)
 class RunOutcome:
     """What one harness execution produced.
@@ -284,7 +165,7 @@ class RunOutcome:
 
 
 def run_tests(sandbox: Sandbox, code: str, tests: Sequence[str], *, per_test_timeout_s: float = 1.0) -> RunOutcome:
-    """Run ``code`` and evaluate each test call in one fresh sandbox execution.
+    """Run ``code`` and evaluate each test call in one fresh sandbox execution (:func:`~turnkit.sandbox.run_batch`).
 
     Raises:
         SandboxError: The sandbox infrastructure failed (not the code).
@@ -295,39 +176,18 @@ def run_tests(sandbox: Sandbox, code: str, tests: Sequence[str], *, per_test_tim
         ...     run_tests(sb, "def f(x):\\n    return 1 // x", ["f(1)", "f(0)"]).outcomes
         ({'ok': ['int', '1']}, {'raised': 'ZeroDivisionError'})
     """
-    wall = per_test_timeout_s * max(1, len(tests)) + 2.0
-    result = sandbox.run_python(harness_source(code, tests, per_test_timeout_s), timeout=wall)
-    if result.truncated:
-        return RunOutcome(None, "output_limit", "the results exceeded the sandbox's output cap")
-    if result.oom_killed:
-        return RunOutcome(None, "memory", "the memory limit killed the code")
-    if result.timed_out:
-        return RunOutcome(None, "timeout", f"the whole run exceeded {wall:.1f} s (the code ignored the test alarm)")
-    lines = []
-    for line in result.stdout.splitlines():
-        if line.startswith(_MARK):
-            try:
-                lines.append(json.loads(line[len(_MARK) :]))
-            except json.JSONDecodeError:
-                return RunOutcome(None, "crash", "the harness output was garbled")
-    if not lines or not isinstance(lines[0], dict) or "load" not in lines[0]:
-        tail = result.stderr.strip().splitlines()[-1:] or [f"exit status {result.exit_code}"]
-        why = "the code exited, was killed or wrote into the result stream before it loaded"
-        return RunOutcome(None, "crash", f"{why} ({tail[0][:200]})")
-    if lines[0]["load"] not in ("ok", "syntax_error", "crash", "timeout"):
-        return RunOutcome(None, "crash", "the result stream was tampered with")
-    if lines[0]["load"] != "ok":
-        return RunOutcome(None, str(lines[0]["load"]), str(lines[0].get("detail", ""))[:300])
-    body = lines[1:]
-    if not body or body[-1] != {"done": True} or len(body) != len(tests) + 1:
-        finished = sum(1 for o in body if isinstance(o, dict) and ("ok" in o or "raised" in o or "timeout" in o))
-        why = f"{finished} results for {len(tests)} tests"
-        return RunOutcome(None, "crash", f"the code exited, forked or wrote into the result stream ({why})")
-    outcomes = tuple(o if isinstance(o, dict) else {"garbled": True} for o in body[:-1])
-    timeouts = sum(1 for o in outcomes if o.get("timeout"))
-    if timeouts:
-        return RunOutcome(outcomes, "timeout", f"{timeouts} test(s) exceeded {per_test_timeout_s} s")
-    return RunOutcome(outcomes)
+    batch = run_batch(sandbox, code, tests, per_call_timeout_s=per_test_timeout_s)
+    if batch.calls is None:
+        return RunOutcome(None, batch.error, batch.detail)
+    return RunOutcome(tuple(_outcome(c) for c in batch.calls), batch.error, batch.detail)
+
+
+def _outcome(call: CallResult) -> dict[str, Any]:
+    if call.status == "ok":
+        return {"ok": call.value}
+    if call.status == "raised":
+        return {"raised": call.error}
+    return {"timeout": True}
 
 
 def run_tests_in_process(code: str, tests: Sequence[str]) -> tuple[dict[str, Any], ...]:

@@ -1,0 +1,144 @@
+"""The batch harness: load code once, then evaluate many calls, each under its own alarm (standard library only).
+
+It runs inside the sandbox, in the child of one call: natively (the supervisor's ``batch`` op calls
+:func:`batch_main`, compiled once with the supervisor) or, on a backend without that op, as a program sent through
+``run_python`` (this module's source plus a call). The host side is :mod:`turnkit.sandbox.batch`.
+
+The code's own output is discarded (it can neither flood nor forge the results): each step's result goes out as
+one tagged JSON line on a private copy of the original stdout.
+
+Example:
+    >>> encode_value((1, 2.5, "a"))
+    ['tuple', [['int', '1'], ['float', '2.5'], ['str', 'a']]]
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+from typing import Any
+
+BATCH_MARK = "@@turnkit-batch@@"
+"""Prefix of every result line the harness writes."""
+
+BATCH_NAMESPACE = "__batch__"
+"""``__name__`` of the namespace the code is loaded in (so an ``if __name__ == "__main__":`` block does not run)."""
+
+
+def encode_value(value: Any, depth: int = 0, budget: list | None = None) -> Any:
+    """A canonical, JSON-safe encoding of a returned value.
+
+    Tags: ``none``, ``bool``, ``int`` (decimal text), ``float`` (``repr``), ``str``, ``list``, ``tuple``,
+    ``dict`` and ``set`` (items sorted by their JSON text), ``other`` (the type name: never equal) and
+    ``too_big`` (over 10,000 nodes, nested deeper than 40, or an int too long to print). Only exact built-in
+    types are looked into, through their base class's methods, so a value cannot run code while it is encoded.
+
+    Example:
+        >>> encode_value((1, 2.5, "a", None, True))
+        ['tuple', [['int', '1'], ['float', '2.5'], ['str', 'a'], ['none'], ['bool', True]]]
+        >>> encode_value({"b": 1, "a": {3}})
+        ['dict', [[['str', 'a'], ['set', [['int', '3']]]], [['str', 'b'], ['int', '1']]]]
+        >>> encode_value(object())
+        ['other', 'object']
+    """
+    if budget is None:
+        budget = [10_000]
+    budget[0] -= 1
+    if budget[0] < 0 or depth > 40:
+        return ["too_big"]
+    if value is None:
+        return ["none"]
+    if isinstance(value, bool):
+        return ["bool", value is True]
+    if isinstance(value, int):
+        try:
+            return ["int", int.__repr__(value)]
+        except ValueError:  # more digits than sys.get_int_max_str_digits()
+            return ["too_big"]
+    if isinstance(value, float):
+        return ["float", float.__repr__(value)]
+    if isinstance(value, str):
+        return ["str", str.__getitem__(value, slice(None))]
+    kind = type(value)
+    if kind is list or kind is tuple:
+        return [kind.__name__, [encode_value(v, depth + 1, budget) for v in value]]
+    if kind is dict:
+        pairs = [[encode_value(k, depth + 1, budget), encode_value(v, depth + 1, budget)] for k, v in value.items()]
+        return ["dict", sorted(pairs, key=json.dumps)]
+    if kind is set or kind is frozenset:
+        return ["set", sorted((encode_value(v, depth + 1, budget) for v in value), key=json.dumps)]
+    return ["other", kind.__name__]
+
+
+class _CallTimeout(BaseException):
+    """Raised by the alarm in the code being evaluated (a ``BaseException``: ``except Exception`` misses it)."""
+
+
+def _alarm(signum: int, frame: Any) -> None:
+    raise _CallTimeout()
+
+
+def batch_main(setup: str | bytes, calls: list[str], per_call_timeout_s: float) -> int:
+    """Load ``setup`` at module level, then evaluate each call expression; write one result line per step.
+
+    Lines (each ``BATCH_MARK`` + JSON): ``{"load": "ok" | "syntax_error" | "crash" | "timeout", "detail": ...}``,
+    then for each call ``{"ok": encoded value}``, ``{"raised": type name, "message": ...}`` or
+    ``{"timeout": true}``, then ``{"done": true}``. Loading and every call each get ``per_call_timeout_s``.
+
+    Returns:
+        The exit status (0: every line was written; the host checks that they all came).
+    """
+    out = os.fdopen(os.dup(1), "w")
+    null = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(null, 1)
+    os.dup2(null, 2)
+
+    def emit(obj: dict[str, Any]) -> None:  # buffered: one write at the end, not a supervisor wake-up per call
+        out.write(BATCH_MARK + json.dumps(obj) + "\n")
+
+    signal.signal(signal.SIGALRM, _alarm)
+    namespace: dict[str, Any] = {"__name__": BATCH_NAMESPACE}
+    try:
+        signal.setitimer(signal.ITIMER_REAL, per_call_timeout_s)
+        exec(compile(setup, "<setup>", "exec"), namespace)
+        signal.setitimer(signal.ITIMER_REAL, 0)
+    except _CallTimeout:
+        emit({"load": "timeout", "detail": f"loading the code took longer than {per_call_timeout_s} s"})
+        out.flush()
+        return 0
+    except SyntaxError as exc:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        emit({"load": "syntax_error", "detail": "SyntaxError: " + str(exc)[:300]})
+        out.flush()
+        return 0
+    except BaseException as exc:  # the code failed as it loaded: that is its result
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        emit({"load": "crash", "detail": type(exc).__name__ + ": " + _message(exc)})
+        out.flush()
+        return 0
+    emit({"load": "ok"})
+    out.flush()  # a call that kills the process still leaves "it loaded" behind
+    for call in calls:
+        try:
+            signal.setitimer(signal.ITIMER_REAL, per_call_timeout_s)
+            value = eval(call, namespace)
+            signal.setitimer(signal.ITIMER_REAL, 0)
+            result: dict[str, Any] = {"ok": encode_value(value)}
+        except _CallTimeout:
+            result = {"timeout": True}
+        except BaseException as exc:  # the call raised: that is its result
+            signal.setitimer(signal.ITIMER_REAL, 0)
+            result = {"raised": type(exc).__name__, "message": _message(exc)}
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        emit(result)
+    emit({"done": True})
+    out.flush()
+    return 0
+
+
+def _message(exc: BaseException) -> str:
+    try:
+        return str(exc)[:300]
+    except BaseException:  # a hostile __str__: the type name is what the result needs
+        return ""
