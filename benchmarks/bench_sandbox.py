@@ -1,7 +1,8 @@
 """Sandbox latency per backend for "define a function + run 10 test calls", beside a bare ``python3 -c``.
 
 Rows: the bare ``python3 -c`` baseline (no isolation at all), LocalSandbox as a fresh process per call and as
-a persistent worker (a pre-forked child per call; also running ``pass``), DockerSandbox as a ``docker exec``
+a persistent worker (a pre-forked child per call; also running ``pass``, and the same work as one ``run_batch``:
+define once, ten calls with a result and an alarm each), DockerSandbox as a ``docker exec``
 per call and as a persistent worker, and a warm docker pool (acquire a pre-started container, run, release).
 Also: container start time, evaluations per second at concurrency 2 (two threads, one sandbox each), and the
 fork limit: forking a warm sandboxed interpreter, exiting and reaping the child, measured inside a sandbox once
@@ -24,7 +25,7 @@ import threading
 import time
 from collections.abc import Callable
 
-from turnkit.sandbox import DockerSandbox, Limits, LocalSandbox, SandboxPool, docker_available
+from turnkit.sandbox import DockerSandbox, Limits, LocalSandbox, SandboxPool, docker_available, run_batch
 
 TASK = "def square(x):\n    return x * x\n\nfor i in range(10):\n    assert square(i) == i * i\nprint('ok')\n"
 PYTHON = "/usr/bin/python3"  # the interpreter the sandboxes run, so the baseline does the same work
@@ -50,6 +51,18 @@ FORK_LIMIT = (
     "print(statistics.median(xs))\n"
 )
 """The floor of a fork-per-call design: fork a warm sandboxed interpreter, exit the child, reap it (20 times)."""
+
+
+SETUP = "def square(x):\n    return x * x\n"
+CALLS = [f"square({i})" for i in range(10)]
+
+
+def via_batch(sandbox) -> Callable[[], None]:
+    def call() -> None:
+        batch = run_batch(sandbox, SETUP, CALLS)
+        assert batch.ok and [c.value for c in batch.calls] == [["int", str(i * i)] for i in range(10)], batch
+
+    return call
 
 
 def fork_limit(sandbox) -> float:
@@ -108,6 +121,7 @@ def main(argv: list[str] | None = None) -> int:
         "local fresh process": via(keep(LocalSandbox(LIMITS))),
         "local persistent worker": via(keep(LocalSandbox(LIMITS, persistent=True))),
         "local persistent worker: pass": via(keep(LocalSandbox(LIMITS, persistent=True)), "pass", ""),
+        "local persistent worker: run_batch": via_batch(keep(LocalSandbox(LIMITS, persistent=True))),
     }
     fork_box = keep(LocalSandbox(LIMITS, persistent=True))
     forks: list[float] = []
@@ -140,6 +154,9 @@ def main(argv: list[str] | None = None) -> int:
         thr["local persistent worker"] = throughput(
             lambda: via(keep(LocalSandbox(LIMITS, persistent=True))), args.evals
         )
+        thr["local persistent worker: run_batch"] = throughput(
+            lambda: via_batch(keep(LocalSandbox(LIMITS, persistent=True))), args.evals
+        )
         if use_docker:
             thr["docker exec"] = throughput(lambda: via(keep(DockerSandbox(LIMITS))), args.evals)
             thr["docker persistent worker"] = throughput(
@@ -148,7 +165,10 @@ def main(argv: list[str] | None = None) -> int:
         for name, value in thr.items():
             rows[name]["evals_per_s_at_2"] = value
 
-        extra: dict[str, float] = {"fork_limit_p50_ms": 1e3 * statistics.median(forks)}
+        extra: dict[str, float] = {
+            "fork_limit_p50_ms": 1e3 * statistics.median(forks),
+            "test_calls_per_s_at_2_run_batch": len(CALLS) * thr["local persistent worker: run_batch"],
+        }
         if use_docker:
             starts = []
             for _ in range(args.starts):
@@ -170,11 +190,11 @@ def main(argv: list[str] | None = None) -> int:
         print(json.dumps({"rows": rows, **extra}, indent=2))
         return 0
     print(f"'define a function + 10 test calls' ('pass' where named), {args.n} interleaved samples per backend")
-    print(f"{'backend':<32} {'p50 ms':>8} {'p95 ms':>8} {'× base':>7} {'evals/s @2':>11}")
+    print(f"{'backend':<36} {'p50 ms':>8} {'p95 ms':>8} {'× base':>7} {'evals/s @2':>11}")
     for name, row in rows.items():
         rate = row.get("evals_per_s_at_2")
         rate_text = f"{rate:>11.1f}" if rate is not None else f"{'-':>11}"
-        print(f"{name:<32} {row['p50_ms']:>8.2f} {row['p95_ms']:>8.2f} {row['ratio_to_baseline']:>7.2f} {rate_text}")
+        print(f"{name:<36} {row['p50_ms']:>8.2f} {row['p95_ms']:>8.2f} {row['ratio_to_baseline']:>7.2f} {rate_text}")
     for key, value in extra.items():
         print(f"{key}: {value:.3f}")
     return 0
