@@ -8,8 +8,8 @@ import pytest
 
 from turnkit.errors import ConfigError, SandboxError
 from turnkit.sandbox import DockerSandbox, Limits, LocalSandbox, Sandbox
-from turnkit.sandbox._hostio import read_under, write_under
 from turnkit.sandbox._frames import FrameDecoder, FrameError, encode_frame
+from turnkit.sandbox._hostio import read_under, write_under
 from turnkit.sandbox._wire import ProtocolError, ReplyReader, result_from_frame
 from turnkit.sandbox.base import sandbox_path, to_bytes
 
