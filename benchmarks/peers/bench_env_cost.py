@@ -90,6 +90,12 @@ def in_memory_tasks(n: int = 512) -> list[Task]:
 # --------------------------------------------------------------------------------------------- turnkit
 
 
+def turnkit_in_memory(env: gymnasium.Env, answers: list[str], n_tasks: int) -> Side:
+    """The turnkit side of a one-step comparison over in-memory tasks."""
+    how = TK_SINGLE.format(how="picks an in-memory task")
+    return Side("turnkit", how, 1, turnkit_episodes(env, answers, n_tasks=n_tasks))
+
+
 def turnkit_episodes(env: gymnasium.Env, answers: list[str], *, n_tasks: int = 0) -> Runner:
     """``reset`` + one ``step`` per answer until the episode ends (answers: "ref" or "wrong").
 
@@ -306,12 +312,7 @@ def comparisons() -> list[Comparison]:
         Comparison(
             "reference: the Gymnasium floor (CartPole-v1)",
             "correct",
-            Side(
-                "turnkit",
-                TK_SINGLE.format(how="picks an in-memory task"),
-                1,
-                turnkit_episodes(gymnasium.make(ENV_ID, tasks=tasks, max_attempts=1), ["ref"], n_tasks=len(tasks)),
-            ),
+            turnkit_in_memory(gymnasium.make(ENV_ID, tasks=tasks, max_attempts=1), ["ref"], len(tasks)),
             Side(
                 "CartPole-v1",
                 "gymnasium.make'd once; reset(seed) + step(0): any gymnasium.Env pays this",
@@ -326,12 +327,7 @@ def comparisons() -> list[Comparison]:
             Comparison(
                 "skyrl-gym gsm8k (in-memory example)",
                 kind,
-                Side(
-                    "turnkit",
-                    TK_SINGLE.format(how="picks an in-memory task"),
-                    1,
-                    turnkit_episodes(fixed_env, answers, n_tasks=len(tasks)),
-                ),
+                turnkit_in_memory(fixed_env, answers, len(tasks)),
                 Side(
                     "skyrl-gym",
                     "skyrl_gym.make('gsm8k', extras=example) + init + step('#### x'): regex + string ==",
@@ -395,12 +391,7 @@ def comparisons() -> list[Comparison]:
                 Comparison(
                     f"verifiers v1 Task.score, {scorer} reward",
                     kind,
-                    Side(
-                        "turnkit",
-                        TK_SINGLE.format(how="picks an in-memory task"),
-                        1,
-                        turnkit_episodes(fixed_env, answers, n_tasks=len(tasks)),
-                    ),
+                    turnkit_in_memory(fixed_env, answers, len(tasks)),
                     Side(
                         "verifiers",
                         f"Trace (task key/hash, agent info, prompt + reply nodes) + await task.score: {scorer}",

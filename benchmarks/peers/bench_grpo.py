@@ -68,6 +68,7 @@ import json
 import os
 import pstats
 import statistics
+import sys
 import tempfile
 import threading
 import time
@@ -92,6 +93,9 @@ from turnkit.train.loop import (
     token_exact_chat,
     update,
 )
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # benchmarks/: the house benchmarks' helpers
+from bench_training import TimedEnv
 
 ENV = "turnkit/MathEpisodes-v0"
 ENV_KWARGS: dict[str, Any] = {"difficulty": 1, "kinds": ["arithmetic"]}
@@ -123,28 +127,6 @@ def task_prompts(seeds: Sequence[int]) -> list[str]:
     prompts = [env.reset(seed=s)[0] for s in seeds]
     env.close()
     return prompts
-
-
-class TimedEnv(gymnasium.Wrapper):
-    """Adds up the wall time spent in the wrapped env's reset and step."""
-
-    def __init__(self, env: gymnasium.Env) -> None:
-        super().__init__(env)
-        self.seconds = 0.0
-
-    def reset(self, **kwargs: Any) -> Any:
-        start = time.perf_counter()
-        try:
-            return self.env.reset(**kwargs)
-        finally:
-            self.seconds += time.perf_counter() - start
-
-    def step(self, action: Any) -> Any:
-        start = time.perf_counter()
-        try:
-            return self.env.step(action)
-        finally:
-            self.seconds += time.perf_counter() - start
 
 
 class Profiled:
