@@ -320,7 +320,7 @@ class TextEnv(gymnasium.Env[str, str]):
         self._done = False
         self._last_action = ""
         self._history = []
-        self._reset_rng_state = copy.deepcopy(self.np_random.bit_generator.state)
+        self._reset_rng_state = self.np_random.bit_generator.state  # the getter builds a fresh dict: no copy
         self._last_obs = self.begin(task)
         if self.toolbox is not None:
             self.toolbox.reset()

@@ -207,6 +207,8 @@ def values_equal(a: sympy.Basic, b: sympy.Basic) -> bool:
         if not (isinstance(a, sympy.Tuple) and isinstance(b, sympy.Tuple)) or len(a) != len(b):
             return False
         return all(values_equal(x, y) for x, y in zip(a, b, strict=True))
+    if isinstance(a, sympy.Rational) and isinstance(b, sympy.Rational):  # what ``a - b == 0`` decides, ~5x faster
+        return bool(a == b)
     if a.free_symbols != b.free_symbols:
         return False
     try:
@@ -260,6 +262,8 @@ def format_value(value: sympy.Basic) -> str:
         >>> format_value(sympy.Rational(-6, 4)), format_value(sympy.Integer(12)), format_value(sympy.sqrt(2) / 2)
         ('-3/2', '12', 'sqrt(2)/2')
     """
+    if isinstance(value, sympy.Rational):  # sympy's printer writes these the same way, at ~10x the cost
+        return str(value.p) if value.q == 1 else f"{value.p}/{value.q}"
     if isinstance(value, sympy.Tuple):
         return "(" + ", ".join(format_value(v) for v in value) + ")"
     return str(value)

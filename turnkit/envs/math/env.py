@@ -159,11 +159,9 @@ class MathEpisodesEnv(TextEnv):
         if answer is None:
             if left == 0:
                 return self._end("Budget exhausted with no answer.")
-            return Transition(
-                f"No answer yet. {FORMAT_LINE} {left} {self.budget_unit} left.", info=self._public(answered=False)
-            )
+            return Transition(f"No answer yet. {FORMAT_LINE} {left} {self.budget_unit} left.", info={"answered": False})
         if answers_equal(answer, str(self.privileged()["answer"])):
-            return Transition("Correct.", reward=1.0, terminated=True, info=self._public(True, success=True))
+            return Transition("Correct.", reward=1.0, terminated=True, info={"answered": True, "success": True})
         self._attempts_left -= 1
         why = "Incorrect."
         if parse_answer(answer) is None and parse_answer(str(self.privileged()["answer"])) is not None:
@@ -172,7 +170,7 @@ class MathEpisodesEnv(TextEnv):
             tail = "No attempts left." if self._attempts_left == 0 else "No budget left."
             return self._end(f"{why} {tail}", answered=True)
         plural = "s" if self._attempts_left != 1 else ""
-        return Transition(f"{why} {self._attempts_left} attempt{plural} left.", info=self._public(answered=True))
+        return Transition(f"{why} {self._attempts_left} attempt{plural} left.", info={"answered": True})
 
     def get_state(self) -> dict[str, Any]:
         """The episode state: attempts left, budget used, turn boundaries (O(turns), no replay)."""
@@ -186,8 +184,18 @@ class MathEpisodesEnv(TextEnv):
 
     # ------------------------------------------------------------------ public API
     def extra_info(self) -> dict[str, Any]:
-        """Kind, attempts left and budget, on every info dict (reset and invalid steps included)."""
-        return self._public()
+        """Kind, attempts left and budget, on every info dict (reset and invalid steps included).
+
+        A turn's :class:`~turnkit.envs.core.Transition` adds only ``answered`` (and ``success``): these keys are
+        merged in once, by :class:`~turnkit.envs.core.TextEnv`.
+        """
+        return {
+            "kind": str(self.task.metadata.get("kind", "math")),
+            "attempts_left": self._attempts_left,
+            "budget_used": self._budget_used,
+            "budget_left": max(0, self.token_budget - self._budget_used),
+            "episode_boundaries": list(self._boundaries),
+        }
 
     def cost(self, action: str) -> int:
         """The budget one turn spends: its number of words (or characters, with ``budget_unit="chars"``).
@@ -199,20 +207,7 @@ class MathEpisodesEnv(TextEnv):
         return len(action.split()) if self.budget_unit == "words" else len(action)
 
     # ------------------------------------------------------------------ internals
-    def _public(self, answered: bool | None = None, **extra: Any) -> dict[str, Any]:
-        info: dict[str, Any] = {
-            "kind": str(self.task.metadata.get("kind", "math")),
-            "attempts_left": self._attempts_left,
-            "budget_used": self._budget_used,
-            "budget_left": max(0, self.token_budget - self._budget_used),
-            "episode_boundaries": list(self._boundaries),
-        }
-        if answered is not None:
-            info["answered"] = answered
-        info.update(extra)
-        return info
-
     def _end(self, message: str, answered: bool = False) -> Transition:
         return Transition(
-            f"{message} The episode is over.", terminated=True, info=self._public(answered, success=False)
+            f"{message} The episode is over.", terminated=True, info={"answered": answered, "success": False}
         )

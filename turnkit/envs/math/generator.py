@@ -31,12 +31,13 @@ Example:
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import math
-import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from fractions import Fraction
+from typing import TypeVar
 
 import numpy as np
 import sympy
@@ -64,6 +65,7 @@ HELD_OUT = {
 }
 """``(op, style)`` pairs that only the ``combo`` split uses, per kind."""
 _MAX_TRIES = 2000
+_T = TypeVar("_T")
 
 
 @dataclass(frozen=True)
@@ -124,6 +126,9 @@ def ranges_for(difficulty: int, split: str) -> Ranges:
     return Ranges((1, lv.hi), (2, lv.factor_hi), (2, lv.den_hi), lv.steps)
 
 
+_ranges = functools.lru_cache(maxsize=None)(ranges_for)  # a few (difficulty, split) pairs; Ranges is frozen
+
+
 def check_config(split: str, difficulty: int, kinds: Sequence[str]) -> tuple[str, ...]:
     """Validate generator settings; return ``kinds`` as a tuple.
 
@@ -174,17 +179,26 @@ def generate(rng: np.random.Generator, *, split: str = "id", difficulty: int = 1
     raise EnvError(f"math generator found no valid {kind} task (split={split}, difficulty={difficulty})")
 
 
+def _pick(rng: np.random.Generator, items: Sequence[_T]) -> _T:
+    """``items[i]`` for a uniform ``i``: the draw ``rng.choice(items)`` makes, without its array conversion.
+
+    ``Generator.choice`` with replacement and no weights draws its index with ``integers(0, len(items))``, so
+    the value and the RNG stream are the same; it costs a few µs instead of about 20.
+    """
+    return items[int(rng.integers(len(items)))]
+
+
 def _choose_ops(rng: np.random.Generator, kind: str, split: str, level: Level, n: int) -> tuple[str, list[str]]:
     held = HELD_OUT[kind]
     if split == "combo":
         pairs = sorted(p for p in held if p[0] in level.ops)
         op, style = pairs[int(rng.integers(len(pairs)))]
-        ops = [str(rng.choice(level.ops)) for _ in range(n)]
+        ops = [_pick(rng, level.ops) for _ in range(n)]
         ops[int(rng.integers(n))] = op
         return style, ops
     style = STYLES[kind][int(rng.integers(2))]
     allowed = [op for op in level.ops if (op, style) not in held]
-    return style, [str(rng.choice(allowed)) for _ in range(n)]
+    return style, [_pick(rng, allowed) for _ in range(n)]
 
 
 def _draw(rng: np.random.Generator, bounds: tuple[int, int], negatives: bool) -> int:
@@ -224,7 +238,7 @@ def _step_operand(
     divisors = [d for d in range(r.factor[0], r.factor[1] + 1) if value.denominator == 1 and value % d == 0]
     if not divisors:
         return None
-    return Fraction(int(rng.choice(divisors)))
+    return Fraction(_pick(rng, divisors))
 
 
 def apply_op(op: str, a: Fraction, b: Fraction) -> Fraction:
@@ -244,7 +258,7 @@ def apply_op(op: str, a: Fraction, b: Fraction) -> Fraction:
 
 
 def _attempt(rng: np.random.Generator, kind: str, split: str, difficulty: int) -> Task | None:
-    level, r = LEVELS[difficulty], ranges_for(difficulty, split)
+    level, r = LEVELS[difficulty], _ranges(difficulty, split)
     style, ops = _choose_ops(rng, kind, split, level, r.steps)
     negatives = level.negatives and kind != "word"
     den = None
@@ -285,9 +299,30 @@ def _linear_prompt(style: str, steps: list[tuple[str, Fraction]], rhs: Fraction)
 
 
 def _mentions(prompt: str, answer: Fraction) -> bool:
-    """Whether the prompt states the answer (its absolute value) as a number token."""
-    token = re.escape(templates.fmt(abs(answer)))
-    return re.search(rf"(?<![\w/.]){token}(?![\w/]|\.\d)", prompt) is not None
+    r"""Whether the prompt states the answer (its absolute value) as a number token.
+
+    A token counts where the regex ``(?<![\w/.])TOKEN(?![\w/]|\.\d)`` would match it: not inside a longer
+    number, word or fraction. Scanning with ``str.find`` avoids compiling one regex per answer (tens of µs for
+    each answer not seen before).
+    """
+    token = templates.fmt(abs(answer))
+    end = len(prompt)
+    i = prompt.find(token)
+    while i != -1:
+        j = i + len(token)
+        before_ok = i == 0 or not _is_word_or(prompt[i - 1], "/.")
+        after_ok = j == end or not (
+            _is_word_or(prompt[j], "/") or (prompt[j] == "." and j + 1 < end and prompt[j + 1].isdecimal())
+        )
+        if before_ok and after_ok:
+            return True
+        i = prompt.find(token, i + 1)
+    return False
+
+
+def _is_word_or(ch: str, extra: str) -> bool:
+    r"""Whether ``ch`` matches the regex class ``[\w<extra>]`` (``\w``: alphanumeric or ``_``, Unicode-aware)."""
+    return ch.isalnum() or ch == "_" or ch in extra
 
 
 def _verify(
@@ -304,11 +339,29 @@ def _verify(
     The plan's fully parenthesised text is evaluated exactly (:mod:`turnkit.envs.math.exact`; linear: the
     equation must be affine in ``x`` with the answer as its root). A symbolic prompt is read back with the
     env's own answer parser (:func:`~turnkit.envs.math.answers.parse_answer`), so what the agent sees is
-    checked too.
+    checked too. The check is a pure function of its arguments, so a plan and prompt that already checked out
+    are not checked again (:data:`VERIFY_CACHE_SIZE` most recent): low difficulties repeat the same few hundred
+    tasks, and the check costs tens of µs.
     """
+    start_text = "x" if kind == "linear" else f"({templates.fmt(start)})"  # linear: the start is the unknown
+    check = templates.check_expression(start_text, steps)
+    # the key holds ints and text only: hashing a Fraction costs a modular inverse
+    key = (value.numerator, value.denominator, answer.numerator, answer.denominator)
+    if not _checks_out(kind, style, check, key, prompt):
+        raise EnvError(f"math generator bug: answer {answer} does not check out for {prompt!r}")
+
+
+VERIFY_CACHE_SIZE = 1 << 14
+"""How many distinct verified tasks :func:`_verify` remembers."""
+
+
+@functools.lru_cache(maxsize=VERIFY_CACHE_SIZE)
+def _checks_out(kind: str, style: str, check: str, numbers: tuple[int, int, int, int], prompt: str) -> bool:
+    """Whether the plan's text ``check`` gives the answer (``numbers``: value and answer as ``p, q`` pairs)."""
+    value, answer = Fraction(numbers[0], numbers[1]), Fraction(numbers[2], numbers[3])
     ref = sympy.Rational(answer.numerator, answer.denominator)
     if kind == "linear":
-        ok = exact.is_affine_root(templates.check_expression("x", steps), root=answer, value=value)
+        ok = exact.is_affine_root(check, root=answer, value=value)
         if ok and style == "symbols":
             left, right = prompt.removeprefix("Solve for x: ").removesuffix(".").split(" = ")
             shown_l, shown_r = parse_answer(left), parse_answer(right)
@@ -317,11 +370,10 @@ def _verify(
             else:
                 ok = sympy.expand(shown_l - shown_r).subs(sympy.Symbol("x"), ref) == 0
     else:
-        ok = exact.evaluate(templates.check_expression(f"({templates.fmt(start)})", steps)) == answer
+        ok = exact.evaluate(check) == answer
         if ok and style == "symbols" and kind != "word":
             ok = parse_answer(prompt.removeprefix("Compute ").removesuffix(".")) == ref
-    if not ok or parse_answer(format_value(ref)) != ref:
-        raise EnvError(f"math generator bug: answer {answer} does not check out for {prompt!r}")
+    return bool(ok) and parse_answer(format_value(ref)) == ref
 
 
 def _task(kind: str, style: str, split: str, difficulty: int, prompt: str, answer: Fraction, steps: list) -> Task:
