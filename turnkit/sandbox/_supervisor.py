@@ -193,14 +193,17 @@ class _Reaper:
 # --- one execution ---------------------------------------------------------------------------------
 
 
+_CHILD_RLIMITS = {
+    "as": resource.RLIMIT_AS,
+    "nproc": resource.RLIMIT_NPROC,
+    "fsize": resource.RLIMIT_FSIZE,
+    "nofile": resource.RLIMIT_NOFILE,
+}
+"""The request's ``limits`` keys and the rlimits a call's child sets from them."""
+
+
 def _set_child_limits(limits: dict[str, int], cpu: int | None, others: int = 0) -> None:
-    table = {
-        "as": resource.RLIMIT_AS,
-        "nproc": resource.RLIMIT_NPROC,
-        "fsize": resource.RLIMIT_FSIZE,
-        "nofile": resource.RLIMIT_NOFILE,
-    }
-    for key, which in table.items():
+    for key, which in _CHILD_RLIMITS.items():
         value = limits.get(key)
         if value:
             if key == "nproc":
@@ -357,7 +360,7 @@ def _rehearse(env: dict[str, str] | None) -> None:
 
     ``env`` is the previous call's environment (the next call usually asks for the same one).
     """
-    for which in (resource.RLIMIT_AS, resource.RLIMIT_NPROC, resource.RLIMIT_FSIZE, resource.RLIMIT_NOFILE):
+    for which in _CHILD_RLIMITS.values():
         resource.setrlimit(which, resource.getrlimit(which))
     os.chdir(os.getcwd())
     if env is not None:
