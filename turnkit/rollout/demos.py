@@ -169,3 +169,40 @@ def demo_rows(trajectories: Sequence[Trajectory], tokenizer: PreTrainedTokenizer
                 )
             )
     return rows
+
+
+def turn_token_ids(
+    trajectory: Trajectory, tokenizer: PreTrainedTokenizerBase | None = None
+) -> list[tuple[tuple[int, ...], tuple[int, ...]]]:
+    """``(prompt ids, completion ids)`` of each agent turn, for scoring a turn with a model.
+
+    A turn that recorded its ids (a policy's sample) is used token-exact: ``prompt_token_ids`` and ``token_ids``.
+    A turn without ids (an oracle's or a human's text) is rendered like :func:`demo_rows`: the chat-template
+    prompt of the conversation so far and the text's ids followed by EOS; this needs ``tokenizer``.
+
+    Raises:
+        DataError: A turn without ids and no tokenizer to render it with.
+
+    Example:
+        >>> from turnkit.models.tiny import build_tiny_tokenizer
+        >>> from turnkit.types import AgentTurn, Step
+        >>> tok = build_tiny_tokenizer()
+        >>> sampled = AgentTurn("4", token_ids=(60, 2), prompt_token_ids=(1, 4))
+        >>> t = Trajectory("d", 0, (Step("2+2?", sampled, 0.0), Step("sure?", AgentTurn("4"), 1.0, True)))
+        >>> first, second = turn_token_ids(t, tok)
+        >>> first, tok.convert_ids_to_tokens(list(second[1]))
+        (((1, 4), (60, 2)), ['4', '<|end|>'])
+    """
+    out: list[tuple[tuple[int, ...], tuple[int, ...]]] = []
+    for k, step in enumerate(trajectory.steps):
+        turn = step.action
+        if turn.token_ids and turn.prompt_token_ids:
+            out.append((tuple(turn.prompt_token_ids), tuple(turn.token_ids)))
+            continue
+        if tokenizer is None:
+            raise DataError(
+                f"turn {k} of trajectory seed {trajectory.seed} has no token ids and no tokenizer was given"
+            )
+        prompt = chat_prompt_ids(tokenizer, turn_messages(trajectory, k))
+        out.append((tuple(prompt), tuple(completion_ids(tokenizer, turn.text))))
+    return out
