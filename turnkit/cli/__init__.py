@@ -1,6 +1,7 @@
-"""The ``turnkit`` command: ``list play eval bench train quickstart synth serve-env``.
+"""The ``turnkit`` command: ``list play eval bench train quickstart iqlearn synth serve-env``.
 
-One module per command group: :mod:`.envs`, :mod:`.train`, :mod:`.synth`, :mod:`.serve_env`.
+One module per command group: :mod:`.envs`, :mod:`.train`, :mod:`.iqlearn`, :mod:`.synth`,
+:mod:`.serve_env`.
 
 Example:
     >>> main(["list"])  # doctest: +ELLIPSIS
@@ -39,9 +40,10 @@ def build_parser() -> argparse.ArgumentParser:
 
     envs.add_commands(sub)
     # Training and synthesis commands; torch is imported only when one of them runs.
-    from turnkit.cli import serve_env, synth, train
+    from turnkit.cli import iqlearn, serve_env, synth, train
 
     train.add_commands(sub)
+    iqlearn.add_commands(sub)
     synth.add_commands(sub)
     serve_env.add_commands(sub)
     return parser

@@ -31,7 +31,7 @@ from turnkit.learners.grpo import GRPOConfig
 
 BACKENDS = ("hf", "openai", "vllm")
 """Generation backends :attr:`TrainConfig.backend` accepts (:mod:`turnkit.train.backends`)."""
-CRITICS = ("mrt", "pav", "prime", "sweet", "judge")
+CRITICS = ("mrt", "pav", "prime", "sweet", "judge", "iqlearn", "afd")
 """Built-in critic names :attr:`TrainConfig.critic` accepts (besides ``"module:callable"`` factories)."""
 EVAL_SEED_START = 1_000_000_000
 """Default first held-out evaluation seed; training seeds never fall in the evaluation range."""
@@ -137,6 +137,9 @@ class TrainConfig:
     """OpenAI-compatible API root of the judge model (``critic=judge``), e.g. ``http://127.0.0.1:8000/v1``."""
     judge_model: str = "judge"
     """The judge's served model name."""
+    critic_model: str | None = None
+    """The learned reward of ``critic=iqlearn`` (an IQLearn run folder, its newest checkpoint is used) or
+    ``critic=afd`` (a reward-model folder written by ``turnkit afd``)."""
     # --- optimisation
     steps: int = 40
     """RL steps (each: one rollout batch, then ``ppo_epochs`` passes over it)."""
@@ -213,6 +216,8 @@ class TrainConfig:
                 raise ConfigError(f"TrainConfig.{name} must be a string, got {getattr(self, name)!r}")
         if self.judge_url is not None and not isinstance(self.judge_url, str):
             raise ConfigError(f"TrainConfig.judge_url must be null or a URL string, got {self.judge_url!r}")
+        if self.critic_model is not None and not (isinstance(self.critic_model, str) and self.critic_model):
+            raise ConfigError(f"TrainConfig.critic_model must be null or a folder path, got {self.critic_model!r}")
         _check_float(self, "critic_temperature", low=0.0, open_low=True)
         if self.critic_budget is not None:
             _check_float(self, "critic_budget", low=0.0, open_low=True)
@@ -231,7 +236,7 @@ class TrainConfig:
             Traceback (most recent call last):
             ...
             turnkit.errors.ConfigError: TrainConfig.critic: unknown critic 'prm'; use one of ['mrt', 'pav', 'prime', \
-'sweet', 'judge'] or 'module:callable'
+'sweet', 'judge', 'iqlearn', 'afd'] or 'module:callable'
         """
         if self.critic is None:
             return []
@@ -300,11 +305,21 @@ class TrainConfig:
             ...
             turnkit.errors.ConfigError: config: unknown TrainConfig key 'stepz' (did you mean 'steps'?)
         """
-        names = {f.name for f in dataclasses.fields(cls)}
-        for key in data:
-            if key not in names:
-                raise ConfigError(f"{source}: unknown TrainConfig key {key!r}{_suggest(key, names)}")
-        return cls(**dict(data))
+        return dataclass_from_dict(cls, data, source=source)
+
+
+def dataclass_from_dict(cls: Any, data: Mapping[str, Any], *, source: str = "config") -> Any:
+    """``cls(**data)`` for a config dataclass; an unknown key raises :class:`ConfigError` naming it and ``source``.
+
+    Example:
+        >>> dataclass_from_dict(TrainConfig, {"steps": 3}).steps
+        3
+    """
+    names = {f.name for f in dataclasses.fields(cls)}
+    for key in data:
+        if key not in names:
+            raise ConfigError(f"{source}: unknown {cls.__name__} key {key!r}{_suggest(key, names)}")
+    return cls(**dict(data))
 
 
 def _is_factory(name: str) -> bool:
@@ -345,8 +360,10 @@ def _check_float(cfg: TrainConfig, *names: str, low: float, high: float = math.i
             raise ConfigError(f"TrainConfig.{name} must be a finite number {bound}, got {value!r}")
 
 
-def load_config(path: str | Path) -> TrainConfig:
-    """Read a config from a ``.json`` or ``.toml`` file (keys as in :class:`TrainConfig`).
+def load_config(path: str | Path, cls: Any = None) -> Any:
+    """Read a config from a ``.json`` or ``.toml`` file (keys as in :class:`TrainConfig`, or as in ``cls``).
+
+    ``cls`` is any config dataclass with ``from_dict(data, source=...)`` (default :class:`TrainConfig`).
 
     Raises:
         ConfigError: Missing file, unknown suffix, malformed content or invalid values (naming the file).
@@ -359,6 +376,7 @@ def load_config(path: str | Path) -> TrainConfig:
         >>> cfg.steps, cfg.env_kwargs
         (3, {'difficulty': 2})
     """
+    cls = TrainConfig if cls is None else cls
     path = Path(path)
     if not path.is_file():
         raise ConfigError(f"config file {path} does not exist")
@@ -377,9 +395,9 @@ def load_config(path: str | Path) -> TrainConfig:
             raise
         raise ConfigError(f"{path}: cannot parse ({exc})") from exc
     if not isinstance(data, dict):
-        raise ConfigError(f"{path}: the top level must be a table/object of TrainConfig keys")
+        raise ConfigError(f"{path}: the top level must be a table/object of {cls.__name__} keys")
     try:
-        return TrainConfig.from_dict(data, source=str(path))
+        return cls.from_dict(data, source=str(path))
     except ConfigError as exc:
         if str(exc).startswith(str(path)):
             raise
@@ -399,27 +417,29 @@ def parse_value(raw: str) -> Any:
         return raw
 
 
-def apply_overrides(cfg: TrainConfig, overrides: Sequence[str]) -> TrainConfig:
+def apply_overrides(cfg: Any, overrides: Sequence[str]) -> Any:
     """Apply ``KEY=VALUE`` overrides (``KEY`` may be ``field.subkey`` for dict fields) and re-validate.
+
+    ``cfg`` is a :class:`TrainConfig` or any config dataclass with ``to_dict()`` and ``from_dict(data, source=...)``.
 
     Raises:
         ConfigError: A malformed override, an unknown key, or an invalid resulting value.
     """
     data = cfg.to_dict()
-    names = set(data)
+    names, kind = set(data), type(cfg).__name__
     for item in overrides:
         key, sep, raw = item.partition("=")
         if not sep or not key:
             raise ConfigError(f"--set expects KEY=VALUE, got {item!r}")
         top, dot, sub = key.partition(".")
         if top not in names:
-            raise ConfigError(f"--set {item!r}: unknown TrainConfig key {top!r}{_suggest(top, names)}")
+            raise ConfigError(f"--set {item!r}: unknown {kind} key {top!r}{_suggest(top, names)}")
         if not dot and isinstance(data[top], str):
             data[top] = raw  # string fields take the text as it is (``out_dir=123`` is a folder name)
         elif dot:
             if not isinstance(data[top], dict):
-                raise ConfigError(f"--set {item!r}: TrainConfig.{top} is not a dict field")
+                raise ConfigError(f"--set {item!r}: {kind}.{top} is not a dict field")
             data[top] = {**data[top], sub: parse_value(raw)}
         else:
             data[top] = parse_value(raw)
-    return TrainConfig.from_dict(data, source="--set")
+    return type(cfg).from_dict(data, source="--set")

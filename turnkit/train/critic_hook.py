@@ -25,6 +25,8 @@ name       per-turn reward                                                      
            ``Task.privileged[critic_reference_key]``; ``critic_fit_steps`` Bradley–Terry steps per batch
 ``judge``  an LLM judge behind an OpenAI-compatible ``judge_url`` scores each episode in ``[0, 1]``          no
            (on its last turn)
+``iqlearn`` IQLearn's extracted reward ``Σ_t Q(s_t, a_t) − γ V(s_{t+1})`` over the turn, from the policy      no
+           of an IQLearn run (``critic_model``; :mod:`turnkit.critics.iqlearn`)
 ``m:f``    ``m.f(context: CriticContext) -> Critic``: any :class:`~turnkit.critics.base.Critic` (may
            also offer ``update(trajectories) -> metrics``, ``save(folder)`` and ``load(folder)``)
 =========  ========================================================================================  ========
@@ -273,12 +275,27 @@ def judge_critic(ctx: CriticContext) -> JudgeCritic:
     return JudgeCritic(agent, judge)
 
 
+def iqlearn_critic(ctx: CriticContext) -> Critic:
+    """IQLearn's extracted reward from a trained run (``critic_model``), summed per turn; frozen."""
+    from turnkit.train.iqlearn import load_iqlearn_reward
+
+    if not ctx.config.critic_model:
+        raise ConfigError("critic=iqlearn needs critic_model, the folder of an IQLearn run (turnkit iqlearn --out)")
+    critic = load_iqlearn_reward(ctx.config.critic_model)
+    if critic.policy.tokenizer.get_vocab() != ctx.policy.tokenizer.get_vocab():
+        raise ConfigError(
+            f"critic_model {ctx.config.critic_model} has another tokenizer than the policy: it cannot score its ids"
+        )
+    return critic
+
+
 BUILDERS: dict[str, Callable[[CriticContext], Critic]] = {
     "mrt": mrt_critic,
     "pav": pav_critic,
     "prime": prime_critic,
     "sweet": sweet_critic,
     "judge": judge_critic,
+    "iqlearn": iqlearn_critic,
 }
 """The built-in critics by name (see the module docstring)."""
 

@@ -1,0 +1,117 @@
+"""The IQLearn loop: λ = 0 is SFT bit for bit, the TD term acts, online mixing, resume, bad input."""
+
+from __future__ import annotations
+
+import copy
+import shutil
+
+import pytest
+import torch
+
+from tests.train.conftest import make_policy
+from turnkit.errors import ConfigError, DataError
+from turnkit.models.sft import SFTConfig, train_sft
+from turnkit.rollout.demos import collect_demos, demo_rows
+from turnkit.train.checkpoint import checkpoint_path
+from turnkit.train.iqlearn import IQLearnConfig, train_iqlearn
+
+ENV_KWARGS = {"difficulty": 1}
+
+
+@pytest.fixture(scope="module")
+def rows(tokenizer):
+    demos = collect_demos("turnkit/MathEpisodes-v0", episodes=24, seed=0, env_kwargs=ENV_KWARGS)
+    return demo_rows(demos.trajectories, tokenizer)
+
+
+def _cfg(tmp_path, **changes):
+    base = dict(steps=8, batch_size=8, lr=5e-3, warmup_steps=2, eval_episodes=0, out_dir=str(tmp_path / "run"))
+    return IQLearnConfig(**{**base, **changes})
+
+
+def _same_weights(a, b):
+    sa, sb = a.state_dict(), b.state_dict()
+    return sa.keys() == sb.keys() and all(torch.equal(sa[k], sb[k]) for k in sa)
+
+
+def test_lambda_zero_trains_the_same_weights_as_sft(tokenizer, rows, tmp_path):
+    policy = make_policy(tokenizer, seed=3)
+    reference = copy.deepcopy(policy.model)
+    cfg = _cfg(tmp_path, lam=0.0, seed=5)
+    result = train_iqlearn(cfg, policy=policy, rows=rows, progress=False)
+    sft_cfg = SFTConfig(steps=8, batch_size=8, lr=5e-3, warmup_steps=2, seed=5)
+    train_sft(reference, rows, sft_cfg, pad_id=int(tokenizer.pad_token_id), progress=False)
+    assert _same_weights(result.policy.model, reference)
+    assert [r["nll"] for r in result.history] == pytest.approx([r["loss"] for r in result.history])
+
+
+def test_the_td_term_shrinks_the_td_residual(tokenizer, rows, tmp_path):
+    runs = {}
+    for lam in (0.0, 1.0):
+        cfg = _cfg(tmp_path / f"lam{lam}", lam=lam, steps=45, seed=0)
+        runs[lam] = train_iqlearn(cfg, policy=make_policy(tokenizer, seed=0), rows=rows, progress=False).history
+    # On the last steps the regularised run's squared TD residual is far below the MLE run's.
+    late = {lam: sum(r["td_sq"] for r in h[-5:]) / 5 for lam, h in runs.items()}
+    assert late[1.0] < 0.5 * late[0.0], late
+
+
+def test_online_mixes_policy_samples_into_the_td_term(tokenizer, rows, tmp_path):
+    cfg = _cfg(tmp_path, lam=0.5, alpha=0.25, online_every=4, online_episodes=3, max_new_tokens=6)
+    history = train_iqlearn(cfg, policy=make_policy(tokenizer), rows=rows, progress=False).history
+    refreshed = [r["step"] for r in history if "sample_success" in r]
+    assert refreshed == [1, 5]
+    assert all("td_sq_policy" in r for r in history)
+
+
+def test_resume_repeats_an_uninterrupted_run(tokenizer, rows, tmp_path):
+    cfg = _cfg(tmp_path, lam=0.3, alpha=0.25, online_every=3, online_episodes=2, checkpoint_every=4, steps=8)
+    full = train_iqlearn(cfg, policy=make_policy(tokenizer), rows=rows, progress=False)
+    shutil.rmtree(checkpoint_path(full.run_dir, 8))
+    resumed = train_iqlearn(cfg, resume=True, policy=make_policy(tokenizer), rows=rows, progress=False)
+    assert _same_weights(full.policy.model, resumed.policy.model)
+    assert [r["step"] for r in resumed.history] == list(range(1, 9))
+    with pytest.raises(ConfigError, match="lam"):
+        train_iqlearn(
+            IQLearnConfig(**{**cfg.to_dict(), "lam": 0.9}), resume=True, policy=make_policy(tokenizer), rows=rows
+        )
+
+
+def test_bad_settings_and_empty_data(tokenizer, tmp_path):
+    with pytest.raises(ConfigError, match="lam"):
+        IQLearnConfig(lam=-0.1)
+    with pytest.raises(ConfigError, match="gamma"):
+        IQLearnConfig(gamma=2.0)
+    with pytest.raises(DataError, match="no demonstration rows"):
+        train_iqlearn(_cfg(tmp_path), policy=make_policy(tokenizer), rows=[], progress=False)
+
+
+def test_demonstrations_from_a_chat_jsonl(tokenizer, tmp_path):
+    from pathlib import Path
+
+    fixtures = Path(__file__).parents[1] / "fixtures" / "chat_demos"
+    good = _cfg(tmp_path, steps=2, batch_size=2, demos=str(fixtures / "multi_turn.jsonl"))
+    assert train_iqlearn(good, policy=make_policy(tokenizer), progress=False).steps_done == 2
+    bad = _cfg(tmp_path / "bad", demos=str(fixtures / "bad_line.jsonl"))
+    with pytest.raises(DataError, match=r"bad_line\.jsonl:4: invalid JSON"):
+        train_iqlearn(bad, policy=make_policy(tokenizer), progress=False)
+
+
+def test_the_extracted_reward_drives_the_grpo_loop_as_a_critic(tokenizer, rows, tmp_path):
+    from turnkit.train.config import TrainConfig
+    from turnkit.train.loop import train
+
+    iq = train_iqlearn(_cfg(tmp_path / "iq", steps=2, checkpoint_every=0), policy=make_policy(tokenizer), rows=rows)
+    cfg = TrainConfig(
+        critic="iqlearn",
+        critic_model=str(iq.run_dir),
+        steps=1,
+        group_size=2,
+        groups_per_step=2,
+        max_new_tokens=4,
+        max_turns=1,
+        out_dir=str(tmp_path / "grpo"),
+    )
+    result = train(cfg, policy=make_policy(tokenizer, seed=1, max_new_tokens=4), progress=False)
+    assert "iqlearn/iqlearn_return" in result.history[0]
+    with pytest.raises(ConfigError, match="critic_model"):
+        train(TrainConfig(critic="iqlearn", out_dir=str(tmp_path / "g2")), policy=make_policy(tokenizer))

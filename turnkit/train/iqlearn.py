@@ -1,0 +1,587 @@
+r"""IQLearn for language: TD-regularised MLE on demonstrations, offline or with policy samples mixed in.
+
+One optimizer step (the schedule, shuffling and clipping are :func:`~turnkit.models.sft.train_sft`'s, so that
+``lam = 0`` trains bit for bit the same weights as SFT on the same rows)::
+
+    rows   = next batch_size demonstration rows of a seeded permutation
+             (+ round(alpha * batch_size) rows of the policy's own samples when alpha > 0)
+    q, v   = token_q_values(model(batch).logits)            # Q = logits, V = logsumexp(logits)
+    loss   = iqlearn_loss(q, v, mask, lam, gamma)           # −log π + λ (V + log π − γ V')², V' = 0 after EOS
+    AdamW step with gradient clipping and a warmup + cosine learning-rate schedule
+
+Demonstrations are the env's oracle episodes (:func:`~turnkit.rollout.demos.collect_demos`) or a JSONL of
+conversations in the OpenAI chat format (``demos=path``); either way one row per agent turn, with the loss on
+the agent's tokens only (env and user tokens are context). **Online** (``alpha > 0``): every ``online_every``
+steps the current policy plays ``online_episodes`` fresh training episodes; their turns (the exact sampled
+ids) enter the TD term with weight ``alpha`` (0.1 in the paper), never the likelihood term.
+
+A run directory holds ``config.json``, ``metrics.jsonl``, ``checkpoints/`` (weights, optimizer, RNG, the
+policy-sample pool), ``curves.png`` and, with ``eval_episodes > 0``, held-out evaluations (greedy by default)
+on seeds the policy samples never use. ``resume=True`` continues from the newest intact checkpoint and
+repeats an uninterrupted run exactly.
+
+Example:
+    >>> import tempfile
+    >>> from turnkit.agents.hf import HFPolicy
+    >>> from turnkit.models.tiny import TinyModelConfig, build_tiny_model, build_tiny_tokenizer
+    >>> tok = build_tiny_tokenizer()
+    >>> policy = HFPolicy(build_tiny_model(tok, TinyModelConfig(32, 1, 2, 64)), tok, max_new_tokens=4)
+    >>> cfg = IQLearnConfig(steps=3, batch_size=4, demo_episodes=4, lam=0.1, eval_episodes=0,
+    ...                     out_dir=tempfile.mkdtemp())
+    >>> result = train_iqlearn(cfg, policy=policy, progress=False)
+    >>> result.steps_done, sorted(k for k in result.history[-1] if k.startswith("td"))
+    (3, ['td_sq'])
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import gymnasium
+import numpy as np
+import torch
+from tqdm.auto import tqdm
+
+import turnkit  # noqa: F401  (registers the built-in envs)
+from turnkit.agents.hf import HFPolicy
+from turnkit.errors import ConfigError, DataError
+from turnkit.learners.irl import iqlearn_loss, token_q_values
+from turnkit.models.sft import batch_order, lr_factor
+from turnkit.rollout.batch import TokenRow, TurnBatch, collate
+from turnkit.rollout.collect import collect_batch
+from turnkit.rollout.demos import collect_demos, demo_rows
+from turnkit.rollout.evaluate import evaluate
+from turnkit.train.checkpoint import (
+    check_manifest,
+    checkpoint_candidates,
+    checkpoint_path,
+    load_newest_intact,
+    read_checkpoint_json,
+    reading,
+    stage_checkpoint,
+    write_json,
+)
+from turnkit.train.config import EVAL_SEED_START, dataclass_from_dict
+from turnkit.train.metrics import MetricsLog, plot_curves, read_metrics
+from turnkit.train.runlock import RunLock
+
+RESUMABLE_CHANGES = frozenset({"eval_every", "checkpoint_every", "out_dir", "eval_episodes"})
+"""Config fields a resumed run may change; any other difference is a different run (ConfigError)."""
+
+
+@dataclass(frozen=True)
+class IQLearnConfig:
+    """Settings of one IQLearn run (:func:`train_iqlearn`). Validated on construction.
+
+    Example:
+        >>> IQLearnConfig(lam=0.5).lam
+        0.5
+        >>> IQLearnConfig(alpha=1.5)
+        Traceback (most recent call last):
+        ...
+        turnkit.errors.ConfigError: IQLearnConfig.alpha must be in [0, 1), got 1.5
+    """
+
+    # --- demonstrations
+    env_id: str = "turnkit/MathEpisodes-v0"
+    """Env of the oracle demonstrations, the online samples and the evaluation."""
+    env_kwargs: dict[str, Any] = field(default_factory=lambda: {"difficulty": 1})
+    """Extra ``gymnasium.make`` arguments."""
+    split: str = "id"
+    """Task split of the demonstrations, samples and evaluation."""
+    demos: str | None = None
+    """A JSONL file of conversations in the OpenAI chat format; ``None``: the env's oracle demonstrations."""
+    demo_episodes: int = 2000
+    """Oracle demonstration episodes (seeds ``demo_seed ..``) when ``demos`` is ``None``."""
+    demo_seed: int = 0
+    """First oracle demonstration seed."""
+    # --- policy
+    model: str = "scratch"
+    """``"scratch"`` (a fresh tiny model with the embedded recipe's tokenizer and size, seeded by ``seed``: the
+    embedded default's recipe with IQLearn instead of SFT), ``"tiny"`` (the embedded SFT policy) or a local HF
+    model folder."""
+    lora_r: int = 0
+    """LoRA rank; ``0`` trains every weight."""
+    lora_alpha: int = 16
+    """LoRA scaling numerator."""
+    # --- IQLearn
+    lam: float = 0.1
+    """TD weight ``λ`` (``0`` is MLE/SFT exactly)."""
+    gamma: float = 0.99
+    """Token discount ``γ``."""
+    stop_grad_next: bool = False
+    """Treat ``V(s')`` as a constant target."""
+    alpha: float = 0.0
+    """Weight of the policy's own samples in the TD term (online IQLearn; the paper uses 0.1); ``0``: offline."""
+    online_every: int = 25
+    """Online: refresh the policy-sample pool every this many steps."""
+    online_episodes: int = 32
+    """Online: episodes played per refresh."""
+    temperature: float = 1.0
+    """Online sampling temperature."""
+    max_new_tokens: int = 24
+    """Generation limit per turn (samples and evaluation)."""
+    # --- optimisation (as turnkit.models.sft.SFTConfig)
+    steps: int = 400
+    """Optimizer steps."""
+    batch_size: int = 32
+    """Demonstration rows per step."""
+    lr: float = 3e-3
+    """Peak AdamW learning rate."""
+    warmup_steps: int = 20
+    """Linear warmup steps; cosine decay to ``min_lr_ratio * lr`` after."""
+    min_lr_ratio: float = 0.1
+    """Final learning rate as a fraction of ``lr``."""
+    weight_decay: float = 0.0
+    """AdamW weight decay."""
+    max_grad_norm: float = 1.0
+    """Gradient-norm clip (``0`` disables it)."""
+    seed: int = 0
+    """Run seed: model initialisation (``scratch``), row order, online task and sampling seeds."""
+    # --- evaluation, checkpoints
+    eval_episodes: int = 200
+    """Held-out episodes evaluated (greedy) after the last step (``0``: none)."""
+    eval_every: int = 0
+    """Also evaluate every this many steps (``0``: only at the end)."""
+    eval_seed: int = EVAL_SEED_START
+    """First held-out seed; online samples never use ``[eval_seed, eval_seed + eval_episodes)``."""
+    checkpoint_every: int = 100
+    """Checkpoint every this many steps and after the last (``0``: only after the last)."""
+    out_dir: str = "runs/iqlearn"
+    """Run directory."""
+
+    def __post_init__(self) -> None:
+        for name in ("env_id", "split", "model", "out_dir"):
+            if not isinstance(getattr(self, name), str) or not getattr(self, name):
+                raise ConfigError(f"IQLearnConfig.{name} must be a non-empty string, got {getattr(self, name)!r}")
+        if not isinstance(self.env_kwargs, dict):
+            raise ConfigError(f"IQLearnConfig.env_kwargs must be a dict, got {self.env_kwargs!r}")
+        for name in ("demo_episodes", "online_every", "online_episodes", "max_new_tokens", "steps", "batch_size"):
+            if _bad_int(getattr(self, name), 1):
+                raise ConfigError(f"IQLearnConfig.{name} must be an int >= 1, got {getattr(self, name)!r}")
+        for name in ("lora_r", "warmup_steps", "eval_episodes", "eval_every", "checkpoint_every", "demo_seed"):
+            if _bad_int(getattr(self, name), 0):
+                raise ConfigError(f"IQLearnConfig.{name} must be an int >= 0, got {getattr(self, name)!r}")
+        if not (_finite(self.lam) and self.lam >= 0):
+            raise ConfigError(f"IQLearnConfig.lam must be a finite number >= 0, got {self.lam!r}")
+        for name in ("gamma", "min_lr_ratio"):
+            if not (_finite(getattr(self, name)) and 0 <= getattr(self, name) <= 1):
+                raise ConfigError(f"IQLearnConfig.{name} must be in [0, 1], got {getattr(self, name)!r}")
+        if not (_finite(self.alpha) and 0 <= self.alpha < 1):
+            raise ConfigError(f"IQLearnConfig.alpha must be in [0, 1), got {self.alpha!r}")
+        for name in ("lr", "temperature"):
+            if not (_finite(getattr(self, name)) and getattr(self, name) > 0):
+                raise ConfigError(f"IQLearnConfig.{name} must be a finite number > 0, got {getattr(self, name)!r}")
+        if not (_finite(self.weight_decay) and self.weight_decay >= 0 and _finite(self.max_grad_norm)):
+            raise ConfigError("IQLearnConfig.weight_decay and max_grad_norm must be finite numbers >= 0")
+        if self.max_grad_norm < 0:
+            raise ConfigError(f"IQLearnConfig.max_grad_norm must be >= 0, got {self.max_grad_norm!r}")
+
+    def to_dict(self) -> dict[str, Any]:
+        """The config as JSON-ready data."""
+        return json.loads(json.dumps(dataclasses.asdict(self)))
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any], *, source: str = "config") -> IQLearnConfig:
+        """Build from a mapping; unknown keys raise :class:`ConfigError` naming them and ``source``.
+
+        Example:
+            >>> IQLearnConfig.from_dict({"lamda": 1.0})
+            Traceback (most recent call last):
+            ...
+            turnkit.errors.ConfigError: config: unknown IQLearnConfig key 'lamda' (did you mean 'lam'?)
+        """
+        return dataclass_from_dict(cls, data, source=source)
+
+    @property
+    def policy_rows_per_step(self) -> int:
+        """Policy-sample rows added to each step's batch (``0`` offline)."""
+        return max(1, round(self.alpha * self.batch_size)) if self.alpha > 0 else 0
+
+
+def _bad_int(value: Any, low: int) -> bool:
+    return isinstance(value, bool) or not isinstance(value, int) or value < low
+
+
+def _finite(value: Any) -> bool:
+    return not isinstance(value, bool) and isinstance(value, (int, float)) and math.isfinite(value)
+
+
+@dataclass
+class IQLearnResult:
+    """What :func:`train_iqlearn` hands back: run folder, every metrics record, last evaluation, the policy."""
+
+    run_dir: Path
+    steps_done: int
+    history: list[dict[str, Any]]
+    final_eval: dict[str, Any] | None
+    policy: HFPolicy
+
+
+# ---------------------------------------------------------------------------------------------- parts
+
+
+def build_start_policy(cfg: IQLearnConfig, *, progress: bool = True) -> HFPolicy:
+    """The run's start policy (``cfg.model``), generating up to ``cfg.max_new_tokens`` per turn.
+
+    Example:
+        >>> build_start_policy(IQLearnConfig(model="/nonexistent"))
+        Traceback (most recent call last):
+        ...
+        turnkit.errors.ConfigError: no HF model at /nonexistent: expected /nonexistent/config.json
+    """
+    if cfg.model == "scratch":
+        from turnkit.models.embedded import DEFAULT_RECIPE, build_tiny_tokenizer_for
+        from turnkit.models.tiny import build_tiny_model
+
+        tokenizer = build_tiny_tokenizer_for(DEFAULT_RECIPE)
+        model = build_tiny_model(tokenizer, DEFAULT_RECIPE.model_config(), seed=cfg.seed)
+        return HFPolicy(model, tokenizer, max_new_tokens=cfg.max_new_tokens)
+    if cfg.model == "tiny":
+        from turnkit.models.embedded import tiny_policy
+
+        return tiny_policy(progress=progress, max_new_tokens=cfg.max_new_tokens)
+    return HFPolicy.from_pretrained(cfg.model, max_new_tokens=cfg.max_new_tokens)
+
+
+def demonstration_rows(cfg: IQLearnConfig, tokenizer: Any) -> list[TokenRow]:
+    """The run's demonstration rows: ``cfg.demos`` (chat JSONL) or the env oracle's clean, solved episodes.
+
+    Raises:
+        DataError: A bad line in ``cfg.demos`` (naming file and line), or no demonstrations at all.
+    """
+    if cfg.demos is not None:
+        from turnkit.rollout.chat_demos import chat_demo_rows
+
+        return chat_demo_rows(cfg.demos, tokenizer)
+    demos = collect_demos(
+        cfg.env_id, episodes=cfg.demo_episodes, seed=cfg.demo_seed, split=cfg.split, env_kwargs=cfg.env_kwargs
+    )
+    if not demos.trajectories:
+        raise DataError(
+            f"the {cfg.env_id} oracle solved none of {cfg.demo_episodes} episodes "
+            f"({demos.dropped_errors} errors, {demos.dropped_failures} failures): no demonstrations"
+        )
+    return demo_rows(demos.trajectories, tokenizer)
+
+
+def iqlearn_batch_loss(
+    model: torch.nn.Module, batch: TurnBatch, cfg: IQLearnConfig, *, eos_id: int | None, expert: torch.Tensor | None
+) -> tuple[torch.Tensor, dict[str, float]]:
+    """Forward ``batch`` and return :func:`~turnkit.learners.irl.iqlearn_loss` with the run's settings.
+
+    A transition that emits EOS is terminal (``V(s') = 0``).
+    """
+    logits = model(input_ids=batch.input_ids, attention_mask=batch.attention_mask).logits
+    q, v = token_q_values(logits, batch.input_ids, batch.loss_mask)
+    terminal = batch.input_ids == eos_id if eos_id is not None else None
+    return iqlearn_loss(
+        q,
+        v,
+        batch.loss_mask,
+        lam=cfg.lam,
+        gamma=cfg.gamma,
+        terminal=terminal,
+        stop_grad_next=cfg.stop_grad_next,
+        expert=expert,
+        alpha=cfg.alpha,
+    )
+
+
+def online_task_seeds(cfg: IQLearnConfig, step: int) -> list[int]:
+    """Task seeds of the policy samples taken at ``step``: a hash of (run seed, step), outside the eval range.
+
+    Example:
+        >>> cfg = IQLearnConfig(online_episodes=3, eval_seed=0, eval_episodes=10)
+        >>> s = online_task_seeds(cfg, 5)
+        >>> s == online_task_seeds(cfg, 5), min(s) >= 10, len(s)
+        (True, True, 3)
+    """
+    rng = np.random.default_rng([cfg.seed, step, 1])
+    width = cfg.eval_episodes
+    seeds = rng.integers(0, 2**31 - width, size=cfg.online_episodes)
+    return [int(s) + (width if s >= cfg.eval_seed else 0) for s in seeds]
+
+
+def sample_policy_rows(
+    policy: HFPolicy, envs: Sequence[gymnasium.Env], cfg: IQLearnConfig, step: int
+) -> tuple[list[TokenRow], dict[str, float]]:
+    """Play one episode per env with the current policy; one row per clean turn (its exact sampled ids).
+
+    Returns:
+        ``(rows, metrics)`` with the samples' ``sample_success`` and ``sample_errors``.
+    """
+    seed = int(np.random.SeedSequence([cfg.seed, step, 2]).generate_state(1)[0])
+    agent = policy.with_sampling(temperature=cfg.temperature, seed=seed)
+    trajs = collect_batch(envs, agent, online_task_seeds(cfg, step)[: len(envs)])
+    rows = [
+        TokenRow.from_prompt_completion(turn.action.prompt_token_ids, turn.action.token_ids)
+        for traj in trajs
+        if traj.error is None
+        for turn in traj.steps
+        if turn.action.token_ids and turn.action.prompt_token_ids
+    ]
+    clean = [t for t in trajs if t.error is None]
+    metrics = {
+        "sample_success": sum(t.success for t in clean) / max(len(clean), 1),
+        "sample_errors": float(len(trajs) - len(clean)),
+    }
+    return rows, metrics
+
+
+def evaluate_iqlearn(policy: HFPolicy, cfg: IQLearnConfig) -> dict[str, Any]:
+    """Greedy held-out evaluation on ``cfg.eval_episodes`` seeds from ``cfg.eval_seed``; an ``eval_*`` record."""
+    summary = evaluate(
+        cfg.env_id,
+        policy.with_sampling(temperature=0.0),
+        episodes=cfg.eval_episodes,
+        seed=cfg.eval_seed,
+        split=cfg.split,
+        batch_size=64,
+        env_kwargs=cfg.env_kwargs,
+        progress=False,
+    )
+    lo, hi = summary.success_ci95
+    return {
+        "eval_success": summary.success_rate,
+        "eval_success_lo": lo,
+        "eval_success_hi": hi,
+        "eval_turns": summary.mean_turns,
+        "eval_episodes": summary.episodes,
+    }
+
+
+# ---------------------------------------------------------------------------------------------- checkpoints
+
+
+def _rows_json(rows: Sequence[TokenRow]) -> list[list[list[int]]]:
+    return [[list(r.input_ids), [int(m) for m in r.loss_mask]] for r in rows]
+
+
+def _rows_from_json(data: Sequence[Sequence[Sequence[int]]]) -> list[TokenRow]:
+    return [TokenRow(tuple(ids), tuple(bool(m) for m in mask), (0.0,) * len(ids)) for ids, mask in data]
+
+
+def save_iqlearn_checkpoint(
+    run_dir: Path,
+    step: int,
+    policy: HFPolicy,
+    optimizer: torch.optim.Optimizer,
+    pool: Sequence[TokenRow],
+    cfg: IQLearnConfig,
+) -> Path:
+    """An atomic checkpoint: weights (or adapter), optimizer, torch RNG, step, config and the policy-sample pool."""
+    with stage_checkpoint(run_dir, step) as tmp:
+        if policy.has_adapter:
+            policy.save_adapter(tmp / "adapter")
+        else:
+            policy.model.save_pretrained(tmp / "model")
+            policy.tokenizer.save_pretrained(tmp / "model")
+        torch.save(optimizer.state_dict(), tmp / "optimizer.pt")
+        torch.save({"torch": torch.get_rng_state()}, tmp / "rng.pt")
+        write_json(tmp / "state.json", {"step": step, "config": cfg.to_dict(), "pool": _rows_json(pool)})
+    return checkpoint_path(run_dir, step)
+
+
+def load_iqlearn_checkpoint(
+    ckpt: Path, policy: HFPolicy, optimizer: torch.optim.Optimizer, cfg: IQLearnConfig
+) -> tuple[int, list[TokenRow]]:
+    """Restore weights, optimizer and RNG in place from ``ckpt``; returns ``(step, policy-sample pool)``.
+
+    Every file is read before anything changes, so a damaged checkpoint leaves the run untouched.
+
+    Raises:
+        ConfigError: The checkpoint's run had a different config (beyond :data:`RESUMABLE_CHANGES`).
+        CheckpointError: A file is missing or unreadable (named).
+    """
+    state = read_checkpoint_json(ckpt / "state.json")
+    with reading(ckpt / "state.json", base=ckpt):
+        saved, step, pool = state["config"], int(state["step"]), _rows_from_json(state["pool"])
+    current = cfg.to_dict()
+    diff = sorted(k for k in current if k not in RESUMABLE_CHANGES and saved.get(k) != current[k])
+    if diff:
+        changes = ", ".join(f"{k}: {saved.get(k)!r} -> {current[k]!r}" for k in diff)
+        raise ConfigError(f"cannot resume {ckpt}: the config differs ({changes}); use a new out_dir")
+    weights = ckpt / ("adapter" if policy.has_adapter else "model")
+    with reading(weights, base=ckpt):
+        if policy.has_adapter:
+            from peft import load_peft_weights
+
+            load_peft_weights(str(weights), device="cpu")
+            saved_model = None
+        else:
+            from transformers import AutoModelForCausalLM
+
+            saved_model = AutoModelForCausalLM.from_pretrained(weights, local_files_only=True)
+    with reading(ckpt / "optimizer.pt", base=ckpt):
+        optimizer_state = torch.load(ckpt / "optimizer.pt", map_location=policy.device)
+    with reading(ckpt / "rng.pt", base=ckpt):
+        torch_rng = torch.load(ckpt / "rng.pt")["torch"]
+    if saved_model is None:
+        policy.load_adapter(weights)
+    else:
+        policy.model.load_state_dict(saved_model.state_dict())
+    optimizer.load_state_dict(optimizer_state)
+    torch.set_rng_state(torch_rng)
+    return step, pool
+
+
+# ---------------------------------------------------------------------------------------------- the loop
+
+
+def train_iqlearn(
+    cfg: IQLearnConfig,
+    *,
+    resume: bool = False,
+    progress: bool = True,
+    policy: HFPolicy | None = None,
+    rows: Sequence[TokenRow] | None = None,
+) -> IQLearnResult:
+    """Run (or continue) IQLearn as described in the module docstring; the run folder is locked meanwhile.
+
+    Args:
+        cfg: The run's settings.
+        resume: Continue from the newest intact checkpoint in ``cfg.out_dir`` (a fresh start if none).
+        progress: Show a progress bar.
+        policy: The start policy (trained in place); default :func:`build_start_policy`.
+        rows: The demonstration rows; default :func:`demonstration_rows`.
+
+    Returns:
+        The run folder, metrics history, last evaluation and the trained policy.
+
+    Raises:
+        DataError: Bad or empty demonstrations, or a batch without a loss token.
+        RunLockedError: Another process uses ``cfg.out_dir``.
+    """
+    with RunLock(cfg.out_dir):
+        return _train(cfg, resume=resume, progress=progress, policy=policy, rows=rows)
+
+
+def _train(
+    cfg: IQLearnConfig, *, resume: bool, progress: bool, policy: HFPolicy | None, rows: Sequence[TokenRow] | None
+) -> IQLearnResult:
+    run_dir = Path(cfg.out_dir)
+    log = MetricsLog(run_dir / "metrics.jsonl")
+    policy = policy if policy is not None else build_start_policy(cfg, progress=progress)
+    rows = list(rows) if rows is not None else demonstration_rows(cfg, policy.tokenizer)
+    if not rows:
+        raise DataError("train_iqlearn got no demonstration rows")
+    if cfg.lora_r > 0 and not policy.has_adapter:
+        policy.attach_lora(r=cfg.lora_r, alpha=cfg.lora_alpha, seed=cfg.seed)
+    params = [p for p in policy.model.parameters() if p.requires_grad]
+    if not params:
+        raise ConfigError("train_iqlearn: the policy has no trainable parameters")
+    optimizer = torch.optim.AdamW(params, lr=cfg.lr, weight_decay=cfg.weight_decay)
+    pad_id, eos_id = int(policy.tokenizer.pad_token_id), policy.tokenizer.eos_token_id
+    order = batch_order(len(rows), cfg.batch_size, cfg.steps, np.random.default_rng(cfg.seed))
+    start_step, pool = 0, []
+    found = (
+        load_newest_intact(run_dir, lambda c: load_iqlearn_checkpoint(c, policy, optimizer, cfg)) if resume else None
+    )
+    if found is not None:
+        start_step, pool = found[1]
+        log.truncate_after(start_step)
+    elif (run_dir / "metrics.jsonl").exists():
+        (run_dir / "metrics.jsonl").unlink()
+    write_json(run_dir / "config.json", cfg.to_dict())
+    online = cfg.online_episodes if cfg.alpha > 0 else 0
+    envs = [gymnasium.make(cfg.env_id, split=cfg.split, **cfg.env_kwargs) for _ in range(online)]
+    final_eval: dict[str, Any] | None = None
+    bar = tqdm(range(start_step, cfg.steps), desc=f"iqlearn λ={cfg.lam:g}", disable=not progress, unit="step")
+    try:
+        for step in bar:
+            record = _step(policy, optimizer, params, rows, order[step], pool, envs, cfg, step, pad_id, eos_id)
+            pool = record.pop("_pool")
+            log.write(record)
+            bar.set_postfix(nll=f"{record['nll']:.3f}", td=f"{record['td_sq']:.3f}")
+            done = step + 1
+            if cfg.eval_episodes and ((cfg.eval_every and done % cfg.eval_every == 0) or done == cfg.steps):
+                final_eval = {"step": done, **evaluate_iqlearn(policy, cfg)}
+                log.write(final_eval)
+            if (cfg.checkpoint_every and done % cfg.checkpoint_every == 0) or done == cfg.steps:
+                save_iqlearn_checkpoint(run_dir, done, policy, optimizer, pool, cfg)
+    finally:
+        for env in envs:
+            env.close()
+    policy.model.eval()
+    history = read_metrics(run_dir / "metrics.jsonl") if (run_dir / "metrics.jsonl").exists() else []
+    if history:
+        plot_curves(history, ["nll", "td_sq", "reward_mean", "eval_success"], run_dir / "curves.png", title="IQLearn")
+    return IQLearnResult(run_dir, max(start_step, cfg.steps), history, final_eval, policy)
+
+
+def _step(
+    policy: HFPolicy,
+    optimizer: torch.optim.Optimizer,
+    params: list[torch.nn.Parameter],
+    rows: Sequence[TokenRow],
+    indices: Sequence[int],
+    pool: list[TokenRow],
+    envs: Sequence[gymnasium.Env],
+    cfg: IQLearnConfig,
+    step: int,
+    pad_id: int,
+    eos_id: int | None,
+) -> dict[str, Any]:
+    """One optimizer step (0-based ``step``), refreshing the policy-sample pool first when it is due."""
+    start = time.perf_counter()
+    record: dict[str, Any] = {"step": step + 1}
+    if envs and (step % cfg.online_every == 0 or not pool):
+        policy.model.eval()
+        fresh, sample_metrics = sample_policy_rows(policy, envs, cfg, step)
+        pool = fresh or pool
+        record.update(sample_metrics)
+    policy.model.train()
+    lr = cfg.lr * lr_factor(step, total=cfg.steps, warmup=cfg.warmup_steps, min_ratio=cfg.min_lr_ratio)
+    for group in optimizer.param_groups:
+        group["lr"] = lr
+    batch_rows = [rows[i] for i in indices]
+    expert = None
+    if cfg.alpha > 0:
+        if not pool:
+            raise DataError(f"step {step + 1}: the policy produced no clean turn to mix in (alpha={cfg.alpha})")
+        picks = np.random.default_rng([cfg.seed, step, 3]).integers(0, len(pool), size=cfg.policy_rows_per_step)
+        batch_rows += [pool[int(i)] for i in picks]
+        expert = torch.tensor([True] * len(indices) + [False] * len(picks))
+    batch = collate(batch_rows, pad_id=pad_id).to(policy.device)
+    loss, metrics = iqlearn_batch_loss(policy.model, batch, cfg, eos_id=eos_id, expert=expert)
+    optimizer.zero_grad(set_to_none=True)
+    loss.backward()
+    norm = torch.nn.utils.clip_grad_norm_(params, cfg.max_grad_norm if cfg.max_grad_norm > 0 else math.inf)
+    optimizer.step()
+    record.update(metrics)
+    record.update(
+        {"loss": float(loss.detach()), "lr": lr, "grad_norm": float(norm), "step_s": time.perf_counter() - start}
+    )
+    record["_pool"] = pool
+    return record
+
+
+def load_iqlearn_reward(path: str | Path, *, batch_size: int = 32) -> Any:
+    """The learned reward of an IQLearn run folder, or of a plain HF model folder.
+
+    A run folder gives :class:`~turnkit.critics.iqlearn.IQLearnReward` over its newest intact checkpoint with the
+    run's ``gamma``; a model folder gets ``gamma = 0.99``.
+
+    Raises:
+        ConfigError: ``path`` is neither (the message says what was expected).
+    """
+    from turnkit.critics.iqlearn import IQLearnReward
+
+    path = Path(path)
+    if (path / "checkpoints").is_dir() and (path / "config.json").is_file():
+        cfg = IQLearnConfig.from_dict(json.loads((path / "config.json").read_text()), source=str(path / "config.json"))
+        intact = [c for c in checkpoint_candidates(path) if check_manifest(c, required=False) is None]
+        if not intact or not (intact[0] / "model").is_dir():
+            raise ConfigError(f"IQLearn run {path} has no intact checkpoint with full model weights (model/)")
+        return IQLearnReward(HFPolicy.from_pretrained(intact[0] / "model"), gamma=cfg.gamma, batch_size=batch_size)
+    if (path / "config.json").is_file():
+        return IQLearnReward(HFPolicy.from_pretrained(path), batch_size=batch_size)
+    raise ConfigError(f"{path} is neither an IQLearn run folder (config.json + checkpoints/) nor an HF model folder")
