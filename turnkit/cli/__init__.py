@@ -1,6 +1,6 @@
-"""The ``turnkit`` command: ``list play eval bench train quickstart iqlearn synth serve-env``.
+"""The ``turnkit`` command: ``list play eval bench train quickstart iqlearn afd synth serve-env``.
 
-One module per command group: :mod:`.envs`, :mod:`.train`, :mod:`.iqlearn`, :mod:`.synth`,
+One module per command group: :mod:`.envs`, :mod:`.train`, :mod:`.iqlearn`, :mod:`.afd`, :mod:`.synth`,
 :mod:`.serve_env`.
 
 Example:
@@ -40,10 +40,11 @@ def build_parser() -> argparse.ArgumentParser:
 
     envs.add_commands(sub)
     # Training and synthesis commands; torch is imported only when one of them runs.
-    from turnkit.cli import iqlearn, serve_env, synth, train
+    from turnkit.cli import afd, iqlearn, serve_env, synth, train
 
     train.add_commands(sub)
     iqlearn.add_commands(sub)
+    afd.add_commands(sub)
     synth.add_commands(sub)
     serve_env.add_commands(sub)
     return parser

@@ -27,6 +27,8 @@ name       per-turn reward                                                      
            (on its last turn)
 ``iqlearn`` IQLearn's extracted reward ``Σ_t Q(s_t, a_t) − γ V(s_{t+1})`` over the turn, from the policy      no
            of an IQLearn run (``critic_model``; :mod:`turnkit.critics.iqlearn`)
+``afd``    AfD's reward-model logit ``log D − log(1 − D)`` per turn, from a reward model written by           no
+           ``turnkit afd`` (``critic_model``; :mod:`turnkit.critics.afd`)
 ``m:f``    ``m.f(context: CriticContext) -> Critic``: any :class:`~turnkit.critics.base.Critic` (may
            also offer ``update(trajectories) -> metrics``, ``save(folder)`` and ``load(folder)``)
 =========  ========================================================================================  ========
@@ -289,6 +291,21 @@ def iqlearn_critic(ctx: CriticContext) -> Critic:
     return critic
 
 
+def afd_critic(ctx: CriticContext) -> Critic:
+    """AfD's IRL reward model from a folder written by ``turnkit afd`` (``critic_model``); frozen."""
+    from turnkit.critics.afd import AfDCritic
+
+    if not ctx.config.critic_model:
+        raise ConfigError("critic=afd needs critic_model, a reward-model folder (turnkit afd --out DIR: DIR/rm/<data>)")
+    path = Path(ctx.config.critic_model)
+    if not (path / "config.json").is_file():
+        raise ConfigError(f"critic_model {path} is not a reward-model folder (no config.json)")
+    critic = AfDCritic.load(path)
+    if critic.tokenizer.get_vocab() != ctx.policy.tokenizer.get_vocab():
+        raise ConfigError(f"critic_model {path} has another tokenizer than the policy: it cannot score its ids")
+    return critic
+
+
 BUILDERS: dict[str, Callable[[CriticContext], Critic]] = {
     "mrt": mrt_critic,
     "pav": pav_critic,
@@ -296,6 +313,7 @@ BUILDERS: dict[str, Callable[[CriticContext], Critic]] = {
     "sweet": sweet_critic,
     "judge": judge_critic,
     "iqlearn": iqlearn_critic,
+    "afd": afd_critic,
 }
 """The built-in critics by name (see the module docstring)."""
 
