@@ -9,6 +9,10 @@ passed with its 95% CI (``turnkit.stats.mean_ci``), and mean turns. The oracle's
 
 Run:  python studies/collab_code_asking.py --tasks 200
       python studies/collab_code_asking.py --tasks 200 --json > studies/results/collab_code_asking/results.json
+
+``--json`` prints ``{"rows": [...], "machine": ..., "wall_s": ...}``: the rows with the machine record
+(:func:`turnkit.provenance.machine_record`) and the wall time. Files written before the record existed hold
+the bare list of rows.
 """
 
 from __future__ import annotations
@@ -16,10 +20,12 @@ from __future__ import annotations
 import argparse
 import json
 import statistics
+import time
 from typing import Any
 
 from turnkit.envs.collab_code.agents import AnswerAtOnceAgent, ClarifyingAgent
 from turnkit.envs.collab_code.env import CollabCodeEnv
+from turnkit.provenance import machine_record
 from turnkit.rollout.collect import collect_batch
 from turnkit.stats import mean_ci, wilson_interval
 
@@ -54,9 +60,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--tasks", type=int, default=200, help="tasks per split (seeds 0 .. tasks-1)")
     parser.add_argument("--json", action="store_true", help="print JSON instead of a table")
     args = parser.parse_args(argv)
+    started = time.time()
     rows = study(args.tasks)
     if args.json:
-        print(json.dumps(rows, indent=2))
+        record = {"rows": rows, "machine": machine_record(), "wall_s": round(time.time() - started, 1)}
+        print(json.dumps(record, indent=2))
         return 0
     print(f"{'split':<6} {'agent':<15} {'success [95% CI]':<24} {'tests passed [95% CI]':<24} turns")
     for r in rows:

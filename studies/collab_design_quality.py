@@ -9,7 +9,8 @@ Two measurements on real Chromium renders (one shared browser):
   reference pages against perturbed copies of itself (:mod:`turnkit.envs.collab_design.perturb`): median,
   min and max, and the median visual and text parts.
 
-docs/envs/collab_design.md ("Reward", "Baselines") rests on these numbers.
+docs/envs/collab_design.md ("Reward", "Baselines") rests on these numbers. ``--json`` adds the machine record
+(:func:`turnkit.provenance.machine_record`) and the wall time (``machine``, ``wall_s``).
 
 Run:  python studies/collab_design_quality.py --tasks 200 --splits id
       python studies/collab_design_quality.py --tasks 200 --splits id --json \
@@ -21,6 +22,7 @@ from __future__ import annotations
 import argparse
 import json
 import statistics
+import time
 
 import gymnasium
 import numpy as np
@@ -32,6 +34,7 @@ from turnkit.envs.collab_design.baselines import FeedbackFollower
 from turnkit.envs.collab_design.generator import reference_html, sample_design
 from turnkit.envs.collab_design.perturb import perturbations
 from turnkit.envs.collab_design.score import DesignScore, design_score
+from turnkit.provenance import machine_record
 from turnkit.stats import mean_ci
 
 ENV_ID = "turnkit/CollabDesign-v0"
@@ -89,11 +92,13 @@ def calibration(browser: Browser, seeds: int) -> dict[str, dict[str, float]]:
 
 def quality(seeds: int, as_json: bool, splits: tuple[str, ...]) -> int:
     """Print the baselines and the metric calibration (see the module docstring)."""
+    started = time.time()
     with Browser() as browser:
         calib = calibration(browser, min(seeds, 20)) if "id" in splits else {}
         base = baselines(browser, seeds, splits)
     if as_json:
-        print(json.dumps({"seeds": seeds, "baselines": base, "calibration": calib}, indent=2))
+        record = {"seeds": seeds, "baselines": base, "calibration": calib, "machine": machine_record()}
+        print(json.dumps({**record, "wall_s": round(time.time() - started, 1)}, indent=2))
         return 0
     print(f"{'agent [split]':<32}{'n':>5}{'reward':>8}{'95% CI':>16}{'visual':>8}{'text':>7}{'success':>9}{'turns':>7}")
     for name, r in base.items():

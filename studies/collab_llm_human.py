@@ -17,7 +17,8 @@ from 1,000,000 on):
     every reply equals the in-process one at temperature 0.
 
 Run: ``python studies/collab_llm_human.py --tasks 200 --http-tasks 50``
-(writes ``studies/results/collab_llm_human/results.json``).
+(writes ``studies/results/collab_llm_human/results.json`` with :func:`turnkit.provenance.write_result`: the
+machine record under ``machine`` and the wall time, ``wall_s``).
 """
 
 from __future__ import annotations
@@ -45,6 +46,7 @@ from turnkit.envs.collab_code.human_eval import fact_scores, leaks, same_params_
 from turnkit.envs.collab_code.llm_human import LLMHuman
 from turnkit.models.recipe import model_folder
 from turnkit.models.tiny_human import DEFAULT_HUMAN_RECIPE, human_for, tiny_human_policy
+from turnkit.provenance import write_result
 from turnkit.stats import mean_ci, wilson_interval
 from turnkit.types import AgentTurn
 
@@ -195,7 +197,7 @@ def main(argv: Sequence[str] | None = None) -> None:
         print(tables(json.loads(args.table.read_text())))
         return
     torch.set_num_threads(args.threads)
-    start = time.perf_counter()
+    started = time.time()
     policy = tiny_human_policy()
     build = json.loads((model_folder(DEFAULT_HUMAN_RECIPE) / "turnkit_recipe.json").read_text())
     results: dict[str, Any] = {
@@ -211,10 +213,9 @@ def main(argv: Sequence[str] | None = None) -> None:
         for split in args.splits:
             results["splits"][split] = run_split(split, policy, args.tasks, args.http_tasks, server.base_url)
             print(split, json.dumps(_summary(results["splits"][split])), flush=True)
-    results["wall_s"] = time.perf_counter() - start
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps(results, indent=2, default=str) + "\n", encoding="utf-8")
-    print(f"wrote {args.out} in {results['wall_s']:.0f}s")
+    # default=str as before: a value JSON cannot hold is written as its text
+    path = write_result(args.out, json.loads(json.dumps(results, default=str)), started=started)
+    print(f"wrote {path} in {time.time() - started:.0f}s")
 
 
 def _pct(x: dict[str, float], key: str = "rate") -> str:

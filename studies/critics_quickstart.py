@@ -21,7 +21,8 @@ answering: success fell to 0.00-0.16 at 5-10 turns per episode within 50 steps, 
 at one turn (``results/critics_quickstart/unbounded/``, the metrics of those runs).
 
 Writes ``results.json`` (every run's before/after, the summary and the command) and ``critics.png`` under
-``--out``.
+``--out``, and each run's ``result.json`` under ``--runs``; every JSON carries the machine record that made it
+(``machine``, :func:`turnkit.provenance.write_result`) and its wall time (``wall_s``).
 
 Example::
 
@@ -39,6 +40,8 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+
+from turnkit.provenance import write_result
 
 ARMS: dict[str, str | None] = {"env": None, "mrt": "mrt", "pav": "pav", "prime": "prime"}
 
@@ -99,7 +102,7 @@ def run_one(job: tuple[str, int, dict[str, Any]]) -> dict[str, Any]:
         out_dir=f"{opts['runs']}/{arm}-s{seed}", seed=seed, steps=opts["steps"], train_overrides=overrides
     )
     cfg = quickstart_train_config(qcfg)
-    start = time.perf_counter()
+    started = time.time()
     result = train(cfg, policy=tiny_policy(progress=False), progress=False)
     steps = [r for r in result.history if "reward_mean" in r]
     after = evaluate_both(result.policy, cfg)
@@ -110,11 +113,9 @@ def run_one(job: tuple[str, int, dict[str, Any]]) -> dict[str, Any]:
         "train_reward_last20": float(np.mean([r["reward_mean"] for r in steps[-20:]])),
         "turns_mean_last20": float(np.mean([r["turns_mean"] for r in steps[-20:]])),
         "critic_s": float(sum(r.get("critic_s", 0.0) for r in steps)),
-        "wall_s": time.perf_counter() - start,
         "config": cfg.to_dict(),
     }
-    done.write_text(json.dumps(run, indent=2) + "\n", encoding="utf-8")
-    return run
+    return json.loads(write_result(done, run, started=started).read_text())  # as a rerun reads it back
 
 
 def summarise(runs: list[dict[str, Any]], before: dict[str, Any], arms: list[str]) -> dict[str, Any]:
@@ -183,7 +184,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
 
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
-    t0 = time.perf_counter()
+    started = time.time()
     cfg = quickstart_train_config(QuickstartConfig(eval_episodes=args.eval_episodes))
     before = evaluate_both(tiny_policy(progress=False), cfg)
     print(f"start: sampled {before['sampled']['success']:.3f}, greedy {before['greedy']['success']:.3f}", flush=True)
@@ -202,9 +203,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         "before": before,
         "summary": summary,
         "runs": runs,
-        "wall_s": time.perf_counter() - t0,
     }
-    (out / "results.json").write_text(json.dumps(result, indent=2) + "\n", encoding="utf-8")
+    result = json.loads(write_result(out / "results.json", result, started=started).read_text())
     plot(summary, before, out / "critics.png")
     for decoding in ("sampled", "greedy"):
         for arm, row in summary[decoding].items():

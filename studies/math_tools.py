@@ -21,9 +21,12 @@ Protocol (all seeded, no torch, so float paths play no part):
   privileged answer to score; the agent never does).
 
 Writes ``results.json`` (every episode, the summary, the command, a machine record) and ``math_tools.png``
-under ``--out``; each (condition, split) cell is cached under ``--runs`` and reused by a rerun with the same
-settings. ``wall_s`` is this invocation's wall time; ``cell_wall_s`` each cell's own (recorded when it ran,
-also for cells reused from the cache, which ``cells_from_cache`` lists).
+under ``--out``; each (condition, split) cell is cached under ``--runs`` with the machine record it was played
+on and reused by a rerun with the same settings. The record (``machine``) is
+:func:`turnkit.provenance.machine_record` with this study's additions: load average, platform, the sandbox's
+version and the versions of the packages the env uses. ``wall_s`` is this invocation's wall time;
+``cell_wall_s`` each cell's own (recorded when it ran, also for cells reused from the cache, which
+``cells_from_cache`` lists).
 
 Example::
 
@@ -47,6 +50,8 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
+from turnkit.provenance import machine_record, write_result
+
 CONDITIONS = ("no_tools", "tools")
 SPLITS = ("id", "ood")
 
@@ -65,8 +70,11 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     return parser.parse_args(argv)
 
 
-def run_cell(condition: str, split: str, args: argparse.Namespace) -> dict[str, Any]:
-    """Play ``args.episodes`` episodes of one condition and split, one after another in one env."""
+def run_cell(condition: str, split: str, args: argparse.Namespace, record: dict[str, Any]) -> dict[str, Any]:
+    """Play ``args.episodes`` episodes of one condition and split, one after another in one env.
+
+    The cell is cached with ``record`` (:func:`machine`), the machine it was played on.
+    """
     cache = (
         Path(args.runs) / f"{condition}-{split}-d{args.difficulty}-n{args.episodes}-s{args.seed0}-g{args.digits}.json"
     )
@@ -82,7 +90,7 @@ def run_cell(condition: str, split: str, args: argparse.Namespace) -> dict[str, 
     env = gymnasium.make("turnkit/MathEpisodes-v0", difficulty=args.difficulty, split=split, tools=tools)
     agent = ToolSolverAgent(digits=args.digits)
     episodes = []
-    start = time.perf_counter()
+    started = time.time()
     try:
         for seed in range(args.seed0, args.seed0 + args.episodes):
             traj = turnkit.collect(env, agent, seed=seed)
@@ -108,10 +116,15 @@ def run_cell(condition: str, split: str, args: argparse.Namespace) -> dict[str, 
             )
     finally:
         env.close()
-    cell = {"condition": condition, "split": split, "wall_s": time.perf_counter() - start, "episodes": episodes}
-    cache.parent.mkdir(parents=True, exist_ok=True)
-    cache.write_text(json.dumps(cell, indent=1) + "\n", encoding="utf-8")
-    return cell
+    return write_recorded(cache, {"condition": condition, "split": split, "episodes": episodes}, record, started)
+
+
+def write_recorded(path: Path, result: dict[str, Any], record: dict[str, Any], started: float) -> dict[str, Any]:
+    """Write ``result`` as JSON with ``record`` as its ``machine`` and ``wall_s`` (seconds since ``started``).
+
+    :func:`turnkit.provenance.write_result` with this study's own record (:func:`machine`); returns what it wrote.
+    """
+    return json.loads(write_result(path, result, started=started, record=record).read_text(encoding="utf-8"))
 
 
 def summarise(episodes: list[dict[str, Any]]) -> dict[str, Any]:
@@ -144,15 +157,7 @@ def summarise(episodes: list[dict[str, Any]]) -> dict[str, Any]:
 
 
 def machine() -> dict[str, Any]:
-    """Where the study ran: CPU, threads, load, versions, the sandbox."""
-    cpu = "unknown"
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                cpu = line.split(":", 1)[1].strip()
-                break
-    except OSError:
-        pass
+    """Where the study ran: :func:`turnkit.provenance.machine_record` and the load, platform, versions, sandbox."""
     versions = {}
     for package in ("turnkit", "gymnasium", "numpy", "sympy", "pexpect"):
         try:
@@ -165,15 +170,13 @@ def machine() -> dict[str, Any]:
         done = subprocess.run([bwrap, "--version"], capture_output=True, text=True, check=False)
         bwrap_version = done.stdout.strip() or None
     return {
-        "cpu_model": cpu,
-        "cpu_count": os.cpu_count(),
+        **machine_record(),
         "threads_available": len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count(),
         "load_average_at_start": list(os.getloadavg()),
         "platform": platform.platform(),
-        "python": platform.python_version(),
         "versions": versions,
         "sandbox": bwrap_version,
-        "torch": "not used (no model; float paths play no part)",
+        "torch_used": "no (no model; float paths play no part; the record's torch fields are the installed ones)",
     }
 
 
@@ -221,11 +224,11 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         return saved
     out.mkdir(parents=True, exist_ok=True)
     record = machine()
-    t0 = time.perf_counter()
+    started = time.time()
     cells: dict[str, dict[str, Any]] = {c: {} for c in CONDITIONS}
     for split in args.splits:
         for condition in CONDITIONS:
-            cell = run_cell(condition, split, args)
+            cell = run_cell(condition, split, args, record)
             cells[condition][split] = cell
             wins = sum(e["success"] for e in cell["episodes"])
             print(f"{condition:>8} {split:>4}: {wins}/{len(cell['episodes'])} ({cell['wall_s']:.0f}s)", flush=True)
@@ -241,16 +244,14 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         "settings": {k: v for k, v in vars(args).items() if k != "replot"},
         "env": "turnkit/MathEpisodes-v0 (max_attempts 3, token_budget 512 words, TimeLimit 10 turns)",
         "agent": "turnkit.envs.math.tool_solver.ToolSolverAgent",
-        "machine": record,
         "summary": summary,
         "cell_wall_s": {c: {s: cells[c][s]["wall_s"] for s in args.splits} for c in CONDITIONS},
         "cells_from_cache": [
             cell["from_cache"] for c in CONDITIONS for cell in cells[c].values() if "from_cache" in cell
         ],
-        "wall_s": time.perf_counter() - t0,
         "episodes": {c: {s: cells[c][s]["episodes"] for s in args.splits} for c in CONDITIONS},
     }
-    (out / "results.json").write_text(json.dumps(result, indent=1) + "\n", encoding="utf-8")
+    result = write_recorded(out / "results.json", result, record, started)
     plot(summary, out / "math_tools.png")
     for condition in CONDITIONS:
         for group, row in summary[condition].items():

@@ -12,6 +12,10 @@ Run:  python studies/mcts_dpo.py --seeds 0 --name s0 ...      (one seed; the fla
       docs/synth.md "Results" and studies/README.md)
       python studies/mcts_dpo.py --merge runs/mcts_dpo/s0.json runs/mcts_dpo/s1.json ... --name all \
           --out studies/results/mcts_dpo
+
+The result file (printed too) carries the machine record and the wall time (``machine``, ``wall_s``:
+:func:`turnkit.provenance.write_result`); a merged file also keeps each part's record (``machine_per_part``,
+``None`` for files written before records existed).
 """
 
 from __future__ import annotations
@@ -24,6 +28,7 @@ from pathlib import Path
 from typing import Any
 
 import turnkit  # noqa: F401  (registers the built-in envs)
+from turnkit.provenance import write_result
 from turnkit.search.mcts import MCTSConfig
 from turnkit.search.pairs import PairConfig
 from turnkit.stats import mean_ci
@@ -151,7 +156,6 @@ def study(args: argparse.Namespace) -> dict[str, Any]:
         "env_kwargs": {k: list(v) if isinstance(v, tuple) else v for k, v in env_kwargs.items()},
         "runs": runs,
         "summary": summarize(runs),
-        "wall_s": time.perf_counter() - t_start,
     }
 
 
@@ -212,6 +216,7 @@ def merge(files: list[str]) -> dict[str, Any]:
         "runs": runs,
         "summary": summarize(runs),
         "wall_s_per_seed": [part["wall_s"] for part in parts if "wall_s" in part],
+        "machine_per_part": [part.get("machine") for part in parts],
     }
 
 
@@ -251,11 +256,11 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--lora-targets", default="q_proj,k_proj,v_proj,o_proj")
     p.add_argument("--eval-episodes", type=int, default=256)
     args = p.parse_args(argv)
+    started = time.time()
     Path(args.out).mkdir(parents=True, exist_ok=True)
     result = merge(args.merge) if args.merge else study(args)
-    text = json.dumps(result, indent=2)
-    (Path(args.out) / f"{args.name}.json").write_text(text + "\n")
-    print(text)
+    path = write_result(Path(args.out) / f"{args.name}.json", result, started=started)
+    print(path.read_text(encoding="utf-8"), end="")
     return 0
 
 

@@ -24,7 +24,8 @@ Protocol (all seeded):
    MRT bonus (``critic="mrt"``, ``α = --alpha``); same task seeds, same hyper-parameters.
 3. Measure each trained policy like step 1; mean over seeds with a 95% interval (``turnkit.stats.mean_ci``).
 
-Writes ``results.json`` and ``regret.png`` (mean ``J``-vs-tokens curves, ``plot_regret``) under ``--out``.
+Writes ``results.json`` (with the machine record and the wall time, :func:`turnkit.provenance.write_result`) and
+``regret.png`` (mean ``J``-vs-tokens curves, ``plot_regret``) under ``--out``.
 
 Example (the run recorded in docs/critics/mrt.md)::
 
@@ -47,6 +48,7 @@ import turnkit  # noqa: F401  (registers the envs)
 from turnkit.agents.hf import HFPolicy
 from turnkit.critics.progress import RolloutValue, normalized_regret, plot_regret, step_tokens
 from turnkit.models.embedded import tiny_policy
+from turnkit.provenance import write_result
 from turnkit.rollout.collect import collect_batch
 from turnkit.stats import mean_ci
 from turnkit.train.config import TrainConfig
@@ -183,7 +185,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     torch.set_num_threads(args.threads)
     out, runs_dir = Path(args.out), Path(args.runs)
     out.mkdir(parents=True, exist_ok=True)
-    t0 = time.perf_counter()
+    started = time.time()
     results: dict[str, Any] = {"sft": [], "outcome": [], "mrt": []}
     # the longer runs first; "sft" measures the start policy (no training)
     jobs = [(seed, "mrt") for seed in args.seeds if "mrt" in args.conditions] + [(-1, "sft")]
@@ -245,9 +247,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
             k: [{kk: vv for kk, vv in r.items() if kk != "traces"} for r in results[k]] for k in ("outcome", "mrt")
         },
         "sft": {k: v for k, v in start.items() if k != "traces"},
-        "wall_s": time.perf_counter() - t0,
     }
-    (out / "results.json").write_text(json.dumps(record, indent=1))
+    write_result(out / "results.json", record, started=started)
     print(json.dumps(summary, indent=1))
     return record
 

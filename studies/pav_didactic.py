@@ -17,7 +17,9 @@ Protocol (paper values in brackets where they differ):
 
 Outputs under ``--out``: ``results.json`` (every curve), ``accuracy_vs_iterations.png`` (outcome vs progress,
 mean ± min/max over seeds) and ``prover_sweep.png`` (iterations to the target accuracy and accuracy at a
-fixed iteration vs prover strength γ).
+fixed iteration vs prover strength γ). ``results.json`` carries the machine record and the wall time
+(``machine``, ``wall_s``: :func:`turnkit.provenance.write_result`); a merged one also each part's record
+(``machine_per_part``, ``None`` for files written before records existed).
 
 Usage::
 
@@ -54,6 +56,7 @@ from turnkit.envs.pav_didactic.prover import (
 )
 from turnkit.errors import ConfigError
 from turnkit.learners.advantages import rloo_advantages
+from turnkit.provenance import write_result
 
 try:  # run as a script (studies/ on sys.path) or imported as studies.pav_didactic
     from pav_didactic_plots import load_sweeps, plot_compare, plot_main, plot_sweep
@@ -456,8 +459,10 @@ def replot(out: Path) -> None:
 
 def merge(dirs: list[str], out: Path) -> None:
     """One ``results.json`` from sweeps split over several runs (the first config and outcome runs win)."""
+    started = time.time()
     parts = [json.loads((Path(d) / "results.json").read_text()) for d in dirs]
     merged = {"config": parts[0]["config"], "merged_from": dirs, "sweep": {}, "log": []}
+    merged["machine_per_part"] = [part.get("machine") for part in parts]
     for part in parts:
         merged["sweep"].update(part.get("sweep", {}))
         merged["log"] += part.get("log", [])
@@ -466,8 +471,7 @@ def merge(dirs: list[str], out: Path) -> None:
         merged["sweep_at"] = part.get("sweep_at", 100)
     outcome = merged.get("sweep_outcome", [])
     merged["summary"] = sweep_summary(merged["sweep"], outcome, merged["sweep_at"])
-    out.mkdir(parents=True, exist_ok=True)
-    (out / "results.json").write_text(json.dumps(merged, indent=1))
+    write_result(out / "results.json", merged, started=started)
     replot(out)
     print("\n".join(merged["summary"]))
 
@@ -542,11 +546,11 @@ def main() -> None:
         return
     log: list[str] = []
     results: dict = {"config": asdict(cfg)}
-    start = time.perf_counter()
+    started, start = time.time(), time.perf_counter()
     if args.only == "tune":
         results["tune"] = lr_tune(replace(cfg, iters=args.sweep_iters), [float(x) for x in args.lrs.split(",")], log)
         results["log"] = log
-        (out / "results.json").write_text(json.dumps(results, indent=1))
+        write_result(out / "results.json", results, started=started)
         return
     runs, bases = main_comparison(cfg, seeds, log) if args.only in ("main", "all") else ({}, {})
     if runs:
@@ -574,7 +578,7 @@ def main() -> None:
     results["sweep_at"] = args.sweep_at
     results["log"] = log
     results["seconds"] = time.perf_counter() - start
-    (out / "results.json").write_text(json.dumps(results, indent=1))
+    write_result(out / "results.json", results, started=started)
     print(f"done in {results['seconds']:.0f} s; wrote {out}")
 
 

@@ -14,7 +14,8 @@ Logged per step: rollout success rate, responses kept by the filter, and for PRI
 accuracy (within-group (correct, incorrect) pairs of the *fresh* batch, scored before the PRM sees it), next
 to a frozen copy of the PRM taken at ``--freeze-at`` (the "offline PRM" of the paper's comparison). Both
 policies are evaluated on held-out tasks at the start and the end (Wilson 95% CIs, paired bootstrap CI of
-the difference).
+the difference). The ``--out`` file carries the machine record and the wall time (``machine``, ``wall_s``:
+:func:`turnkit.provenance.write_result`).
 """
 
 from __future__ import annotations
@@ -35,6 +36,7 @@ import turnkit  # noqa: F401  (registers the envs)
 from turnkit.agents.hf import HFPolicy
 from turnkit.critics.prime import ImplicitPRM, PrimeConfig, accuracy_filter, group_ranking_accuracy, prime_update
 from turnkit.models.embedded import tiny_policy
+from turnkit.provenance import write_result
 from turnkit.rollout.collect import collect_batch
 from turnkit.stats import wilson_interval
 from turnkit.types import Trajectory
@@ -106,7 +108,7 @@ def main() -> None:
     ap.add_argument("--out", type=Path, default=None)
     args = ap.parse_args()
     torch.set_num_threads(1)  # the box is shared: more threads than free cores is several times slower
-    start = time.perf_counter()
+    started, start = time.time(), time.perf_counter()
     base = tiny_policy(recipe=STUDY_RECIPE, progress=False, temperature=1.0, max_batch_size=64)
     envs = [gymnasium.make(ENV, **ENV_KWARGS) for _ in range(max(args.tasks_per_step * args.per_task, 128))]
     cfg = PrimeConfig(prm_lr=args.prm_lr)
@@ -175,14 +177,11 @@ def main() -> None:
         "prime_vs_rloo": float(sum(((a - b) ** 2).sum().item() for a, b in pairs) ** 0.5),
         "prime_vs_start": float(sum(((a - b) ** 2).sum().item() for a, b in moved) ** 0.5),
     }
-    results["wall_s"] = time.perf_counter() - start
     log(f"eval end: {json.dumps(results['eval_end'])}; weights {results['weight_l2']}", start)
     log(f"prm rank acc windows: {json.dumps(results['prm_rank_acc_windows'])}", start)
     log(f"frozen rank acc windows: {json.dumps(results['frozen_rank_acc_windows'])}", start)
-    text = json.dumps(results, indent=2)
     if args.out is not None:
-        args.out.parent.mkdir(parents=True, exist_ok=True)
-        args.out.write_text(text + "\n", encoding="utf-8")
+        write_result(args.out, results, started=started)
 
 
 if __name__ == "__main__":

@@ -38,7 +38,8 @@ What it does (all seeds fixed):
 
 Runs differ by the critic seed (LoRA init, pair subsampling, batch order); the data are the same in every run.
 ``summary.json`` gives per-condition means over seeds with ``turnkit.stats.mean_ci`` 95% CIs and the paired
-(same seed) difference of each privileged condition − no_privileged.
+(same seed) difference of each privileged condition − no_privileged. Every run file and ``summary.json`` carry
+the machine record and the wall time (``machine``, ``wall_s``: :func:`turnkit.provenance.write_result`).
 """
 
 from __future__ import annotations
@@ -63,6 +64,7 @@ from turnkit.critics.sweet import SweetConfig, SweetCritic, outcome_pairs
 from turnkit.envs.collab_code.agents import PartialClarifier
 from turnkit.models.embedded import tiny_policy
 from turnkit.models.tiny_agent import tiny_code_agent
+from turnkit.provenance import write_result
 from turnkit.stats import mean_ci
 from turnkit.types import Trajectory
 
@@ -224,11 +226,11 @@ def main() -> None:
     ap.add_argument("--lr", type=float, default=1e-3)
     ap.add_argument("--out-dir", type=Path, required=True)
     args = ap.parse_args()
+    started = time.time()
     args.out_dir.mkdir(parents=True, exist_ok=True)
     if args.condition is not None:
         result = {"args": {k: str(v) for k, v in vars(args).items()}, **run_one(args)}
-        path = args.out_dir / f"{args.condition}_seed{args.seed}.json"
-        path.write_text(json.dumps(result, indent=2) + "\n", encoding="utf-8")
+        write_result(args.out_dir / f"{args.condition}_seed{args.seed}.json", result, started=started)
         print(json.dumps({k: result[k] for k in ("condition", "seed", "fit", *METRICS)}))
         return
     passthrough = [
@@ -259,7 +261,7 @@ def main() -> None:
         p.wait()
     runs = [json.loads(p.read_text(encoding="utf-8")) for p in sorted(args.out_dir.glob("*_seed*.json"))]
     summary = summarize(runs)
-    (args.out_dir / "summary.json").write_text(json.dumps(summary, indent=2) + "\n", encoding="utf-8")
+    write_result(args.out_dir / "summary.json", summary, started=started)
     print(json.dumps(summary, indent=2))
 
 

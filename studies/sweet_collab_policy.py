@@ -29,6 +29,9 @@ The MathEpisodes comparison of ``sweet_math.py`` (whose functions this reuses) o
    passed) and success (all passed), bootstrap / Wilson 95% CIs, and paired differences vs ``π_0`` and vs
    RFT (paired bootstrap over tasks). Each training seed (``--seeds``) changes the LoRA init, batch order and
    pair subsampling; ``--summarize`` merges the run files and gives ``turnkit.stats.mean_ci`` over seeds.
+
+Run files and ``summary.json`` carry the machine record and the wall time (``machine``, ``wall_s``:
+:func:`turnkit.provenance.write_result`); the summary's ``runs`` keep each run's record.
 """
 
 from __future__ import annotations
@@ -51,6 +54,7 @@ import turnkit  # noqa: F401  (registers the envs)
 from turnkit.agents.hf import HFPolicy
 from turnkit.critics.sweet import SweetConfig, SweetCritic, outcome_pairs, sweet_pairs
 from turnkit.models.tiny_agent import tiny_code_agent
+from turnkit.provenance import write_result
 from turnkit.rollout.collect import collect_batch
 from turnkit.stats import mean_ci, wilson_interval
 from turnkit.train.dpo import as_segmented
@@ -198,7 +202,7 @@ def main() -> None:
         write_summary(args.out_dir)
         return
     torch.set_num_threads(1)  # the box is shared
-    start = time.perf_counter()
+    started, start = time.time(), time.perf_counter()
     rng = np.random.default_rng(0)
     methods = args.methods.split(",")
     seeds = [int(s) for s in args.seeds.split(",")]
@@ -256,14 +260,14 @@ def main() -> None:
             evals.setdefault(m, {})[seed] = evaluate(policy, args.eval_tasks, rng)
             log(f"seed {seed} {m}: train {json.dumps(info)} eval {json.dumps(public(evals[m][seed]))}", start)
     results["evals"] = evals
-    results["wall_s"] = time.perf_counter() - start
     path = args.out_dir / f"run_{'-'.join(methods)}_s{'-'.join(map(str, seeds))}.json"
-    path.write_text(json.dumps(results) + "\n", encoding="utf-8")
+    write_result(path, results, started=started)
     log(f"wrote {path}", start)
 
 
 def write_summary(out_dir: Path) -> None:
     """Merge every ``run_*.json`` of ``out_dir`` into ``summary.json`` and ``policies.png``."""
+    started = time.time()
     evals: dict[str, dict[int, dict[str, Any]]] = {}
     runs = {}
     for path in sorted(out_dir.glob("run_*.json")):
@@ -272,7 +276,7 @@ def write_summary(out_dir: Path) -> None:
         for m, by_seed in run["evals"].items():
             evals.setdefault(m, {}).update({int(s): ev for s, ev in by_seed.items()})
     summary = {"runs": runs, "eval": summarize(evals, np.random.default_rng(0))}
-    (out_dir / "summary.json").write_text(json.dumps(summary, indent=2) + "\n", encoding="utf-8")
+    write_result(out_dir / "summary.json", summary, started=started)
     plot(summary["eval"], out_dir / "policies.png")
     print(json.dumps(summary["eval"], indent=1))
 

@@ -28,6 +28,9 @@ none overlaps the SFT demonstrations of the tiny policy, seeds 0..1999):
    the released code; a fixed number of steps of full batches).
 4. **Evaluation** on ``--eval-tasks`` held-out tasks at T = 1: success rate (Wilson 95% CI), first-attempt
    accuracy, and paired bootstrap CIs of the difference to ``π_0`` and to RFT (same seeds for every policy).
+
+The results (printed, and written to ``--out``) carry the machine record and the wall time (``machine``,
+``wall_s``: :func:`turnkit.provenance.write_result`).
 """
 
 from __future__ import annotations
@@ -53,6 +56,7 @@ from turnkit.envs.core import restore_env, snapshot_env
 from turnkit.learners.sft import select_successful
 from turnkit.models.embedded import TinyRecipe, tiny_policy
 from turnkit.models.sft import SFTConfig, train_sft
+from turnkit.provenance import machine_record, write_result
 from turnkit.rollout.batch import TokenRow
 from turnkit.rollout.collect import collect_batch
 from turnkit.rollout.demos import turn_messages
@@ -294,7 +298,7 @@ def main() -> None:
     args = ap.parse_args()
     torch.set_num_threads(1)  # the box is shared: more threads than free cores is several times slower
     ENV_KWARGS["max_attempts"] = args.max_attempts
-    start = time.perf_counter()
+    started, start = time.time(), time.perf_counter()
     rng = np.random.default_rng(0)
     base = tiny_policy(recipe=STUDY_RECIPE, progress=False, temperature=1.0, max_batch_size=64)
     results: dict[str, Any] = {"args": {k: str(v) for k, v in vars(args).items()}}
@@ -332,7 +336,7 @@ def main() -> None:
         critics[name] = critic
         log(f"critic {name}: {json.dumps(results[f'critic_{name}'])}", start)
     if args.stage == "critic":
-        _finish(results, args.out)
+        _finish(results, args.out, started)
         return
 
     policies = {"sft_start": base}
@@ -372,16 +376,15 @@ def main() -> None:
                 ev[f"diff_vs_{ref}"] = {"mean": float(diff.mean()), "ci95": bootstrap_ci(diff, rng)}
     results["eval"] = {n: {k: v for k, v in e.items() if not k.startswith("_")} for n, e in evals.items()}
     log(f"eval: {json.dumps(results['eval'])}", start)
-    results["wall_s"] = time.perf_counter() - start
-    _finish(results, args.out)
+    _finish(results, args.out, started)
 
 
-def _finish(results: dict[str, Any], out: Path | None) -> None:
-    text = json.dumps(results, indent=2)
-    print(text)
+def _finish(results: dict[str, Any], out: Path | None, started: float) -> None:
+    """Print ``results`` with the machine record and the wall time, and write them to ``out`` when given."""
     if out is not None:
-        out.parent.mkdir(parents=True, exist_ok=True)
-        out.write_text(text + "\n", encoding="utf-8")
+        print(write_result(out, results, started=started).read_text(encoding="utf-8"), end="")
+        return
+    print(json.dumps({**results, "machine": machine_record(), "wall_s": round(time.time() - started, 1)}, indent=2))
 
 
 if __name__ == "__main__":

@@ -36,3 +36,9 @@ def test_write_result_adds_machine_and_wall_time(tmp_path):
     assert data["x"] == 1
     assert data["machine"]["command"] == "c"
     assert 2.0 <= data["wall_s"] < 60
+
+
+def test_write_result_with_a_given_record(tmp_path):
+    record = {**machine_record(command=["c"]), "bwrap": "0.8"}
+    data = json.loads(write_result(tmp_path / "r.json", {"x": 2}, started=time.time(), record=record).read_text())
+    assert data["machine"]["bwrap"] == "0.8" and data["machine"]["command"] == "c"

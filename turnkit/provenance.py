@@ -79,7 +79,12 @@ def machine_record(command: Sequence[str] | None = None) -> dict[str, Any]:
 
 
 def write_result(
-    path: str | Path, result: Mapping[str, Any], *, started: float, command: Sequence[str] | None = None
+    path: str | Path,
+    result: Mapping[str, Any],
+    *,
+    started: float,
+    command: Sequence[str] | None = None,
+    record: Mapping[str, Any] | None = None,
 ) -> Path:
     """Write ``result`` as JSON with a ``machine`` record and ``wall_s`` (seconds since ``started``).
 
@@ -88,6 +93,8 @@ def write_result(
         result: The study's numbers (JSON-able); its own ``machine``/``wall_s`` keys are replaced.
         started: ``time.time()`` when the work began.
         command: The producing command (default ``sys.argv``).
+        record: A machine record to write instead of a fresh :func:`machine_record` (e.g. one extended with a
+            study's own fields, shared by all its files).
 
     Example:
         >>> import tempfile, time
@@ -98,6 +105,7 @@ def write_result(
     """
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    data = {**result, "machine": machine_record(command), "wall_s": round(time.time() - started, 1)}
+    machine = dict(record) if record is not None else machine_record(command)
+    data = {**result, "machine": machine, "wall_s": round(time.time() - started, 1)}
     path.write_text(json.dumps(data, indent=2, sort_keys=False) + "\n", encoding="utf-8")
     return path
