@@ -40,8 +40,7 @@ Example:
 
 from __future__ import annotations
 
-import json
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, cast
@@ -51,6 +50,7 @@ from transformers import PreTrainedTokenizerBase
 
 from turnkit.agents.hf import chat_prompt_ids
 from turnkit.errors import DataError
+from turnkit.jsonl import json_lines
 from turnkit.rollout.batch import TokenRow
 from turnkit.rollout.demos import completion_ids
 from turnkit.types import Message, Role
@@ -147,7 +147,10 @@ def read_chat_demos(path: str | Path) -> list[ChatDemo]:
         turnkit.errors.DataError: no/such/chats.jsonl: cannot read the demonstrations file: No such file...
     """
     path = Path(path)
-    demos = [parse_chat_record(record, path=path, line=number) for number, record in _json_lines(path)]
+    demos = [
+        parse_chat_record(record, path=path, line=number)
+        for number, record in json_lines(path, what="the demonstrations file")
+    ]
     if not demos:
         raise DataError("the file holds no conversations (no demonstrations)", path=path)
     return demos
@@ -207,24 +210,6 @@ def chat_demo_rows(
             )
             turn += 1
     return rows
-
-
-def _json_lines(path: Path) -> Iterator[tuple[int, Any]]:
-    try:
-        data = path.read_bytes()
-    except OSError as exc:
-        raise DataError(f"cannot read the demonstrations file: {exc.strerror or exc}", path=path) from exc
-    for number, raw in enumerate(data.splitlines(), start=1):
-        try:
-            text = raw.decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise DataError(f"not valid UTF-8 ({exc.reason})", path=path, line=number) from exc
-        if not text.strip():
-            continue
-        try:
-            yield number, json.loads(text)
-        except json.JSONDecodeError as exc:
-            raise DataError(f"invalid JSON: {exc.msg} (column {exc.colno})", path=path, line=number) from exc
 
 
 def _message(raw: Any, k: int, where: ChatDemo) -> Message:

@@ -53,6 +53,7 @@ from typing import TYPE_CHECKING, Any, Literal, get_args
 import numpy as np
 
 from turnkit.errors import ConfigError, DataError
+from turnkit.jsonl import json_objects
 from turnkit.search.expand import mix_seed
 from turnkit.search.tree import SearchTree
 from turnkit.types import Message, Trajectory
@@ -385,17 +386,8 @@ def read_pairs(path: str | Path) -> list[PreferencePair]:
     """
     path = Path(path)
     out = []
-    with path.open(encoding="utf-8") as f:
-        for i, raw in enumerate(f, start=1):
-            if not raw.strip():
-                continue
-            try:
-                rec = json.loads(raw)
-            except json.JSONDecodeError as exc:
-                raise DataError(f"invalid JSON: {exc.msg}", path=path, line=i) from exc
-            if not isinstance(rec, Mapping):
-                raise DataError(f"expected a JSON object, got {type(rec).__name__}", path=path, line=i)
-            out.append(PreferencePair.from_record(rec, path=path, line=i))
+    for i, rec in json_objects(path):
+        out.append(PreferencePair.from_record(rec, path=path, line=i))
     return out
 
 

@@ -30,13 +30,13 @@ Example:
 from __future__ import annotations
 
 import hashlib
-import json
 import re
 from pathlib import Path
 from typing import Any
 
 from turnkit.envs.collab_code.generator import FAMILY
 from turnkit.errors import DataError
+from turnkit.jsonl import json_lines
 from turnkit.types import Task
 
 _KEY_NUMBER = re.compile(r"(\d+)\s*$")
@@ -59,18 +59,8 @@ def load_colbench(path: str | Path, *, split: str = "colbench", limit: int | Non
     path = Path(path)
     if limit is not None and limit < 1:
         raise DataError(f"limit must be >= 1, got {limit}", path=path)
-    try:
-        text = path.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
-        raise DataError(f"cannot read the file: {exc}", path=path) from exc
     tasks = []
-    for number, line in enumerate(text.splitlines(), start=1):
-        if not line.strip():
-            continue
-        try:
-            row = json.loads(line)
-        except json.JSONDecodeError as exc:
-            raise DataError(f"invalid JSON: {exc.msg} (column {exc.colno})", path=path, line=number) from exc
+    for number, row in json_lines(path):
         tasks.append(_task(row, split, path, number))
         if limit is not None and len(tasks) >= limit:
             break

@@ -24,14 +24,14 @@ Example:
 from __future__ import annotations
 
 import hashlib
-import json
 import re
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from turnkit.envs.math.answers import extract_boxed, parse_answer
 from turnkit.errors import DataError
+from turnkit.jsonl import json_objects
 from turnkit.types import Task
 
 _FINAL = re.compile(r"####\s*(.+?)\s*$")
@@ -73,31 +73,10 @@ Row = dict[str, Any]
 
 
 def _load(path: Path, split: str, make: Callable[[Row, str, Path, int], Task]) -> list[Task]:
-    tasks = [make(row, split, path, line) for line, row in _rows(path)]
+    tasks = [make(row, split, path, line) for line, row in json_objects(path)]
     if not tasks:
         raise DataError("the file contains no tasks", path=path)
     return tasks
-
-
-def _rows(path: Path) -> Iterator[tuple[int, Row]]:
-    try:
-        data = path.read_bytes()
-    except OSError as exc:
-        raise DataError(f"cannot read the file: {exc.strerror or exc}", path=path) from exc
-    for number, raw in enumerate(data.splitlines(), start=1):
-        try:
-            text = raw.decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise DataError(f"not valid UTF-8 ({exc.reason})", path=path, line=number) from exc
-        if not text.strip():
-            continue
-        try:
-            row = json.loads(text)
-        except json.JSONDecodeError as exc:
-            raise DataError(f"invalid JSON: {exc.msg} (column {exc.colno})", path=path, line=number) from exc
-        if not isinstance(row, dict):
-            raise DataError(f"expected a JSON object, got {type(row).__name__}", path=path, line=number)
-        yield number, row
 
 
 def _field(row: Row, name: str, path: Path, line: int) -> str:
