@@ -14,7 +14,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from turnkit.cli.train import _threads
+from turnkit.cli.train import _threads, eval_line
 
 
 def iqlearn_config(args: argparse.Namespace) -> Any:
@@ -53,11 +53,7 @@ def cmd_iqlearn(args: argparse.Namespace) -> int:
     if last is not None:
         line += f"; last step nll {last['nll']:.3f}, td² {last['td_sq']:.3f}"
     if result.final_eval is not None:
-        e = result.final_eval
-        line += (
-            f"; held-out greedy success {e['eval_success']:.3f} (95% CI {e['eval_success_lo']:.3f}-"
-            f"{e['eval_success_hi']:.3f}, {e['eval_episodes']} episodes)"
-        )
+        line += "; " + eval_line(result.final_eval, "held-out greedy success")
     print(line)
     return 0
 

@@ -59,13 +59,22 @@ def cmd_train(args: argparse.Namespace) -> int:
     if last is not None:
         line += f"; last step reward {last['reward_mean']:.3f}, success {last['success_rate']:.3f}"
     if result.final_eval is not None:
-        e = result.final_eval
-        line += (
-            f"; held-out success {e['eval_success']:.3f} (95% CI {e['eval_success_lo']:.3f}-"
-            f"{e['eval_success_hi']:.3f}, {e['eval_episodes']} episodes)"
-        )
+        line += "; " + eval_line(result.final_eval)
     print(line)
     return 0
+
+
+def eval_line(record: dict[str, Any], what: str = "held-out success") -> str:
+    """A final evaluation record (``EvalSummary.metrics()``) as one line of a command's report.
+
+    Example:
+        >>> eval_line({"eval_success": 0.5, "eval_success_lo": 0.3, "eval_success_hi": 0.7, "eval_episodes": 20})
+        'held-out success 0.500 (95% CI 0.300-0.700, 20 episodes)'
+    """
+    return (
+        f"{what} {record['eval_success']:.3f} (95% CI {record['eval_success_lo']:.3f}-"
+        f"{record['eval_success_hi']:.3f}, {record['eval_episodes']} episodes)"
+    )
 
 
 def cmd_quickstart(args: argparse.Namespace) -> int:

@@ -61,6 +61,26 @@ class EvalSummary:
         """The summary as pretty JSON."""
         return json.dumps(asdict(self), indent=2)
 
+    def metrics(self, prefix: str = "eval_") -> dict[str, float]:
+        """The headline numbers as a flat metrics record (what the training loops log after an evaluation).
+
+        Example:
+            >>> s = EvalSummary("e", "id", 10, 0, 0.5, (0.2, 0.8), 1.0, (0.5, 1.5), 2.0, {"timeout": 1})
+            >>> s.metrics()["eval_success_lo"], s.metrics()["eval_errors"]
+            (0.2, 1)
+        """
+        lo, hi = self.success_ci95
+        return {
+            f"{prefix}success": self.success_rate,
+            f"{prefix}success_lo": lo,
+            f"{prefix}success_hi": hi,
+            f"{prefix}reward": self.mean_reward,
+            f"{prefix}turns": self.mean_turns,
+            f"{prefix}episodes": self.episodes,
+            f"{prefix}errors": sum(self.errors.values()),
+            f"{prefix}s": self.wall_s,
+        }
+
 
 def summarize(env_id: str, split: str, seed: int, trajs: list[Trajectory], wall_s: float) -> EvalSummary:
     """Aggregate finished trajectories into an :class:`EvalSummary`."""

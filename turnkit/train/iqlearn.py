@@ -348,14 +348,7 @@ def evaluate_iqlearn(policy: HFPolicy, cfg: IQLearnConfig) -> dict[str, Any]:
         env_kwargs=cfg.env_kwargs,
         progress=False,
     )
-    lo, hi = summary.success_ci95
-    return {
-        "eval_success": summary.success_rate,
-        "eval_success_lo": lo,
-        "eval_success_hi": hi,
-        "eval_turns": summary.mean_turns,
-        "eval_episodes": summary.episodes,
-    }
+    return summary.metrics()
 
 
 # ---------------------------------------------------------------------------------------------- checkpoints

@@ -413,17 +413,7 @@ def evaluate_policy(policy: HFPolicy, cfg: TrainConfig, *, progress: bool = Fals
         env_kwargs=cfg.env_kwargs,
         progress=progress,
     )
-    lo, hi = summary.success_ci95
-    return {
-        "eval_success": summary.success_rate,
-        "eval_success_lo": lo,
-        "eval_success_hi": hi,
-        "eval_reward": summary.mean_reward,
-        "eval_turns": summary.mean_turns,
-        "eval_episodes": summary.episodes,
-        "eval_errors": sum(summary.errors.values()),
-        "eval_s": summary.wall_s,
-    }
+    return summary.metrics()
 
 
 # ---------------------------------------------------------------------------------------------- checkpoints
