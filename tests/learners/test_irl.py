@@ -39,14 +39,17 @@ def test_q_and_v_by_hand():
     assert v[0].tolist() == pytest.approx([0.0, _lse(1, 0), _lse(0, 2), 0.0, _lse(0.5, 0.5)])
 
 
-def test_q_minus_v_is_the_sft_logprob_bit_for_bit():
+def test_q_minus_v_is_the_log_softmax_of_the_taken_token():
     torch.manual_seed(0)
-    logits = torch.randn(3, 7, 11)
+    logits = torch.randn(3, 7, 11, dtype=torch.float64)
     ids = torch.randint(0, 11, (3, 7))
     mask = torch.rand(3, 7) > 0.4
     mask[:, 0] = False
-    q, v = token_q_values(logits, ids, mask)
-    assert torch.equal(q - v, gather_token_logprobs(logits, ids, mask))
+    q, v = token_q_values(logits, ids, mask, temperature=0.5)
+    reference = torch.log_softmax(logits[:, :-1] / 0.5, dim=-1).gather(-1, ids[:, 1:, None]).squeeze(-1)
+    expected = torch.where(mask[:, 1:], reference, torch.zeros_like(reference))
+    assert torch.allclose((q - v)[:, 1:].double(), expected, atol=1e-5)
+    assert torch.equal(q - v, gather_token_logprobs(logits, ids, mask, temperature=0.5))
 
 
 def test_lambda_zero_is_exactly_the_sft_loss():

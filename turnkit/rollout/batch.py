@@ -54,6 +54,7 @@ import torch
 from torch import Tensor
 
 from turnkit.errors import DataError
+from turnkit.learners.irl import token_q_values
 from turnkit.types import AgentTurn, Trajectory
 
 AdvantageSpec = float | Sequence[float] | None
@@ -564,9 +565,10 @@ def gather_token_logprobs(logits: Tensor, input_ids: Tensor, loss_mask: Tensor, 
     """Log-prob of each loss token under ``logits``, in token coordinates.
 
     ``out[b, t] = log_softmax(logits[b, t − 1])[input_ids[b, t]]`` where ``loss_mask[b, t]``, else ``0``
-    (position 0 is always ``0``). Only the ``N`` logit rows that predict loss tokens are normalised, in
-    float32 (an ``[N, V]`` temporary rather than ``[B, T, V]``); gradients reach ``logits[b, t − 1]`` only
-    for loss tokens ``t``.
+    (position 0 is always ``0``): ``Q − V`` of :func:`~turnkit.learners.irl.token_q_values`, the taken token's
+    logit minus the logsumexp. Only the ``N`` logit rows that predict loss tokens are normalised, in float32
+    (an ``[N, V]`` temporary rather than ``[B, T, V]``); gradients reach ``logits[b, t − 1]`` only for loss
+    tokens ``t``.
 
     Args:
         logits: ``[B, T, V]`` causal-LM logits for ``input_ids`` (``model(input_ids).logits``).
@@ -584,22 +586,8 @@ def gather_token_logprobs(logits: Tensor, input_ids: Tensor, loss_mask: Tensor, 
         >>> gather_token_logprobs(logits, torch.tensor([[0, 1, 2]]), torch.tensor([[False, True, True]]))
         tensor([[ 0.0000, -1.3863, -1.3863]])
     """
-    if logits.dim() != 3 or logits.shape[:2] != input_ids.shape or loss_mask.shape != input_ids.shape:
-        raise ValueError(
-            f"need logits [B, T, V], input_ids [B, T] and loss_mask [B, T]; got {tuple(logits.shape)}, "
-            f"{tuple(input_ids.shape)}, {tuple(loss_mask.shape)}"
-        )
-    if not temperature > 0:
-        raise ValueError(f"temperature must be positive, got {temperature}")
-    mask = loss_mask.bool()
-    if bool(mask[:, 0].any()):
-        raise ValueError("loss_mask[:, 0] must be False: no logit predicts the first token")
-    targets = mask[:, 1:]
-    picked = logits[:, :-1][targets].float() / temperature  # [N, V]: only rows that predict loss tokens
-    token_ids = input_ids[:, 1:][targets]
-    logp = picked.gather(-1, token_ids[:, None]).squeeze(-1) - torch.logsumexp(picked, dim=-1)
-    out = torch.zeros(input_ids.shape, dtype=torch.float32, device=logits.device)
-    return out.masked_scatter(mask, logp)
+    q, v = token_q_values(logits, input_ids, loss_mask, temperature=temperature)
+    return q - v
 
 
 def pack_loss_tokens(values: Tensor, loss_mask: Tensor) -> tuple[Tensor, Tensor]:
