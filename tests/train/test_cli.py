@@ -1,12 +1,14 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 from transformers import PreTrainedTokenizerFast
+from transformers.utils import logging as hf_logging
 
 from turnkit.cli import main
 from turnkit.models.tiny import build_tiny_model, save_tiny
@@ -20,8 +22,9 @@ def test_parser_building_does_not_import_torch() -> None:
     assert out.strip() == "False"
 
 
+@pytest.mark.parametrize("quiet", [True, False])
 def test_train_command_runs_a_config_file_with_overrides(
-    tokenizer: PreTrainedTokenizerFast, tmp_path: Path, capsys: pytest.CaptureFixture
+    quiet: bool, tokenizer: PreTrainedTokenizerFast, tmp_path: Path, capsys: pytest.CaptureFixture
 ) -> None:
     model_dir = save_tiny(build_tiny_model(tokenizer, SMALL), tokenizer, tmp_path / "model")
     config = tmp_path / "run.toml"
@@ -36,11 +39,15 @@ def test_train_command_runs_a_config_file_with_overrides(
         "max_turns=1",
         "--out",
         str(tmp_path / "run"),
-        "--quiet",
+        *(["--quiet"] if quiet else []),
     ]
     assert main(argv) == 0
-    assert "trained 1 steps" in capsys.readouterr().out
+    out, err = capsys.readouterr()
+    assert "trained 1 steps" in out
     assert json.loads((tmp_path / "run" / "config.json").read_text())["steps"] == 1
+    assert ("Loading weights" in err) is not quiet  # --quiet silences transformers' bars too ...
+    assert hf_logging.is_progress_bar_enabled()  # ... while the command runs, not for the process after it
+    assert "HF_HUB_DISABLE_PROGRESS_BARS" not in os.environ
 
 
 def test_train_command_reports_config_errors(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:

@@ -13,8 +13,10 @@ Example:
 from __future__ import annotations
 
 import argparse
+import contextlib
+import os
 import sys
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 
 import gymnasium
 
@@ -55,9 +57,39 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
         envs.load_env_modules(args.imports, env_id=getattr(args, "env_id", None))
-        return int(args.func(args))
+        with _library_progress_bars(enabled=not getattr(args, "quiet", False)):
+            return int(args.func(args))
     except (TurnkitError, gymnasium.error.Error) as exc:
         print(f"turnkit: error: {exc}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         return 130
+
+
+@contextlib.contextmanager
+def _library_progress_bars(*, enabled: bool) -> Iterator[None]:
+    """Silence the Hugging Face libraries' own progress bars while a ``--quiet`` command runs.
+
+    They show when the tiny models are built, saved and loaded. The environment variable covers libraries
+    imported later; the previous state comes back after the command.
+    """
+    if enabled:
+        yield
+        return
+    key = "HF_HUB_DISABLE_PROGRESS_BARS"
+    before = os.environ.get(key)
+    os.environ[key] = "1"  # read when huggingface_hub / transformers are first imported
+    hf_logging = sys.modules.get("transformers.utils.logging")
+    was_enabled = hf_logging is not None and hf_logging.is_progress_bar_enabled()
+    if hf_logging is not None:
+        hf_logging.disable_progress_bar()
+    try:
+        yield
+    finally:
+        now = sys.modules.get("transformers.utils.logging")  # imported by the command, maybe
+        if now is not None and (was_enabled if hf_logging is not None else before is None):
+            now.enable_progress_bar()
+        if before is None:
+            os.environ.pop(key, None)
+        else:
+            os.environ[key] = before
