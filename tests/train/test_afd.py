@@ -27,8 +27,10 @@ from turnkit.train.afd import (
     best_of_n,
     best_of_n_eval,
     compare_success,
+    distinct_reply_success,
     group_episodes,
     init_recipe,
+    plurality_choice,
     rm_training_data,
     run_afd,
     sample_episodes,
@@ -203,6 +205,24 @@ def test_best_of_n_eval_with_an_oracle_critic_reaches_pass_at_n(tokenizer) -> No
     assert r["pass_at_n"] > 0.0  # ... and there is one: the check above is not 0 == 0
 
 
+def test_plurality_choice_takes_the_first_of_the_most_frequent_reply_and_skips_errors() -> None:
+    group = [ep("3"), ep("5"), ep("5"), ep("3"), ep("5")]
+    assert plurality_choice(group) == 1
+    assert plurality_choice([ep("3"), ep("5")]) == 0  # a tie: the reply seen first
+    errored = [ep("9", error=True), ep("9", error=True), ep("9", error=True), ep("4")]
+    assert plurality_choice(errored) == 3  # errored replies do not vote and are not chosen
+    assert plurality_choice([ep("9", error=True)]) == 0
+
+
+def test_distinct_reply_success_weighs_each_distinct_reply_once() -> None:
+    # three copies of the right reply, one of each of two wrong ones: one sample is right 3/5, a random
+    # distinct reply 1/3
+    group = [ep("7", success=True)] * 3 + [ep("6"), ep("8")]
+    assert distinct_reply_success(group) == pytest.approx(1 / 3)
+    assert distinct_reply_success([ep("7", success=True), ep("6", error=True)]) == 1.0
+    assert distinct_reply_success([ep("6", error=True)]) == 0.0
+
+
 # ---------------------------------------------------------------------------------------------- the run
 
 
@@ -227,6 +247,21 @@ def test_run_afd_end_to_end_on_a_micro_recipe(tmp_path: Path) -> None:
         assert all(r["tasks"] == 3.0 and r["win"] + r["tie"] + r["lose"] == 3.0 for r in per_n.values())
     assert on_disk["rm"]["init_sft"]["positives"] >= 4 and on_disk["train_data"]["demonstrations"] == 4.0
     assert on_disk["pass_at_n"]["1"] <= on_disk["pass_at_n"]["2"]
+    assert (
+        on_disk["reference"]["plurality_vote"].keys()
+        == on_disk["reference"]["distinct_reply_floor"].keys()
+        == {
+            "1",
+            "2",
+        }
+    )
+    # with one candidate every selector takes it: the vote and the floor equal each critic's best of 1
+    one = on_disk["best_of_n"]["afd_init_sft"]["1"]["success"]
+    assert (
+        on_disk["reference"]["plurality_vote"]["1"]["success"]
+        == one
+        == on_disk["reference"]["distinct_reply_floor"]["1"]
+    )
     assert summary["config"]["recipe"]["sft_steps"] == 6
     critic = AfDCritic.load(tmp_path / "run" / "rm" / "init_sft")
     assert critic.name == "afd"

@@ -249,6 +249,49 @@ def best_of_n(groups: Sequence[Sequence[Trajectory]], critic: Critic) -> list[Tr
     return [g[select_best(s)] for g, s in zip(groups, group_scores(groups, critic), strict=True)]
 
 
+def reply_key(trajectory: Trajectory) -> tuple[str, ...]:
+    """The agent's replies of an episode, the identity used to count equal answers."""
+    return tuple(step.action.text for step in trajectory.steps)
+
+
+def plurality_choice(group: Sequence[Trajectory]) -> int:
+    """Index of the first episode with the most frequent replies (self-consistency; errored episodes skipped).
+
+    A reference selector without a reward model: it uses the one signal that best-of-N with a critic throws
+    away, how often the policy gives each answer.
+
+    Example:
+        >>> from turnkit.types import AgentTurn, Step, Trajectory
+        >>> ep = lambda text: Trajectory("d", 0, (Step("q", AgentTurn(text), 0.0, True),))
+        >>> plurality_choice([ep("7"), ep("8"), ep("8"), ep("7")]), plurality_choice([ep("1"), ep("2")])
+        (0, 0)
+    """
+    counts: dict[tuple[str, ...], int] = {}
+    for t in group:
+        if t.error is None:
+            counts[reply_key(t)] = counts.get(reply_key(t), 0) + 1
+    if not counts:
+        return 0
+    top = max(counts.values())
+    return next(i for i, t in enumerate(group) if t.error is None and counts[reply_key(t)] == top)
+
+
+def distinct_reply_success(group: Sequence[Trajectory]) -> float:
+    """Expected success of a selector that picks one of the group's *distinct* replies uniformly at random.
+
+    Duplicated replies get equal scores from any critic, so a critic that carries no information about the
+    answer falls to this floor as N grows, below one sample whenever the right answer is the frequent one.
+
+    Example:
+        >>> from turnkit.types import AgentTurn, Step, Trajectory
+        >>> ep = lambda text, ok: Trajectory("d", 0, (Step("q", AgentTurn(text), 0.0, True, info={"success": ok}),))
+        >>> distinct_reply_success([ep("7", True), ep("7", True), ep("7", True), ep("8", False)])
+        0.5
+    """
+    success = {reply_key(t): t.success for t in group if t.error is None}
+    return sum(success.values()) / len(success) if success else 0.0
+
+
 def compare_success(chosen: Sequence[Trajectory], baseline: Sequence[Trajectory]) -> dict[str, float]:
     """Success rate (Wilson 95% CI) of ``chosen`` and its win/tie/lose counts against ``baseline``, task by task.
 
@@ -419,7 +462,9 @@ def run_afd(cfg: AfDRunConfig, *, progress: bool = True) -> dict[str, Any]:
         The summary: ``config``; ``train_data`` (success of the init and SFT samples, demonstrations kept);
         ``rm`` (fit metrics per choice); ``baseline`` (one independent SFT sample per task); ``pass_at_n``;
         ``best_of_n[<critic>][<n>]`` (:func:`compare_success` against the baseline) for ``afd_<choice>`` and
-        ``afd_closed_form``; ``seconds``.
+        ``afd_closed_form``; ``reference``: the same for a plurality vote over the N candidates
+        (:func:`plurality_choice`) and the success of a uniformly random distinct reply
+        (:func:`distinct_reply_success`), the floor of an uninformative critic; ``seconds``.
     """
     start = time.perf_counter()
     out = Path(cfg.out_dir)
@@ -475,6 +520,14 @@ def run_afd(cfg: AfDRunConfig, *, progress: bool = True) -> dict[str, Any]:
     summary["pass_at_n"] = {
         str(n): sum(any(t.success for t in g[:n]) for g in candidates) / len(candidates) for n in cfg.ns
     }
+    summary["reference"] = {
+        "plurality_vote": {
+            str(n): compare_success([g[plurality_choice(g[:n])] for g in candidates], baseline) for n in sorted(cfg.ns)
+        },
+        "distinct_reply_floor": {
+            str(n): sum(distinct_reply_success(g[:n]) for g in candidates) / len(candidates) for n in sorted(cfg.ns)
+        },
+    }
     summary["best_of_n"] = {}
     for name, scorer in critics.items():
         scores = group_scores(candidates, scorer)
@@ -497,12 +550,20 @@ def summary_table(summary: Mapping[str, Any]) -> str:
         afd_init_sft       4  0.500    0.300-0.700  3/5/2
         (baseline: one SFT sample per task, success 0.400)
     """
+
+    def row(name: str, n: str, r: Mapping[str, float]) -> str:
+        return (
+            f"{name:<16}  {n:>2}  {r['success']:<7.3f}  {r['success_lo']:.3f}-{r['success_hi']:.3f}  "
+            f"{r['win']:.0f}/{r['tie']:.0f}/{r['lose']:.0f}"
+        )
+
+    reference = summary.get("reference", {})
     lines = [f"{'critic':<16}  {'N':>2}  {'success':<7}  {'95% CI':<11}  win/tie/lose"]
-    for name, per_n in summary["best_of_n"].items():
-        for n, r in per_n.items():
-            lines.append(
-                f"{name:<16}  {n:>2}  {r['success']:<7.3f}  {r['success_lo']:.3f}-{r['success_hi']:.3f}  "
-                f"{r['win']:.0f}/{r['tie']:.0f}/{r['lose']:.0f}"
-            )
+    lines += [row(name, n, r) for name, per_n in summary["best_of_n"].items() for n, r in per_n.items()]
+    lines += [row("plurality_vote", n, r) for n, r in reference.get("plurality_vote", {}).items()]
+    lines += [
+        f"{'distinct_floor':<16}  {n:>2}  {floor:<7.3f}  (a random distinct reply)"
+        for n, floor in reference.get("distinct_reply_floor", {}).items()
+    ]
     lines.append(f"(baseline: one SFT sample per task, success {summary['baseline']['success']:.3f})")
     return "\n".join(lines)
