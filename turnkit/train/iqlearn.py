@@ -70,6 +70,7 @@ from turnkit.train.checkpoint import (
 )
 from turnkit.train.config import EVAL_SEED_START, dataclass_from_dict
 from turnkit.train.metrics import MetricsLog, plot_curves, read_metrics
+from turnkit.train.policy_state import check_resumable, read_policy_state, save_policy_state
 from turnkit.train.runlock import RunLock
 
 RESUMABLE_CHANGES = frozenset({"eval_every", "checkpoint_every", "out_dir", "eval_episodes"})
@@ -372,13 +373,7 @@ def save_iqlearn_checkpoint(
 ) -> Path:
     """An atomic checkpoint: weights (or adapter), optimizer, torch RNG, step, config and the policy-sample pool."""
     with stage_checkpoint(run_dir, step) as tmp:
-        if policy.has_adapter:
-            policy.save_adapter(tmp / "adapter")
-        else:
-            policy.model.save_pretrained(tmp / "model")
-            policy.tokenizer.save_pretrained(tmp / "model")
-        torch.save(optimizer.state_dict(), tmp / "optimizer.pt")
-        torch.save({"torch": torch.get_rng_state()}, tmp / "rng.pt")
+        save_policy_state(tmp, policy, optimizer)
         write_json(tmp / "state.json", {"step": step, "config": cfg.to_dict(), "pool": _rows_json(pool)})
     return checkpoint_path(run_dir, step)
 
@@ -397,32 +392,8 @@ def load_iqlearn_checkpoint(
     state = read_checkpoint_json(ckpt / "state.json")
     with reading(ckpt / "state.json", base=ckpt):
         saved, step, pool = state["config"], int(state["step"]), _rows_from_json(state["pool"])
-    current = cfg.to_dict()
-    diff = sorted(k for k in current if k not in RESUMABLE_CHANGES and saved.get(k) != current[k])
-    if diff:
-        changes = ", ".join(f"{k}: {saved.get(k)!r} -> {current[k]!r}" for k in diff)
-        raise ConfigError(f"cannot resume {ckpt}: the config differs ({changes}); use a new out_dir")
-    weights = ckpt / ("adapter" if policy.has_adapter else "model")
-    with reading(weights, base=ckpt):
-        if policy.has_adapter:
-            from peft import load_peft_weights
-
-            load_peft_weights(str(weights), device="cpu")
-            saved_model = None
-        else:
-            from transformers import AutoModelForCausalLM
-
-            saved_model = AutoModelForCausalLM.from_pretrained(weights, local_files_only=True)
-    with reading(ckpt / "optimizer.pt", base=ckpt):
-        optimizer_state = torch.load(ckpt / "optimizer.pt", map_location=policy.device)
-    with reading(ckpt / "rng.pt", base=ckpt):
-        torch_rng = torch.load(ckpt / "rng.pt")["torch"]
-    if saved_model is None:
-        policy.load_adapter(weights)
-    else:
-        policy.model.load_state_dict(saved_model.state_dict())
-    optimizer.load_state_dict(optimizer_state)
-    torch.set_rng_state(torch_rng)
+    check_resumable(ckpt, saved, cfg.to_dict(), RESUMABLE_CHANGES)
+    read_policy_state(ckpt, policy).apply(policy, optimizer)
     return step, pool
 
 

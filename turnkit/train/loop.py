@@ -88,6 +88,7 @@ from turnkit.train.checkpoint import (
 from turnkit.train.config import TrainConfig
 from turnkit.train.critic_hook import LoopCritics, build_critics
 from turnkit.train.metrics import MetricsLog, plot_curves, read_metrics
+from turnkit.train.policy_state import check_resumable, read_policy_state, save_policy_state
 from turnkit.train.runlock import RunLock
 from turnkit.types import AgentTurn, Trajectory
 
@@ -437,13 +438,7 @@ def save_checkpoint(
     with stage_checkpoint(run_dir, step) as tmp:
         if critics is not None:
             critics.save(tmp / "critics")
-        if policy.has_adapter:
-            policy.save_adapter(tmp / "adapter")
-        else:
-            policy.model.save_pretrained(tmp / "model")
-            policy.tokenizer.save_pretrained(tmp / "model")
-        torch.save(optimizer.state_dict(), tmp / "optimizer.pt")
-        torch.save({"torch": torch.get_rng_state()}, tmp / "rng.pt")
+        save_policy_state(tmp, policy, optimizer)
         write_json(
             tmp / "state.json",
             {
@@ -479,39 +474,16 @@ def load_checkpoint(
         saved, current = state["config"], cfg.to_dict()
         step, task_rng, policy_rng = int(state["step"]), state["task_rng"], state["policy_rng"]
     saved = {**TrainConfig().to_dict(), **saved}  # keys newer than the checkpoint take their defaults
-    diff = sorted(k for k in current if k not in RESUMABLE_CHANGES and saved.get(k) != current[k])
-    if diff:
-        changes = ", ".join(f"{k}: {saved.get(k)!r} -> {current[k]!r}" for k in diff)
-        raise ConfigError(f"cannot resume {ckpt}: the config differs ({changes}); use a new out_dir")
-    weights = ckpt / ("adapter" if policy.has_adapter else "model")
-    with reading(weights, base=ckpt):
-        if policy.has_adapter:
-            from peft import PeftConfig, load_peft_weights
-
-            PeftConfig.from_pretrained(str(weights))
-            load_peft_weights(str(weights), device="cpu")  # read (and so verify) before load_adapter applies it
-            saved_model = None
-        else:
-            from transformers import AutoModelForCausalLM
-
-            saved_model = AutoModelForCausalLM.from_pretrained(weights, local_files_only=True)
-    with reading(ckpt / "optimizer.pt", base=ckpt):
-        optimizer_state = torch.load(ckpt / "optimizer.pt", map_location=policy.device)
-    with reading(ckpt / "rng.pt", base=ckpt):
-        torch_rng = torch.load(ckpt / "rng.pt")["torch"]
+    check_resumable(ckpt, saved, current, RESUMABLE_CHANGES)
+    policy_state = read_policy_state(ckpt, policy)
     for name in critics.stateful() if critics is not None else []:
         with reading(ckpt / "critics" / name, base=ckpt):
             if not (ckpt / "critics" / name).is_dir():
                 raise FileNotFoundError(f"no state of critic {name!r}")
-    if saved_model is None:
-        policy.load_adapter(weights)
-    else:
-        policy.model.load_state_dict(saved_model.state_dict())
-    optimizer.load_state_dict(optimizer_state)
     if critics is not None:
         with reading(ckpt / "critics", base=ckpt):
             critics.load(ckpt / "critics")
-    torch.set_rng_state(torch_rng)
+    policy_state.apply(policy, optimizer)
     rng.bit_generator.state = task_rng
     policy._rng.bit_generator.state = policy_rng
     return step
