@@ -8,6 +8,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
+import math
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 
@@ -34,6 +35,7 @@ from turnkit.train.afd import (
     rm_training_data,
     run_afd,
     sample_episodes,
+    within_task_spearman,
 )
 from turnkit.types import AgentTurn, ErrorCause, Step, Trajectory, TrajectoryError
 
@@ -223,6 +225,22 @@ def test_distinct_reply_success_weighs_each_distinct_reply_once() -> None:
     assert distinct_reply_success([ep("6", error=True)]) == 0.0
 
 
+def test_within_task_spearman_ignores_tasks_that_cannot_rank_and_errored_candidates() -> None:
+    right, wrong = ep("7", success=True), ep("6")
+    groups = [
+        [right, wrong, wrong],  # the critic puts the right one first: ρ = +0.866
+        [wrong, right],  # and here last: ρ = −1
+        [right, right],  # all succeed: no ranking to judge
+        [right, wrong],  # equal scores: no ranking to judge
+        [right, ep("6", error=True), wrong],  # the errored candidate is left out: ρ = +1
+    ]
+    scores = [[3.0, 1.0, 2.0], [5.0, 4.0], [1.0, 2.0], [0.5, 0.5], [2.0, None, 1.0]]
+    r = within_task_spearman(groups, scores)
+    assert r["tasks"] == 3.0
+    assert r["spearman"] == pytest.approx((math.sqrt(3) / 2 - 1 + 1) / 3)
+    assert math.isnan(within_task_spearman([[right, right]], [[1.0, 2.0]])["spearman"])
+
+
 # ---------------------------------------------------------------------------------------------- the run
 
 
@@ -262,6 +280,8 @@ def test_run_afd_end_to_end_on_a_micro_recipe(tmp_path: Path) -> None:
         == one
         == on_disk["reference"]["distinct_reply_floor"]["1"]
     )
+    assert on_disk["ranking"].keys() == on_disk["best_of_n"].keys()
+    assert all(0.0 <= r["tasks"] <= 3.0 for r in on_disk["ranking"].values())
     assert summary["config"]["recipe"]["sft_steps"] == 6
     critic = AfDCritic.load(tmp_path / "run" / "rm" / "init_sft")
     assert critic.name == "afd"

@@ -37,6 +37,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import math
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
@@ -54,6 +55,7 @@ from turnkit.rollout.chat import ChatDelta
 from turnkit.rollout.collect import collect_batch
 from turnkit.rollout.demos import collect_demos
 from turnkit.stats import wilson_interval
+from turnkit.text_metrics import spearman
 from turnkit.types import Trajectory
 
 DATA_CHOICES = ("init_sft", "init_demo", "sft_demo")
@@ -292,6 +294,31 @@ def distinct_reply_success(group: Sequence[Trajectory]) -> float:
     return sum(success.values()) / len(success) if success else 0.0
 
 
+def within_task_spearman(
+    groups: Sequence[Sequence[Trajectory]], scores: Sequence[Sequence[float | None]]
+) -> dict[str, float]:
+    """How well a critic ranks the candidates of one task: Spearman's ρ of score and success, averaged over tasks.
+
+    Only tasks whose candidates both succeed and fail (and whose scores are not all equal) say anything about
+    ranking; errored candidates are left out. ``tasks`` is how many tasks the mean is over.
+
+    Example:
+        >>> from turnkit.types import AgentTurn, Step, Trajectory
+        >>> ep = lambda ok: Trajectory("d", 0, (Step("q", AgentTurn("a"), 0.0, True, info={"success": ok}),))
+        >>> groups = [[ep(True), ep(False)], [ep(False), ep(True), ep(False)], [ep(True), ep(True)]]
+        >>> r = within_task_spearman(groups, [[2.0, 1.0], [0.0, 0.0, 1.0], [5.0, 1.0]])  # the third: all succeed
+        >>> round(r["spearman"], 6), r["tasks"]  # (ρ = 1 and ρ = −0.75 / 1.5 = −0.5) / 2
+        (0.25, 2.0)
+    """
+    values = []
+    for group, group_scores_ in zip(groups, scores, strict=True):
+        pairs = [(s, float(t.success)) for t, s in zip(group, group_scores_, strict=True) if s is not None]
+        if len(pairs) < 2 or len({ok for _, ok in pairs}) < 2 or len({s for s, _ in pairs}) < 2:
+            continue
+        values.append(spearman([s for s, _ in pairs], [ok for _, ok in pairs]))
+    return {"spearman": sum(values) / len(values) if values else math.nan, "tasks": float(len(values))}
+
+
 def compare_success(chosen: Sequence[Trajectory], baseline: Sequence[Trajectory]) -> dict[str, float]:
     """Success rate (Wilson 95% CI) of ``chosen`` and its win/tie/lose counts against ``baseline``, task by task.
 
@@ -464,7 +491,8 @@ def run_afd(cfg: AfDRunConfig, *, progress: bool = True) -> dict[str, Any]:
         ``best_of_n[<critic>][<n>]`` (:func:`compare_success` against the baseline) for ``afd_<choice>`` and
         ``afd_closed_form``; ``reference``: the same for a plurality vote over the N candidates
         (:func:`plurality_choice`) and the success of a uniformly random distinct reply
-        (:func:`distinct_reply_success`), the floor of an uninformative critic; ``seconds``.
+        (:func:`distinct_reply_success`), the floor of an uninformative critic; ``ranking[<critic>]``: its
+        :func:`within_task_spearman` over all N candidates; ``seconds``.
     """
     start = time.perf_counter()
     out = Path(cfg.out_dir)
@@ -528,9 +556,10 @@ def run_afd(cfg: AfDRunConfig, *, progress: bool = True) -> dict[str, Any]:
             str(n): sum(distinct_reply_success(g[:n]) for g in candidates) / len(candidates) for n in sorted(cfg.ns)
         },
     }
-    summary["best_of_n"] = {}
+    summary["best_of_n"], summary["ranking"] = {}, {}
     for name, scorer in critics.items():
         scores = group_scores(candidates, scorer)
+        summary["ranking"][name] = within_task_spearman(candidates, scores)
         summary["best_of_n"][name] = {
             str(n): compare_success([g[select_best(s[:n])] for g, s in zip(candidates, scores, strict=True)], baseline)
             for n in sorted(cfg.ns)
