@@ -445,7 +445,7 @@ def _train(
     optimizer = torch.optim.AdamW(params, lr=cfg.lr, weight_decay=cfg.weight_decay)
     pad_id, eos_id = int(policy.tokenizer.pad_token_id), policy.tokenizer.eos_token_id
     order = batch_order(len(rows), cfg.batch_size, cfg.steps, np.random.default_rng(cfg.seed))
-    start_step, pool = 0, []
+    start_step, pool = 0, list[TokenRow]()
     found = (
         load_newest_intact(run_dir, lambda c: load_iqlearn_checkpoint(c, policy, optimizer, cfg)) if resume else None
     )
