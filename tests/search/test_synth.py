@@ -205,7 +205,8 @@ def test_cli_pair_and_lora_flags_reach_the_config():
     argv += " --lora-targets q_proj,up_proj --batch-size 16 --gamma 0.25"
     cfg = config_from_args(parse(argv.split()))
     assert cfg.pairs.scope == "all" and cfg.pairs.min_q_gap == 0.6 and cfg.mcts.gamma == 0.25
-    assert cfg.dpo.nll_weight == 0.5 and cfg.dpo.batch_size == 16
+    assert cfg.dpo.nll_weight == 0.5 and cfg.dpo.batch_size == 16 and cfg.dpo.nll_scope == "turn"
+    assert config_from_args(parse([*argv.split(), "--nll-scope", "suffix"])).dpo.nll_scope == "suffix"
     assert cfg.dpo.lora_r == 4 and cfg.dpo.lora_alpha == 8 and cfg.dpo.lora_targets == ("q_proj", "up_proj")
 
 

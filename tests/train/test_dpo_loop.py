@@ -98,7 +98,7 @@ def test_train_dpo_needs_pairs(policy_factory):
         train_dpo(policy_factory(), [], progress=False)
 
 
-def test_nll_term_is_the_length_normalised_chosen_nll(policy_factory):
+def test_suffix_scope_nll_is_the_length_normalised_nll_after_the_divergence(policy_factory):
     policy = policy_factory()
     pairs = [
         PreferencePair((Message("user", "q"),), "ANSWER: 12", "ANSWER: 3"),
@@ -110,7 +110,8 @@ def test_nll_term_is_the_length_normalised_chosen_nll(policy_factory):
         [list(e.prompt_ids) for e in examples], [list(e.chosen_ids) for e in examples], temperature=1.0
     )
     expected = sum(-logp[i].sum().item() / len(e.chosen_ids) for i, e in enumerate(examples)) / 2
-    history = train_dpo(policy, pairs, DPOConfig(epochs=1, batch_size=2, nll_weight=0.5), progress=False)
+    cfg = DPOConfig(epochs=1, batch_size=2, nll_weight=0.5, nll_scope="suffix")
+    history = train_dpo(policy, pairs, cfg, progress=False)
     assert history[0]["nll"] == pytest.approx(expected, rel=1e-5)
     assert history[0]["loss"] == pytest.approx(math.log(2) + 0.5 * expected, rel=1e-5)  # h = 0 at the start
 
@@ -139,7 +140,8 @@ def test_turn_scope_nll_covers_the_shared_prefix_too(policy_factory):
     assert seg.anchor == (((1, 4), (70, 71, 2)),) and seg.anchor_segments() == seg.anchor
     policy.attach_lora(r=4)
     full = policy.sequence_logprobs([[1, 4]], [[70, 71, 2]], temperature=1.0)[0].sum().item()
-    cfg = DPOConfig(epochs=1, batch_size=1, nll_weight=0.5, nll_scope="turn")
+    cfg = DPOConfig(epochs=1, batch_size=1, nll_weight=0.5)
+    assert cfg.nll_scope == "turn"  # the default: the format tokens a pair shares stay anchored
     history = train_dpo(policy, [pair], cfg, progress=False)
     assert history[0]["nll"] == pytest.approx(-full / 3, rel=1e-5)
     assert history[0]["dpo_loss"] == pytest.approx(math.log(2), abs=1e-6)

@@ -81,7 +81,14 @@ def add_commands(subparsers: Any) -> None:
     g.add_argument("--epochs", type=int, default=None)
     g.add_argument("--lr", type=float, default=None)
     g.add_argument("--batch-size", type=int, default=None, help="pairs per DPO step (default 8)")
-    g.add_argument("--nll-weight", type=float, default=None, help="RPO NLL term on the chosen turn (default 0)")
+    g.add_argument("--nll-weight", type=float, default=None, help="RPO NLL term on the chosen side (default 0)")
+    g.add_argument(
+        "--nll-scope",
+        choices=("turn", "suffix"),
+        default=None,
+        help="what the NLL term covers: the whole chosen turn (default; keeps the answer format) or only the "
+        "tokens after the pair's shared prefix",
+    )
     g.add_argument("--lora-r", type=int, default=None, help="LoRA rank (alpha = 2 r; default 8)")
     g.add_argument("--lora-targets", default=None, help="comma list of modules the LoRA wraps (default attention)")
     g.add_argument("--no-train", action="store_true", help="only synthesise data (any agent)")
@@ -133,7 +140,7 @@ def config_from_args(args: argparse.Namespace) -> Any:
         min_q_gap=args.min_q_gap,
         scope=args.pair_scope,
     )
-    names = ("beta", "epochs", "lr", "batch_size", "nll_weight")
+    names = ("beta", "epochs", "lr", "batch_size", "nll_weight", "nll_scope")
     dpo_changes: dict[str, Any] = {k: getattr(args, k) for k in names if getattr(args, k) is not None}
     if args.lora_r is not None:
         dpo_changes.update(lora_r=args.lora_r, lora_alpha=2 * args.lora_r)

@@ -85,10 +85,12 @@ class DPOConfig:
     """Modules the LoRA adapter wraps when the policy has none yet (add the MLP's for more capacity)."""
     nll_weight: float = 0.0
     """Weight of an NLL term on the chosen side, per token (RPO, Pang et al. 2024); ``0``: pure DPO (MCTS-DPO)."""
-    nll_scope: str = "suffix"
-    """``"suffix"``: the NLL covers the chosen tokens after the divergence (what the DPO term scores);
-    ``"turn"``: the whole chosen turn, shared prefix included (RPO's choice; anchors the format tokens that
-    the DPO term never sees)."""
+    nll_scope: str = "turn"
+    """``"turn"``: the NLL covers the whole chosen turn, the prefix it shares with the rejected turn included
+    (RPO's choice); ``"suffix"``: only the chosen tokens after the divergence (what the DPO term scores). The
+    shared prefix is often the answer format (``ANSWER: ``), which no other term sees: with ``"suffix"`` its
+    probability is unanchored, and in MCTS-DPO runs on MathEpisodes it dropped far enough to break the format
+    on some seeds; ``"turn"`` held it on every run (docs/synth.md, "The answer format under DPO")."""
     seed: int = 0
     """Shuffling and LoRA initialisation seed."""
 
