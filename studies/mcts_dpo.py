@@ -195,6 +195,38 @@ def summarize(runs: list[dict[str, Any]]) -> dict[str, Any]:
                 m, lo, hi = mean_ci(diffs)
                 part[f"{a} - {b}"] = {"mean": m, "ci95_over_seeds": [lo, hi], "per_seed": diffs}
         out[mode] = part
+    out["format"] = format_summary(runs, methods)
+    return out
+
+
+FORMAT_LOSS_TURNS = 1.05
+"""Greedy turns per held-out episode above which a policy has lost the answer format: with one attempt an
+episode takes one turn, and every unparseable reply adds one (the env's invalid-action allowance)."""
+
+
+def format_summary(runs: list[dict[str, Any]], methods: list[str]) -> dict[str, Any]:
+    """Per method, the seeds whose policy lost the answer format, and those that collapsed.
+
+    Format loss: greedy turns per episode above :data:`FORMAT_LOSS_TURNS`. Collapse: greedy success below half
+    the SFT start's. Both are results of their own, beside the means (issue #21: collapse rates).
+
+    Example:
+        >>> runs = [{"sft": {"greedy": 0.8, "greedy_turns": 1.0}, "m": {"greedy": g, "greedy_turns": t}}
+        ...         for g, t in ((0.85, 1.0), (0.05, 9.3), (0.7, 1.2))]
+        >>> format_summary(runs, ["m"])["m"]
+        {'format_loss': 2, 'collapse': 1, 'seeds': 3, 'format_loss_seeds': [1, 2], 'collapse_seeds': [1]}
+    """
+    out: dict[str, Any] = {}
+    for method in methods:
+        lost = [i for i, r in enumerate(runs) if r[method].get("greedy_turns", 1.0) > FORMAT_LOSS_TURNS]
+        collapsed = [i for i, r in enumerate(runs) if r[method]["greedy"] < 0.5 * r["sft"]["greedy"]]
+        out[method] = {
+            "format_loss": len(lost),
+            "collapse": len(collapsed),
+            "seeds": len(runs),
+            "format_loss_seeds": [runs[i].get("seed", i) for i in lost],
+            "collapse_seeds": [runs[i].get("seed", i) for i in collapsed],
+        }
     return out
 
 
@@ -250,8 +282,13 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--batch-size", type=int, default=8)
     p.add_argument("--beta", type=float, default=0.1)
     p.add_argument("--standard-dpo", action="store_true", help="epsilon = 0 instead of conservative DPO")
-    p.add_argument("--nll-weight", type=float, default=0.5, help="RPO term on the chosen suffix (0: pure DPO)")
-    p.add_argument("--nll-scope", default="suffix", choices=("suffix", "turn"), help="what the RPO NLL term covers")
+    p.add_argument("--nll-weight", type=float, default=0.5, help="RPO NLL term on the chosen side (0: pure DPO)")
+    p.add_argument(
+        "--nll-scope",
+        default="turn",
+        choices=("suffix", "turn"),
+        help="what the RPO NLL term covers: the whole chosen turn (default) or the tokens after the divergence",
+    )
     p.add_argument("--lora-r", type=int, default=8)
     p.add_argument("--lora-targets", default="q_proj,k_proj,v_proj,o_proj")
     p.add_argument("--eval-episodes", type=int, default=256)
