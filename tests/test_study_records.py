@@ -322,4 +322,5 @@ def test_mcts_dpo_merge_reads_files_without_a_record(tmp_path, capsys):
     assert json.loads(capsys.readouterr().out) == data
     _assert_record(data)
     assert data["machine_per_part"] == [None]
-    assert data["summary"] == old["summary"]  # the numbers are untouched
+    assert {k: data["summary"][k] for k in old["summary"]} == old["summary"]  # the numbers are untouched
+    assert data["summary"]["format"]["mcts_dpo"]["seeds"] == len(old["runs"])  # and format losses are counted
