@@ -50,6 +50,19 @@ def test_train_command_runs_a_config_file_with_overrides(
     assert "HF_HUB_DISABLE_PROGRESS_BARS" not in os.environ
 
 
+def test_quiet_in_a_fresh_process_shows_no_bars_and_no_warning(
+    tokenizer: PreTrainedTokenizerFast, tmp_path: Path
+) -> None:
+    """As a user runs it: transformers is first imported by the command, under ``--quiet``."""
+    model_dir = save_tiny(build_tiny_model(tokenizer, SMALL), tokenizer, tmp_path / "model")
+    sets = [f"model={model_dir}", "steps=1", "group_size=2", "groups_per_step=2", "max_new_tokens=4", "max_turns=1"]
+    argv = ["train", "--out", str(tmp_path / "run"), "--quiet", *[a for s in sets for a in ("--set", s)]]
+    code = f"import sys; from turnkit.cli import main; sys.exit(main({argv!r}))"
+    done = subprocess.run([sys.executable, "-W", "error::UserWarning", "-c", code], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert "Loading weights" not in done.stderr and "trained 1 steps" in done.stdout
+
+
 def test_train_command_reports_config_errors(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
     assert main(["train", "--set", "lr=-1", "--out", str(tmp_path)]) == 2
     assert "TrainConfig.lr" in capsys.readouterr().err

@@ -86,10 +86,11 @@ def _library_progress_bars(*, enabled: bool) -> Iterator[None]:
     try:
         yield
     finally:
-        now = sys.modules.get("transformers.utils.logging")  # imported by the command, maybe
-        if now is not None and (was_enabled if hf_logging is not None else before is None):
-            now.enable_progress_bar()
         if before is None:
             os.environ.pop(key, None)
         else:
             os.environ[key] = before
+        # Only what was imported before the command is restored: a library first imported under the variable
+        # keeps it for the process (huggingface_hub reads it once, and warns if asked to enable bars after).
+        if hf_logging is not None and was_enabled:
+            hf_logging.enable_progress_bar()
