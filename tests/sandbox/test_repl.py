@@ -104,6 +104,13 @@ def test_shell_programs_die_of_a_closed_pipe(sh):
     assert r.exit_code == 0 and r.stdout == "y\n"
 
 
+@pytest.mark.parametrize("session", [PythonSession, ShellSession])
+def test_the_setup_line_fits_a_terminal_line(session):
+    # a tty in canonical mode cuts input lines at 4095 bytes: a longer setup line never starts the session
+    line = session._exec_line(None, session._setup_source(None).replace("PROMPT", "'[tk-0123456789ab]> '"))
+    assert len(line.encode()) < 4095
+
+
 _HOSTILE_HOST = r"""
 import signal
 from turnkit.sandbox import LocalSandbox, PythonSession, ShellSession

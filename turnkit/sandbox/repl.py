@@ -29,6 +29,7 @@ import itertools
 import re
 import secrets
 import time
+import zlib
 from types import TracebackType
 from typing import Any, Protocol
 
@@ -90,26 +91,40 @@ def _tk_run(run_id, chunk):
         out.write("\x02TKE" + run_id + ":" + str(status) + "\x03")
         out.flush()
 def _tk_reap():
-    import os
-    def sid(p):
-        try:
-            with open("/proc/%s/stat" % p) as f:
-                fields = f.read().rsplit(")", 1)[1].split()
-            return None if fields[0] == "Z" else int(fields[3])
-        except (OSError, ValueError, IndexError):
-            return None
+    import os, signal
+    def ours():
+        found = []
+        for p in os.listdir("/proc"):
+            if not p.isdigit() or int(p) in (1, me):
+                continue
+            try:
+                with open("/proc/%s/stat" % p) as f:
+                    fields = f.read().rsplit(")", 1)[1].split()
+                if fields[0] != "Z" and int(fields[3]) == mine:
+                    found.append((int(p), fields[0]))
+            except (OSError, ValueError, IndexError):
+                pass
+        return found
     me, stopped = os.getpid(), set()
-    mine = sid(me)
+    mine = os.getsid(0)
+    for _ in range(200):  # freeze first: a stopped process cannot fork, so a fork bomb stops refilling
+        running = [p for p, state in ours() if state not in ("T", "t")]
+        if not running:
+            break
+        for p in running:
+            try:
+                os.kill(p, signal.SIGSTOP)
+            except OSError:
+                pass
     for _ in range(50):
         found = False
-        for p in os.listdir("/proc"):
-            if p.isdigit() and int(p) not in (1, me) and sid(p) == mine:
-                try:
-                    os.kill(int(p), 9)
-                    found = True
-                    stopped.add(p)
-                except OSError:
-                    pass
+        for p, _state in ours():
+            try:
+                os.kill(p, signal.SIGKILL)
+                found = True
+                stopped.add(p)
+            except OSError:
+                pass
         if not found:
             break
     _tk_sys.stdout.write("\x02TKR" + str(len(stopped)) + "\x03")
@@ -218,7 +233,7 @@ class PexpectSession:
         self._child = child
         self._pending = b""
         setup = self._setup_source().replace("PROMPT2", repr(self._prompt2)).replace("PROMPT", repr(self._prompt))
-        child.sendline(self._exec_line(base64.b64encode(setup.encode()).decode()))
+        child.sendline(self._exec_line(setup))
         try:
             greeting = self._read_until(self._prompt.encode(), deadline=time.monotonic() + _START_S)
         except (pexpect.EOF, TimeoutError) as exc:
@@ -440,7 +455,8 @@ class PexpectSession:
     def _setup_source(self) -> str:
         raise NotImplementedError
 
-    def _exec_line(self, setup_b64: str) -> str:
+    def _exec_line(self, setup: str) -> str:
+        """One line that runs `setup`; under the terminal's 4095-byte line limit (longer lines are cut)."""
         raise NotImplementedError
 
     def _buffer_line(self, run_id: str, chunk: str) -> str:
@@ -509,8 +525,9 @@ class PythonSession(PexpectSession):
     def _setup_source(self) -> str:
         return _PY_SETUP
 
-    def _exec_line(self, setup_b64: str) -> str:
-        return f"exec(__import__('base64').b64decode('{setup_b64}').decode())"
+    def _exec_line(self, setup: str) -> str:
+        packed = base64.b64encode(zlib.compress(setup.encode(), 9)).decode()
+        return f"exec(__import__('zlib').decompress(__import__('base64').b64decode('{packed}')).decode())"
 
     def _buffer_line(self, run_id: str, chunk: str) -> str:
         return f"_tk_b('{run_id}', '{chunk}')"
@@ -543,8 +560,9 @@ class ShellSession(PexpectSession):
     def _setup_source(self) -> str:
         return _SH_SETUP
 
-    def _exec_line(self, setup_b64: str) -> str:
-        return f"eval \"$(printf %s '{setup_b64}' | base64 -d)\""
+    def _exec_line(self, setup: str) -> str:
+        packed = base64.b64encode(setup.encode()).decode()
+        return f"eval \"$(printf %s '{packed}' | base64 -d)\""
 
     def _buffer_line(self, run_id: str, chunk: str) -> str:
         return f"_tk_b '{run_id}' '{chunk}'"
