@@ -201,13 +201,16 @@ def test_a_killed_spare_child_is_replaced_on_demand():
         assert sb.run_python("print(1)").stdout == "1\n"
         worker = sb._worker.proc.pid
         spares: list[int] = []
-        for _ in range(500):  # the spare is forked right after the reply: a python3 child of the supervisor
+        # The spare is forked right after the reply: a python3 child of the supervisor. The previous call's child
+        # is SIGKILLed after its reply and may still be tearing down for a moment (a loaded machine): wait until
+        # the spare is the only live one, asleep on its request pipe.
+        for _ in range(500):
             spares = [
                 p
                 for p in _descendants(worker)
                 if _comm(p) == "python3" and _comm(_parent(p)) == "python3" and _state(p) not in ("Z", "X")
             ]
-            if spares:
+            if len(spares) == 1 and _state(spares[0]) == "S":
                 break
             time.sleep(0.01)
         assert len(spares) == 1
