@@ -26,7 +26,12 @@ Writes ``results.json`` (every run's before/after, the summary and the command) 
 
 Example::
 
-    python studies/critics_quickstart.py --seeds 0 1 2 --steps 150 --jobs 2
+    python studies/critics_quickstart.py --seeds 0 1 2 3 4 --extra-seeds 5 6 7 8 9 --steps 100 --jobs 2
+    python studies/critics_quickstart.py --check --jobs 2   # a few minutes: does the ordering hold here?
+
+``--extra-seeds`` runs more seeds for ``--extra-arms`` only (default env-only and PRIME: PRIME collapsed on one
+of the first three seeds, and a collapse rate needs ten; issue #21). A run *collapsed* when its sampled
+success ended below half the start's; the summary counts them per arm.
 """
 
 from __future__ import annotations
@@ -50,6 +55,10 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     """The study's command line."""
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
+    parser.add_argument(
+        "--extra-seeds", type=int, nargs="*", default=[], help="more seeds, for --extra-arms only (collapse rates)"
+    )
+    parser.add_argument("--extra-arms", nargs="+", default=["env", "prime"], choices=list(ARMS))
     parser.add_argument("--steps", type=int, default=150)
     parser.add_argument("--arms", nargs="+", default=list(ARMS), choices=list(ARMS))
     parser.add_argument("--alpha", type=float, default=1.0, help="critic weight")
@@ -62,7 +71,31 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--out", default="studies/results/critics_quickstart")
     parser.add_argument("--runs", default="runs/critics_quickstart", help="run folders (checkpoints, metrics)")
     parser.add_argument("--replot", action="store_true", help="only redraw critics.png from --out's results.json")
-    return parser.parse_args(argv)
+    parser.add_argument("--check", action="store_true", help="a few minutes: does the documented ordering hold here?")
+    args = parser.parse_args(argv)
+    if args.check:
+        args = parser.parse_args([*CHECK_ARGS, "--jobs", str(args.jobs), "--check"])
+    return args
+
+
+CHECK_ARGS = (
+    *("--seeds", "0", "1", "--steps", "30", "--eval-episodes", "150"),
+    *("--out", "runs/critics_quickstart_check", "--runs", "runs/critics_quickstart_check"),
+)
+"""``--check``: two seeds, 30 steps, 150 held-out episodes (about 5 minutes with ``--jobs 2``)."""
+
+COLLAPSE_FRACTION = 0.5
+"""A run collapsed if its sampled held-out success ends below this fraction of the start's."""
+
+
+def collapsed(after: float, start: float) -> bool:
+    """Whether a run's sampled success fell below ``COLLAPSE_FRACTION`` of the start's.
+
+    Example:
+        >>> collapsed(0.0, 0.47), collapsed(0.30, 0.47)
+        (True, False)
+    """
+    return after < COLLAPSE_FRACTION * start
 
 
 def success(record: dict[str, Any]) -> dict[str, Any]:
@@ -131,7 +164,9 @@ def summarise(runs: list[dict[str, Any]], before: dict[str, Any], arms: list[str
             seeds = sorted(by_arm[arm])
             changes = [by_arm[arm][s] - start for s in seeds]
             mean, lo, hi = mean_ci(changes)
-            row: dict[str, Any] = {"change": mean, "ci95": [lo, hi], "per_seed": changes}
+            row: dict[str, Any] = {"change": mean, "ci95": [lo, hi], "seeds": seeds, "per_seed": changes}
+            if decoding == "sampled":
+                row["collapses"] = sum(collapsed(by_arm[arm][s], start) for s in seeds)
             if arm != "env" and "env" in by_arm:
                 paired = [by_arm[arm][s] - by_arm["env"][s] for s in seeds if s in by_arm["env"]]
                 d, dlo, dhi = mean_ci(paired)
@@ -190,6 +225,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     print(f"start: sampled {before['sampled']['success']:.3f}, greedy {before['greedy']['success']:.3f}", flush=True)
     opts = {k: getattr(args, k) for k in ("steps", "alpha", "samples", "eval_episodes", "runs", "max_turns")}
     jobs = [(arm, seed, opts) for seed in args.seeds for arm in args.arms]
+    jobs += [(arm, seed, opts) for seed in args.extra_seeds for arm in args.extra_arms if arm in args.arms]
     runs: list[dict[str, Any]] = []
     with multiprocessing.get_context("spawn").Pool(args.jobs) as pool:
         for run in pool.imap_unordered(run_one, jobs):
@@ -210,9 +246,37 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         for arm, row in summary[decoding].items():
             diff = row.get("minus_env")
             extra = f"; minus env {diff['mean']:+.3f} [{diff['ci95'][0]:+.3f}, {diff['ci95'][1]:+.3f}]" if diff else ""
+            if "collapses" in row:
+                extra += f"; collapsed {row['collapses']}/{len(row['seeds'])}"
             print(f"{decoding:>7} {arm:>5}: change {row['change']:+.3f} "
                   f"[{row['ci95'][0]:+.3f}, {row['ci95'][1]:+.3f}]{extra}")  # fmt: skip
+    if args.check:
+        print("\n".join(check_lines(summary)))
     return result
+
+
+def check_lines(summary: dict[str, Any]) -> list[str]:
+    """The documented claims at check size: env-only raises sampled success, no critic beats it.
+
+    "Beats" means a paired mean above env-only's by more than 0.03 (at check size the intervals are wide; the
+    documented runs find every critic level with or below env-only).
+
+    Example:
+        >>> row = {"change": 0.05, "per_seed": [0.04, 0.06]}
+        >>> check_lines({"sampled": {"env": row, "mrt": {**row, "minus_env": {"mean": -0.01}}}})[-1]
+        'env-only raises sampled success on every seed, no critic beats it by > 0.03: holds here'
+    """
+    table = summary["sampled"]
+    env_up = all(change > 0 for change in table["env"]["per_seed"])
+    lines = [f"env-only: sampled change per seed {', '.join(f'{c:+.3f}' for c in table['env']['per_seed'])}"]
+    beaten = False
+    for arm, row in table.items():
+        if "minus_env" in row:
+            beaten |= row["minus_env"]["mean"] > 0.03
+            lines.append(f"{arm} - env-only (sampled, paired): {row['minus_env']['mean']:+.3f}")
+    verdict = "holds here" if env_up and not beaten else "does NOT hold here"
+    lines.append(f"env-only raises sampled success on every seed, no critic beats it by > 0.03: {verdict}")
+    return lines
 
 
 if __name__ == "__main__":
