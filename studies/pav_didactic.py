@@ -26,6 +26,7 @@ Usage::
     python studies/pav_didactic.py                       # main comparison + γ sweep, 3 seeds
     python studies/pav_didactic.py --only main --iters 400
     python studies/pav_didactic.py --q mc --rollouts 128 --only main
+    python studies/pav_didactic.py --check           # a few minutes: does progress still learn first here?
 """
 
 from __future__ import annotations
@@ -421,6 +422,29 @@ def lr_tune(base_cfg: RunConfig, lrs: list[float], log: list[str]) -> dict:
     return out
 
 
+def main_lines(runs: dict[str, list[dict]], target_acc: float = 0.9) -> list[str]:
+    """The main comparison's claim, seed by seed: progress rewards reach the target accuracy first.
+
+    A run that never reached the target counts as later than any that did.
+
+    Example:
+        >>> runs = {"outcome": [{"iters_to_target": 220}, {"iters_to_target": None}],
+        ...         "progress": [{"iters_to_target": 60}, {"iters_to_target": 40}]}
+        >>> main_lines(runs)[-1]
+        'progress reaches 90% before outcome-only on every seed (2/2): holds here'
+    """
+    lines, first = [], 0
+    pairs = zip(runs["outcome"], runs["progress"], strict=True)
+    for seed, (outcome, progress) in enumerate(pairs):
+        o, p = outcome["iters_to_target"], progress["iters_to_target"]
+        first += p is not None and (o is None or p < o)
+        lines.append(f"seed {seed}: iterations to {target_acc:.0%}: outcome-only {o or '—'}, progress {p or '—'}")
+    n = len(runs["progress"])
+    verdict = "holds here" if first == n else "does NOT hold here"
+    lines.append(f"progress reaches {target_acc:.0%} before outcome-only on every seed ({first}/{n}): {verdict}")
+    return lines
+
+
 def sweep_summary(sweep: dict[str, list[dict]], outcome: list[dict], at: int) -> list[str]:
     """One row per prover (and outcome-only): iterations to the target per seed, median, accuracy at ``at``."""
 
@@ -506,7 +530,10 @@ def main() -> None:
     ap.add_argument("--merge", default=None, help="only merge the sweeps of dir+dir+... into --out and plot them")
     ap.add_argument("--compare", default=None, help='only plot accuracy at --sweep-at vs γ: "label=dir+dir;label=dir"')
     ap.add_argument("--outcome-from", default=None, help="results.json whose outcome-only runs the sweep reuses")
+    ap.add_argument("--check", action="store_true", help="a few minutes: does the main ordering hold here?")
     args = ap.parse_args()
+    if args.check:  # two seeds of the main comparison, 250 iterations (outcome-only needs 210-400 for 90%)
+        args = ap.parse_args(["--only", "main", "--seeds", "2", "--iters", "250", "--out", "runs/pav_didactic_check"])
     torch.set_num_threads(args.threads)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
@@ -555,6 +582,8 @@ def main() -> None:
     runs, bases = main_comparison(cfg, seeds, log) if args.only in ("main", "all") else ({}, {})
     if runs:
         results["main"] = runs
+        results["main_summary"] = main_lines(runs, cfg.target_acc)
+        print("\n".join(results["main_summary"]), flush=True)
         plot_main(runs, cfg, out / "accuracy_vs_iterations.png")
     if args.only in ("sweep", "all"):
         sweep_cfg = replace(cfg, iters=args.sweep_iters)
