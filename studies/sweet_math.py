@@ -3,6 +3,8 @@ policy step against rejection fine-tuning (RFT) and multi-turn trajectory DPO at
 
     python studies/sweet_math.py --out /tmp/sweet_study.json                   # multi-turn (3 attempts)
     python studies/sweet_math.py --max-attempts 1 --out /tmp/sweet_single.json  # one answer per episode
+    python studies/sweet_math.py --max-attempts 1 --seed 1 --out /tmp/sweet_single_s1.json  # another training seed
+    python studies/sweet_math.py --summarize /tmp/sweet_single*.json             # changes over seeds, per path
 
 What it does (all seeds fixed; training, held-out and evaluation tasks come from disjoint seed ranges, and
 none overlaps the SFT demonstrations of the tiny policy, seeds 0..1999):
@@ -283,7 +285,10 @@ def main() -> None:
     ap.add_argument("--critic-lr", type=float, default=1e-3)
     ap.add_argument("--critic-batch", type=int, default=8)
     ap.add_argument("--critic-beta", type=float, default=1.0)
-    ap.add_argument("--critic-seed", type=int, default=0, help="LoRA init, pair subsampling and batch order")
+    ap.add_argument(
+        "--seed", type=int, default=0, help="training seed: training tasks, LoRA inits, pair sampling, batch order"
+    )
+    ap.add_argument("--critic-seed", type=int, default=None, help="the critics' seed (default: --seed)")
     ap.add_argument("--placement", default="suffix", choices=("prefix", "suffix"))
     ap.add_argument("--score", default="sum", choices=("sum", "mean"), help="trajectory score of the critic")
     ap.add_argument("--policy-steps", type=int, default=100)
@@ -295,7 +300,13 @@ def main() -> None:
     ap.add_argument("--critics", default="privileged,no_privileged", help="which critics to train (comma list)")
     ap.add_argument("--lora-targets", default="q_proj,k_proj,v_proj,o_proj")
     ap.add_argument("--out", type=Path, default=None)
+    ap.add_argument("--summarize", type=Path, nargs="+", default=None, help="only merge these result files")
     args = ap.parse_args()
+    if args.summarize:
+        print("\n".join(summarize([json.loads(p.read_text()) for p in args.summarize])))
+        return
+    seed = args.seed
+    critic_seed = seed if args.critic_seed is None else args.critic_seed
     torch.set_num_threads(1)  # the box is shared: more threads than free cores is several times slower
     ENV_KWARGS["max_attempts"] = args.max_attempts
     started, start = time.time(), time.perf_counter()
@@ -303,7 +314,7 @@ def main() -> None:
     base = tiny_policy(recipe=STUDY_RECIPE, progress=False, temperature=1.0, max_batch_size=64)
     results: dict[str, Any] = {"args": {k: str(v) for k, v in vars(args).items()}}
 
-    train = rollouts(base, TRAIN_SEED, args.train_tasks, args.per_task)
+    train = rollouts(base, TRAIN_SEED + 1000 * seed, args.train_tasks, args.per_task)
     held = rollouts(base, HELD_SEED, args.held_tasks, args.per_task)
     results["data"] = {
         "train_episodes": len(train),
@@ -328,7 +339,7 @@ def main() -> None:
             steps=args.critic_steps,
             lr=args.critic_lr,
             batch_size=args.critic_batch,
-            seed=args.critic_seed,
+            seed=critic_seed,
         )
         critic = SweetCritic.from_policy(base, cfg)
         fit = critic.fit(train)
@@ -340,30 +351,30 @@ def main() -> None:
         return
 
     policies = {"sft_start": base}
-    rft = fresh_policy(base, 1)
+    rft = fresh_policy(base, 1 + 10 * seed)
     results["train_rft"] = train_rft(rft, train, args.policy_steps, args.policy_batch, args.policy_lr)
     policies["rft"] = rft
     log(f"rft: {results['train_rft']}", start)
-    mt = fresh_policy(base, 2)
+    mt = fresh_policy(base, 2 + 10 * seed)
     results["train_mt_dpo"] = train_pairs(
-        mt, trajectory_pairs(train, 4, 0), args.policy_steps, args.policy_batch, args.policy_lr
+        mt, trajectory_pairs(train, 4, seed), args.policy_steps, args.policy_batch, args.policy_lr, seed=seed
     )
     policies["mt_dpo"] = mt
     log(f"multi-turn dpo: {results['train_mt_dpo']}", start)
     state_trajs = [t for t in train if t.error is None]
-    order = np.random.default_rng(3).permutation(len(state_trajs))
+    order = np.random.default_rng(3 + 10 * seed).permutation(len(state_trajs))
     chosen_trajs, n_states = [], 0
     for i in order:
         if n_states >= args.sweet_states:
             break
         chosen_trajs.append(state_trajs[i])
         n_states += len(state_trajs[i].steps)
-    prefs = sweet_pairs(critics["privileged"], base, chosen_trajs, num_candidates=args.k, pairs_per_state=4, seed=0)
-    sw = fresh_policy(base, 3)
+    prefs = sweet_pairs(critics["privileged"], base, chosen_trajs, num_candidates=args.k, pairs_per_state=4, seed=seed)
+    sw = fresh_policy(base, 3 + 10 * seed)
     side_pairs = [as_segmented(p) for p in prefs]
     results["train_sweet"] = {
         "states": n_states,
-        **train_pairs(sw, side_pairs, args.policy_steps, args.policy_batch, args.policy_lr),
+        **train_pairs(sw, side_pairs, args.policy_steps, args.policy_batch, args.policy_lr, seed=seed),
     }
     policies["sweet"] = sw
     log(f"sweet: {results['train_sweet']}", start)
@@ -377,6 +388,31 @@ def main() -> None:
     results["eval"] = {n: {k: v for k, v in e.items() if not k.startswith("_")} for n, e in evals.items()}
     log(f"eval: {json.dumps(results['eval'])}", start)
     _finish(results, args.out, started)
+
+
+def summarize(runs: Sequence[dict[str, Any]]) -> list[str]:
+    """Each method's success change over ``π_0`` across training seeds (Student-t 95% interval), per float path.
+
+    Runs are grouped by their machine record's float path; within a path every run evaluates on the same
+    held-out tasks, so the per-seed changes are paired with that seed's ``π_0`` (the same policy every time).
+    """
+    from turnkit.stats import mean_ci
+
+    by_path: dict[str, list[dict[str, Any]]] = {}
+    for r in runs:
+        by_path.setdefault(r.get("machine", {}).get("float_path", "?"), []).append(r)
+    lines = []
+    for path, group in sorted(by_path.items()):
+        group = sorted(group, key=lambda r: int(r["args"].get("seed", 0)))
+        seeds = [r["args"].get("seed", "0") for r in group]
+        start = group[0]["eval"]["sft_start"]["success"]
+        lines.append(f"{path}: seeds {', '.join(seeds)}; pi_0 success {start:.3f}")
+        for method in ("rft", "mt_dpo", "sweet"):
+            changes = [r["eval"][method]["diff_vs_sft_start"]["mean"] for r in group]
+            mean, lo, hi = mean_ci(changes)
+            per_seed = ", ".join(f"{c:+.3f}" for c in changes)
+            lines.append(f"  {method:>6} - pi_0: {mean:+.3f} [{lo:+.3f}, {hi:+.3f}]  (per seed {per_seed})")
+    return lines
 
 
 def _finish(results: dict[str, Any], out: Path | None, started: float) -> None:
