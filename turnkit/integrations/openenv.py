@@ -65,7 +65,7 @@ import urllib.parse
 import urllib.request
 import uuid
 from collections.abc import Callable, Mapping
-from typing import Any, TypeVar
+from typing import Any, Literal, TypeVar
 
 import gymnasium
 import numpy as np
@@ -494,7 +494,7 @@ class _Session:
 
         self.url, self.timeout_s = ws_url, timeout_s
         try:
-            proxy = None if _is_loopback(ws_url) else True
+            proxy: Literal[True] | None = None if _is_loopback(ws_url) else True
             opening = connect(ws_url, open_timeout=connect_timeout_s, max_size=_MAX_MESSAGE_BYTES, proxy=proxy)
             self._ws = opening.__enter__()  # the context-manager form (websockets >= 16 asks for it); close() ends it
         except Exception as exc:  # refused, handshake rejected, timeout: all mean no session
