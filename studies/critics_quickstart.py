@@ -71,6 +71,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--out", default="studies/results/critics_quickstart")
     parser.add_argument("--runs", default="runs/critics_quickstart", help="run folders (checkpoints, metrics)")
     parser.add_argument("--replot", action="store_true", help="only redraw critics.png from --out's results.json")
+    parser.add_argument(
+        "--resummarize", action="store_true", help="recompute the summary of --out's results.json from its runs"
+    )
     parser.add_argument("--check", action="store_true", help="a few minutes: does the documented ordering hold here?")
     args = parser.parse_args(argv)
     if args.check:
@@ -85,17 +88,19 @@ CHECK_ARGS = (
 """``--check``: two seeds, 30 steps, 150 held-out episodes (about 5 minutes with ``--jobs 2``)."""
 
 COLLAPSE_FRACTION = 0.5
-"""A run collapsed if its sampled held-out success ends below this fraction of the start's."""
+"""A run collapsed if its held-out success, sampled or greedy, ends below this fraction of the start's."""
 
 
-def collapsed(after: float, start: float) -> bool:
-    """Whether a run's sampled success fell below ``COLLAPSE_FRACTION`` of the start's.
+def collapsed(after: dict[str, Any], before: dict[str, Any]) -> bool:
+    """Whether a run's sampled or greedy success fell below ``COLLAPSE_FRACTION`` of the start's.
 
     Example:
-        >>> collapsed(0.0, 0.47), collapsed(0.30, 0.47)
-        (True, False)
+        >>> before = {"sampled": {"success": 0.46}, "greedy": {"success": 0.76}}
+        >>> [collapsed({"sampled": {"success": s}, "greedy": {"success": g}}, before)
+        ...  for s, g in [(0.0, 0.0), (0.41, 0.22), (0.56, 0.70)]]
+        [True, True, False]
     """
-    return after < COLLAPSE_FRACTION * start
+    return any(after[d]["success"] < COLLAPSE_FRACTION * before[d]["success"] for d in ("sampled", "greedy"))
 
 
 def success(record: dict[str, Any]) -> dict[str, Any]:
@@ -155,7 +160,9 @@ def summarise(runs: list[dict[str, Any]], before: dict[str, Any], arms: list[str
     """Mean change per arm (95% interval over seeds) and each arm minus env-only, paired by seed."""
     from turnkit.stats import mean_ci
 
-    out: dict[str, Any] = {}
+    out: dict[str, Any] = {
+        "collapses": {a: [r["seed"] for r in runs if r["arm"] == a and collapsed(r["after"], before)] for a in arms}
+    }
     for decoding in ("sampled", "greedy"):
         start = before[decoding]["success"]
         by_arm = {a: {r["seed"]: r["after"][decoding]["success"] for r in runs if r["arm"] == a} for a in arms}
@@ -165,8 +172,6 @@ def summarise(runs: list[dict[str, Any]], before: dict[str, Any], arms: list[str
             changes = [by_arm[arm][s] - start for s in seeds]
             mean, lo, hi = mean_ci(changes)
             row: dict[str, Any] = {"change": mean, "ci95": [lo, hi], "seeds": seeds, "per_seed": changes}
-            if decoding == "sampled":
-                row["collapses"] = sum(collapsed(by_arm[arm][s], start) for s in seeds)
             if arm != "env" and "env" in by_arm:
                 paired = [by_arm[arm][s] - by_arm["env"][s] for s in seeds if s in by_arm["env"]]
                 d, dlo, dhi = mean_ci(paired)
@@ -207,8 +212,14 @@ def plot(summary: dict[str, Any], before: dict[str, Any], path: Path) -> None:
 def main(argv: list[str] | None = None) -> dict[str, Any]:
     """Run the study (see the module docstring)."""
     args = parse_args(argv)
-    if args.replot:
-        saved = json.loads((Path(args.out) / "results.json").read_text())
+    if args.replot or args.resummarize:
+        path = Path(args.out) / "results.json"
+        saved = json.loads(path.read_text())
+        if args.resummarize:  # the runs and the machine record stay as they were
+            arms = list(dict.fromkeys(r["arm"] for r in saved["runs"]))
+            saved["summary"] = summarise(saved["runs"], saved["before"], arms)
+            path.write_text(json.dumps(saved, indent=2) + "\n")
+            print_summary(saved["summary"])
         plot(saved["summary"], saved["before"], Path(args.out) / "critics.png")
         return saved
     import torch
@@ -242,17 +253,22 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     }
     result = json.loads(write_result(out / "results.json", result, started=started).read_text())
     plot(summary, before, out / "critics.png")
+    print_summary(summary)
+    if args.check:
+        print("\n".join(check_lines(summary)))
+    return result
+
+
+def print_summary(summary: dict[str, Any]) -> None:
+    """The summary's table as lines on stdout."""
     for decoding in ("sampled", "greedy"):
         for arm, row in summary[decoding].items():
             diff = row.get("minus_env")
             extra = f"; minus env {diff['mean']:+.3f} [{diff['ci95'][0]:+.3f}, {diff['ci95'][1]:+.3f}]" if diff else ""
-            if "collapses" in row:
-                extra += f"; collapsed {row['collapses']}/{len(row['seeds'])}"
+            if decoding == "sampled":
+                extra += f"; collapsed {len(summary['collapses'][arm])}/{len(row['seeds'])}"
             print(f"{decoding:>7} {arm:>5}: change {row['change']:+.3f} "
                   f"[{row['ci95'][0]:+.3f}, {row['ci95'][1]:+.3f}]{extra}")  # fmt: skip
-    if args.check:
-        print("\n".join(check_lines(summary)))
-    return result
 
 
 def check_lines(summary: dict[str, Any]) -> list[str]:
