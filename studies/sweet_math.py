@@ -5,6 +5,7 @@ policy step against rejection fine-tuning (RFT) and multi-turn trajectory DPO at
     python studies/sweet_math.py --max-attempts 1 --out /tmp/sweet_single.json  # one answer per episode
     python studies/sweet_math.py --max-attempts 1 --seed 1 --out /tmp/sweet_single_s1.json  # another training seed
     python studies/sweet_math.py --summarize /tmp/sweet_single*.json             # changes over seeds, per path
+    python studies/sweet_math.py --check                    # ~4 min: does the one-answer ordering hold here?
 
 What it does (all seeds fixed; training, held-out and evaluation tasks come from disjoint seed ranges, and
 none overlaps the SFT demonstrations of the tiny policy, seeds 0..1999):
@@ -301,7 +302,10 @@ def main() -> None:
     ap.add_argument("--lora-targets", default="q_proj,k_proj,v_proj,o_proj")
     ap.add_argument("--out", type=Path, default=None)
     ap.add_argument("--summarize", type=Path, nargs="+", default=None, help="only merge these result files")
+    ap.add_argument("--check", action="store_true", help="~4 min: one seed, one answer; does the ordering hold here?")
     args = ap.parse_args()
+    if args.check:
+        args.max_attempts, args.seed, args.out = 1, 0, args.out or Path("runs/sweet_math_check.json")
     if args.summarize:
         print("\n".join(summarize([json.loads(p.read_text()) for p in args.summarize])))
         return
@@ -388,6 +392,20 @@ def main() -> None:
     results["eval"] = {n: {k: v for k, v in e.items() if not k.startswith("_")} for n, e in evals.items()}
     log(f"eval: {json.dumps(results['eval'])}", start)
     _finish(results, args.out, started)
+    if args.check:
+        print(check_line(results["eval"]))
+
+
+def check_line(evals: dict[str, Any]) -> str:
+    """The one-answer claim on five seeds × two float paths: SWEET's policy step lowers success, below RFT's.
+
+    Example:
+        >>> check_line({"rft": {"diff_vs_sft_start": {"mean": 0.01}}, "sweet": {"diff_vs_sft_start": {"mean": -0.07}}})
+        'SWEET - pi_0 = -0.070 < 0 and < RFT - pi_0 = +0.010: holds here'
+    """
+    sweet, rft = evals["sweet"]["diff_vs_sft_start"]["mean"], evals["rft"]["diff_vs_sft_start"]["mean"]
+    verdict = "holds here" if sweet < 0 and sweet < rft else "does NOT hold here"
+    return f"SWEET - pi_0 = {sweet:+.3f} < 0 and < RFT - pi_0 = {rft:+.3f}: {verdict}"
 
 
 def summarize(runs: Sequence[dict[str, Any]]) -> list[str]:
@@ -412,6 +430,12 @@ def summarize(runs: Sequence[dict[str, Any]]) -> list[str]:
             mean, lo, hi = mean_ci(changes)
             per_seed = ", ".join(f"{c:+.3f}" for c in changes)
             lines.append(f"  {method:>6} - pi_0: {mean:+.3f} [{lo:+.3f}, {hi:+.3f}]  (per seed {per_seed})")
+        for metric, key in (("pair accuracy", "pair_acc"), ("turn ranking", "turn_rank_acc")):
+            field = "mean" if key == "pair_acc" else "state_mean"
+            diffs = [r["critic_privileged"][key][field] - r["critic_no_privileged"][key][field] for r in group]
+            mean, lo, hi = mean_ci(diffs)
+            per_seed = ", ".join(f"{d:+.3f}" for d in diffs)
+            lines.append(f"  critic {metric}, privileged - not: {mean:+.3f} [{lo:+.3f}, {hi:+.3f}]  ({per_seed})")
     return lines
 
 
