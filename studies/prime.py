@@ -2,6 +2,8 @@
 PRIME compare with outcome-only RLOO run side by side?
 
     python studies/prime.py --out /tmp/prime_study.json          # ~15 min on 2 shared CPU cores
+    python studies/prime.py --seed 1 --out /tmp/prime_s1.json    # another training seed (seed 0: the default)
+    python studies/prime.py --summarize /tmp/prime*.json         # seeds merged, per float path
 
 Two runs from the same SFT start ``π_0`` (full fine-tune, AdamW), the same task seeds at every step and the same
 [0.2, 0.8] accuracy filter:
@@ -96,6 +98,33 @@ def window(history: list[dict[str, Any]], key: str, lo: int, hi: int) -> dict[st
     return {"steps": f"{lo}-{hi - 1}", "mean": mean, "pairs": pairs}
 
 
+def summarize(runs: list[dict[str, Any]]) -> list[str]:
+    """PRIME − RLOO and the PRM ranking windows across training seeds (Student-t 95% interval), per float path."""
+    from turnkit.stats import mean_ci
+
+    by_path: dict[str, list[dict[str, Any]]] = {}
+    for r in runs:
+        by_path.setdefault(r.get("machine", {}).get("float_path", "?"), []).append(r)
+    lines = []
+    for path, group in sorted(by_path.items()):
+        group = sorted(group, key=lambda r: int(r["args"].get("seed", 0)))
+        start = group[0]["eval_start"]["success"]
+        lines.append(f"{path}: seeds {', '.join(r['args'].get('seed', '0') for r in group)}; start {start:.3f}")
+        for name in ("prime", "rloo"):
+            changes = [r["eval_end"][name]["success"] - start for r in group]
+            mean, lo, hi = mean_ci(changes)
+            per_seed = ", ".join(f"{c:+.3f}" for c in changes)
+            lines.append(f"  {name} - start: {mean:+.3f} [{lo:+.3f}, {hi:+.3f}]  ({per_seed})")
+        diffs = [r["eval_end"]["prime_minus_rloo"]["mean"] for r in group]
+        mean, lo, hi = mean_ci(diffs)
+        lines.append(f"  prime - rloo: {mean:+.3f} [{lo:+.3f}, {hi:+.3f}]  ({', '.join(f'{d:+.3f}' for d in diffs)})")
+        for key in ("prm_rank_acc_windows", "frozen_rank_acc_windows"):
+            per_window = zip(*[[w["mean"] for w in r[key]] for r in group], strict=True)
+            cells = [f"{min(w):.2f}-{max(w):.2f}" for w in per_window]
+            lines.append(f"  {key} (range over seeds, per window): {', '.join(cells)}")
+    return lines
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--steps", type=int, default=30)
@@ -105,13 +134,18 @@ def main() -> None:
     ap.add_argument("--prm-lr", type=float, default=3e-3)
     ap.add_argument("--freeze-at", type=int, default=5)
     ap.add_argument("--eval-tasks", type=int, default=500)
+    ap.add_argument("--seed", type=int, default=0, help="training seed: task draws, sampling, the PRM's LoRA init")
     ap.add_argument("--out", type=Path, default=None)
+    ap.add_argument("--summarize", type=Path, nargs="+", default=None, help="only merge these result files")
     args = ap.parse_args()
+    if args.summarize:
+        print("\n".join(summarize([json.loads(p.read_text()) for p in args.summarize])))
+        return
     torch.set_num_threads(1)  # the box is shared: more threads than free cores is several times slower
     started, start = time.time(), time.perf_counter()
     base = tiny_policy(recipe=STUDY_RECIPE, progress=False, temperature=1.0, max_batch_size=64)
     envs = [gymnasium.make(ENV, **ENV_KWARGS) for _ in range(max(args.tasks_per_step * args.per_task, 128))]
-    cfg = PrimeConfig(prm_lr=args.prm_lr)
+    cfg = PrimeConfig(prm_lr=args.prm_lr, seed=args.seed)
     runs: dict[str, dict[str, Any]] = {}
     for name in ("prime", "rloo"):
         policy = HFPolicy(
@@ -127,12 +161,14 @@ def main() -> None:
     results["eval_start"] = {k: v for k, v in evaluate(base, envs, args.eval_tasks).items() if k != "_per_task"}
     log(f"start policy: {results['eval_start']}", start)
     frozen: ImplicitPRM | None = None
-    task_rng = np.random.default_rng(0)
+    task_rng = np.random.default_rng(args.seed)
     for step in range(args.steps):
         seeds = [TRAIN_SEED + int(s) for s in task_rng.choice(100_000, size=args.tasks_per_step, replace=False)]
         for name, run in runs.items():
             policy: HFPolicy = run["policy"]
-            policy.sampling = policy.sampling.__class__(1.0, 1.0, policy.sampling.max_new_tokens, 1000 + step)
+            policy.sampling = policy.sampling.__class__(
+                1.0, 1.0, policy.sampling.max_new_tokens, 1000 + step + 1_000_000 * args.seed
+            )
             t0 = time.perf_counter()
             trajs = play(policy, envs, seeds, args.per_task)
             metrics = {"step": step, "rollout_s": time.perf_counter() - t0}
