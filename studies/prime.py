@@ -120,7 +120,8 @@ def summarize(runs: list[dict[str, Any]]) -> list[str]:
         lines.append(f"  prime - rloo: {mean:+.3f} [{lo:+.3f}, {hi:+.3f}]  ({', '.join(f'{d:+.3f}' for d in diffs)})")
         for key in ("prm_rank_acc_windows", "frozen_rank_acc_windows"):
             per_window = zip(*[[w["mean"] for w in r[key]] for r in group], strict=True)
-            cells = [f"{min(w):.2f}-{max(w):.2f}" for w in per_window]
+            known = [[m for m in w if m is not None] for w in per_window]  # None: no pair in that window
+            cells = [f"{min(w):.2f}-{max(w):.2f}" if w else "—" for w in known]
             lines.append(f"  {key} (range over seeds, per window): {', '.join(cells)}")
     return lines
 
