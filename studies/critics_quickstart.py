@@ -223,7 +223,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         if args.resummarize:  # the runs and the machine record stay as they were
             arms = list(dict.fromkeys(r["arm"] for r in saved["runs"]))
             saved["summary"] = summarise(saved["runs"], saved["before"], arms)
-            path.write_text(json.dumps(saved, indent=2) + "\n")
+            write_result(path, saved, started=time.time() - saved["wall_s"], record=saved["machine"])
             print_summary(saved["summary"])
         plot(saved["summary"], saved["before"], Path(args.out) / "critics.png")
         return saved
