@@ -32,7 +32,7 @@ from typing import Any
 import gymnasium
 import numpy as np
 import torch
-from sweet_math import STUDY_RECIPE  # the same pinned SFT start as the SWEET study
+from sweet_math import STUDY_RECIPE, by_float_path, interval_line  # the SWEET study's pinned SFT start
 
 import turnkit  # noqa: F401  (registers the envs)
 from turnkit.agents.hf import HFPolicy
@@ -100,24 +100,13 @@ def window(history: list[dict[str, Any]], key: str, lo: int, hi: int) -> dict[st
 
 def summarize(runs: list[dict[str, Any]]) -> list[str]:
     """PRIME − RLOO and the PRM ranking windows across training seeds (Student-t 95% interval), per float path."""
-    from turnkit.stats import mean_ci
-
-    by_path: dict[str, list[dict[str, Any]]] = {}
-    for r in runs:
-        by_path.setdefault(r.get("machine", {}).get("float_path", "?"), []).append(r)
     lines = []
-    for path, group in sorted(by_path.items()):
-        group = sorted(group, key=lambda r: int(r["args"].get("seed", 0)))
+    for path, group in by_float_path(runs).items():
         start = group[0]["eval_start"]["success"]
         lines.append(f"{path}: seeds {', '.join(r['args'].get('seed', '0') for r in group)}; start {start:.3f}")
         for name in ("prime", "rloo"):
-            changes = [r["eval_end"][name]["success"] - start for r in group]
-            mean, lo, hi = mean_ci(changes)
-            per_seed = ", ".join(f"{c:+.3f}" for c in changes)
-            lines.append(f"  {name} - start: {mean:+.3f} [{lo:+.3f}, {hi:+.3f}]  ({per_seed})")
-        diffs = [r["eval_end"]["prime_minus_rloo"]["mean"] for r in group]
-        mean, lo, hi = mean_ci(diffs)
-        lines.append(f"  prime - rloo: {mean:+.3f} [{lo:+.3f}, {hi:+.3f}]  ({', '.join(f'{d:+.3f}' for d in diffs)})")
+            lines.append(interval_line(f"  {name} - start", [r["eval_end"][name]["success"] - start for r in group]))
+        lines.append(interval_line("  prime - rloo", [r["eval_end"]["prime_minus_rloo"]["mean"] for r in group]))
         for key in ("prm_rank_acc_windows", "frozen_rank_acc_windows"):
             per_window = zip(*[[w["mean"] for w in r[key]] for r in group], strict=True)
             known = [[m for m in w if m is not None] for w in per_window]  # None: no pair in that window

@@ -408,34 +408,45 @@ def check_line(evals: dict[str, Any]) -> str:
     return f"SWEET - pi_0 = {sweet:+.3f} < 0 and < RFT - pi_0 = {rft:+.3f}: {verdict}"
 
 
+def by_float_path(runs: Sequence[dict[str, Any]]) -> dict[str, list[dict[str, Any]]]:
+    """Result files grouped by their machine record's float path, each group sorted by ``--seed``."""
+    groups: dict[str, list[dict[str, Any]]] = {}
+    for r in runs:
+        groups.setdefault(r.get("machine", {}).get("float_path", "?"), []).append(r)
+    return {path: sorted(g, key=lambda r: int(r["args"].get("seed", 0))) for path, g in sorted(groups.items())}
+
+
+def interval_line(label: str, values: Sequence[float]) -> str:
+    """``label: mean [lo, hi]  (per seed ...)`` with a Student-t 95% interval over seeds.
+
+    Example:
+        >>> interval_line("x", [0.1, 0.1])
+        'x: +0.100 [+0.100, +0.100]  (per seed +0.100, +0.100)'
+    """
+    from turnkit.stats import mean_ci
+
+    mean, lo, hi = mean_ci(list(values))
+    return f"{label}: {mean:+.3f} [{lo:+.3f}, {hi:+.3f}]  (per seed {', '.join(f'{v:+.3f}' for v in values)})"
+
+
 def summarize(runs: Sequence[dict[str, Any]]) -> list[str]:
     """Each method's success change over ``π_0`` across training seeds (Student-t 95% interval), per float path.
 
     Runs are grouped by their machine record's float path; within a path every run evaluates on the same
     held-out tasks, so the per-seed changes are paired with that seed's ``π_0`` (the same policy every time).
     """
-    from turnkit.stats import mean_ci
-
-    by_path: dict[str, list[dict[str, Any]]] = {}
-    for r in runs:
-        by_path.setdefault(r.get("machine", {}).get("float_path", "?"), []).append(r)
     lines = []
-    for path, group in sorted(by_path.items()):
-        group = sorted(group, key=lambda r: int(r["args"].get("seed", 0)))
+    for path, group in by_float_path(runs).items():
         seeds = [r["args"].get("seed", "0") for r in group]
         start = group[0]["eval"]["sft_start"]["success"]
         lines.append(f"{path}: seeds {', '.join(seeds)}; pi_0 success {start:.3f}")
         for method in ("rft", "mt_dpo", "sweet"):
             changes = [r["eval"][method]["diff_vs_sft_start"]["mean"] for r in group]
-            mean, lo, hi = mean_ci(changes)
-            per_seed = ", ".join(f"{c:+.3f}" for c in changes)
-            lines.append(f"  {method:>6} - pi_0: {mean:+.3f} [{lo:+.3f}, {hi:+.3f}]  (per seed {per_seed})")
+            lines.append(interval_line(f"  {method:>6} - pi_0", changes))
         for metric, key in (("pair accuracy", "pair_acc"), ("turn ranking", "turn_rank_acc")):
             field = "mean" if key == "pair_acc" else "state_mean"
             diffs = [r["critic_privileged"][key][field] - r["critic_no_privileged"][key][field] for r in group]
-            mean, lo, hi = mean_ci(diffs)
-            per_seed = ", ".join(f"{d:+.3f}" for d in diffs)
-            lines.append(f"  critic {metric}, privileged - not: {mean:+.3f} [{lo:+.3f}, {hi:+.3f}]  ({per_seed})")
+            lines.append(interval_line(f"  critic {metric}, privileged - not", diffs))
     return lines
 
 
