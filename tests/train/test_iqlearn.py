@@ -9,7 +9,7 @@ import pytest
 import torch
 
 from tests.train.conftest import make_policy
-from turnkit.errors import ConfigError, DataError
+from turnkit.errors import CheckpointWarning, ConfigError, DataError
 from turnkit.models.sft import SFTConfig, train_sft
 from turnkit.rollout.demos import collect_demos, demo_rows
 from turnkit.train.checkpoint import checkpoint_path
@@ -66,8 +66,9 @@ def test_online_mixes_policy_samples_into_the_td_term(tokenizer, rows, tmp_path)
 def test_resume_repeats_an_uninterrupted_run(tokenizer, rows, tmp_path):
     cfg = _cfg(tmp_path, lam=0.3, alpha=0.25, online_every=3, online_episodes=2, checkpoint_every=4, steps=8)
     full = train_iqlearn(cfg, policy=make_policy(tokenizer), rows=rows, progress=False)
-    shutil.rmtree(checkpoint_path(full.run_dir, 8))
-    resumed = train_iqlearn(cfg, resume=True, policy=make_policy(tokenizer), rows=rows, progress=False)
+    shutil.rmtree(checkpoint_path(full.run_dir, 8))  # LATEST still names it: the run falls back to step 4
+    with pytest.warns(CheckpointWarning, match="step-000008 is damaged"):
+        resumed = train_iqlearn(cfg, resume=True, policy=make_policy(tokenizer), rows=rows, progress=False)
     assert _same_weights(full.policy.model, resumed.policy.model)
     assert [r["step"] for r in resumed.history] == list(range(1, 9))
     with pytest.raises(ConfigError, match="lam"):
