@@ -30,8 +30,8 @@ Example::
     python studies/critics_quickstart.py --check --jobs 2   # a few minutes: does the ordering hold here?
 
 ``--extra-seeds`` runs more seeds for ``--extra-arms`` only (default env-only and PRIME: PRIME collapsed on one
-of the first three seeds, and a collapse rate needs ten; issue #21). A run *collapsed* when its sampled
-success ended below half the start's; the summary counts them per arm.
+of the first three seeds, and a collapse rate needs ten; issue #21). A run *collapsed* when its sampled or
+greedy success ended below half the start's; the summary lists them per arm.
 """
 
 from __future__ import annotations

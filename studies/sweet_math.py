@@ -5,7 +5,7 @@ policy step against rejection fine-tuning (RFT) and multi-turn trajectory DPO at
     python studies/sweet_math.py --max-attempts 1 --out /tmp/sweet_single.json  # one answer per episode
     python studies/sweet_math.py --max-attempts 1 --seed 1 --out /tmp/sweet_single_s1.json  # another training seed
     python studies/sweet_math.py --summarize /tmp/sweet_single*.json             # changes over seeds, per path
-    python studies/sweet_math.py --check                    # ~4 min: does the one-answer ordering hold here?
+    python studies/sweet_math.py --check                    # ~3 min: does the one-answer ordering hold here?
 
 What it does (all seeds fixed; training, held-out and evaluation tasks come from disjoint seed ranges, and
 none overlaps the SFT demonstrations of the tiny policy, seeds 0..1999):
@@ -302,7 +302,7 @@ def main() -> None:
     ap.add_argument("--lora-targets", default="q_proj,k_proj,v_proj,o_proj")
     ap.add_argument("--out", type=Path, default=None)
     ap.add_argument("--summarize", type=Path, nargs="+", default=None, help="only merge these result files")
-    ap.add_argument("--check", action="store_true", help="~4 min: one seed, one answer; does the ordering hold here?")
+    ap.add_argument("--check", action="store_true", help="~3 min: one seed, one answer; does the ordering hold here?")
     args = ap.parse_args()
     if args.check:
         args.max_attempts, args.seed, args.out = 1, 0, args.out or Path("runs/sweet_math_check.json")

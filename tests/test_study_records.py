@@ -324,3 +324,20 @@ def test_mcts_dpo_merge_reads_files_without_a_record(tmp_path, capsys):
     assert data["machine_per_part"] == [None]
     assert {k: data["summary"][k] for k in old["summary"]} == old["summary"]  # the numbers are untouched
     assert data["summary"]["format"]["mcts_dpo"]["seeds"] == len(old["runs"])  # and format losses are counted
+
+
+# The suite's doctest collection covers turnkit/ and docs/ only; the studies' verdict and summary helpers (the
+# ``--check`` lines, collapse counts) are pure functions whose docstring examples are run here.
+WITH_EXAMPLES = sorted(p.stem for p in STUDIES.glob("*.py") if ">>>" in p.read_text(encoding="utf-8"))
+
+
+def test_some_studies_have_examples():
+    assert len(WITH_EXAMPLES) >= 4, WITH_EXAMPLES
+
+
+@pytest.mark.parametrize("study", WITH_EXAMPLES)
+def test_study_examples_pass(study):
+    import doctest
+
+    result = doctest.testmod(_load(study), optionflags=doctest.ELLIPSIS)
+    assert result.attempted > 0 and result.failed == 0, result
