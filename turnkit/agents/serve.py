@@ -111,6 +111,12 @@ class _Call:
     future: Future[str] = field(default_factory=Future)
 
 
+class _HTTPServer(ThreadingHTTPServer):
+    request_queue_size = 128
+    """Listen backlog. socketserver's default (5) overflows when a client opens more connections at once (an
+    ``OpenAIAgent`` batch sends 8), and each dropped connect waits a 1 s SYN retransmit."""
+
+
 class AgentServer:
     """Serve ``agent`` over the OpenAI chat-completions protocol, in background threads.
 
@@ -152,7 +158,7 @@ class AgentServer:
         self._unloaded: set[str] = set()
         self._active: str | None = None  # the adapter whose weights the agent holds now
         self._swapped = False  # an adapter was loaded at runtime: the served base is the adapter-disabled model
-        self._httpd = ThreadingHTTPServer((host, port), _handler_for(self))
+        self._httpd = _HTTPServer((host, port), _handler_for(self))
         self._httpd.daemon_threads = True
         self._threads: list[threading.Thread] = []
 
