@@ -132,6 +132,8 @@ class ErrorCause(str, enum.Enum):
     """The rendering browser crashed or hung."""
     TIMEOUT = "timeout"
     """The episode exceeded its wall-clock budget."""
+    WORKER = "worker"
+    """The process (or node) playing the episode died, and its retries ran out (:mod:`turnkit.distributed`)."""
 
 
 @dataclass(frozen=True)
