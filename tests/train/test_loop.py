@@ -17,7 +17,10 @@ from turnkit.types import AgentTurn, ErrorCause, Message, Step, Trajectory, Traj
 
 from .conftest import LETTER_ENV, make_policy
 
-TIMING_KEYS = {"rollout_s", "generate_s", "env_s", "update_s", "gen_tokens_per_s", "train_tokens_per_s"}
+TIMING_KEYS = {
+    *("rollout_s", "rollout_wait_s", "generate_s", "env_s", "update_s", "sync_s", "load_s", "play_s", "wait_s"),
+    *("gen_tokens_per_s", "train_tokens_per_s"),
+}
 
 
 def scored_turn(policy: HFPolicy, prompt: list[int], completion: list[int]) -> AgentTurn:

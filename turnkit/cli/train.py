@@ -14,6 +14,7 @@ Example:
 from __future__ import annotations
 
 import argparse
+import dataclasses
 from typing import Any
 
 
@@ -79,11 +80,16 @@ def eval_line(record: dict[str, Any], what: str = "held-out success") -> str:
 
 def cmd_quickstart(args: argparse.Namespace) -> int:
     """SFT start policy -> held-out eval -> GRPO -> held-out eval, with a before/after table and plot."""
-    from turnkit.train.quickstart import QuickstartConfig, run_quickstart, run_seeds
+    from turnkit.train.config import apply_overrides
+    from turnkit.train.quickstart import QuickstartConfig, quickstart_train_config, run_quickstart, run_seeds
 
     qcfg = QuickstartConfig(
         out_dir=args.out, seed=args.seed, eval_episodes=args.eval_episodes, steps=args.steps, threads=args.threads
     )
+    if args.overrides:  # e.g. --set async=true: recipe keys changed on top of the quickstart's
+        base = quickstart_train_config(qcfg).to_dict()
+        changed = apply_overrides(quickstart_train_config(qcfg), args.overrides).to_dict()
+        qcfg = dataclasses.replace(qcfg, train_overrides={k: v for k, v in changed.items() if base[k] != v})
     if args.seeds > 1:
         run_seeds(qcfg, list(range(args.seed, args.seed + args.seeds)), progress=not args.quiet)
     else:
@@ -123,6 +129,10 @@ def add_commands(sub: Any) -> None:
     qs.add_argument("--seeds", type=int, default=1, help="repeat with this many training seeds and aggregate")
     qs.add_argument("--steps", type=int, default=None, help="RL steps (default: the quickstart recipe's)")
     qs.add_argument("--eval-episodes", type=int, default=None, help="held-out episodes per evaluation")
+    qs.add_argument(
+        "--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
+        help="change a key of the RL recipe (TrainConfig), e.g. --set async=true",
+    )  # fmt: skip
     qs.add_argument("--quiet", action="store_true", help="no progress bars")
     qs.add_argument(
         "--threads", type=_threads, default=1, help="torch CPU threads (default 1: fastest for the tiny model)"

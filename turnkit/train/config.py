@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from turnkit.critics.progress import FORCE_ANSWER
+from turnkit.distributed.cluster import RayConfig
 from turnkit.errors import ConfigError
 from turnkit.learners.grpo import GRPOConfig
 
@@ -33,6 +34,8 @@ BACKENDS = ("hf", "openai", "vllm")
 """Generation backends :attr:`TrainConfig.backend` accepts (:mod:`turnkit.train.backends`)."""
 CRITICS = ("mrt", "pav", "prime", "sweet", "judge", "iqlearn", "afd")
 """Built-in critic names :attr:`TrainConfig.critic` accepts (besides ``"module:callable"`` factories)."""
+KEY_ALIASES = {"async": "async_rollout"}
+"""Config keys that are spelled otherwise in Python (``async`` is a keyword)."""
 EVAL_SEED_START = 1_000_000_000
 """Default first held-out evaluation seed; training seeds never fall in the evaluation range."""
 
@@ -81,6 +84,16 @@ class TrainConfig:
     backend_url: str | None = None
     """``backend="openai"``: the server's API root (e.g. ``http://127.0.0.1:8000/v1``); ``None`` starts turnkit's
     own server on loopback over a copy of the learner."""
+    ray: dict[str, Any] = field(default_factory=dict)
+    """Play rollouts on Ray env workers (see ``docs/scaling.md``), with the keys of
+    :class:`~turnkit.distributed.cluster.RayConfig`: ``address`` (``"local"`` starts a cluster in this process,
+    ``"auto"`` joins the one ``ray start`` runs here, or ``"host:6379"``), ``workers``, ``envs_per_worker``,
+    ``cpus_per_worker``, ``max_retries``. Empty (the default): rollouts play in this process."""
+    async_rollout: bool = False
+    """One-step-off training (``--set async=true``): the rollouts of the next ``max_staleness`` steps are generated
+    by a copy of the policy while the learner updates (see :mod:`turnkit.train.rollouts`)."""
+    max_staleness: int = 1
+    """With ``async_rollout``: the most learner updates a batch's sampling policy may lag behind."""
     # --- GRPO / RLOO (see turnkit.learners.grpo.GRPOConfig)
     group_size: int = 8
     """Episodes per group (same task and seed)."""
@@ -189,13 +202,20 @@ class TrainConfig:
         _check_float(self, "temperature", low=0.0, open_low=True)
         _check_float(self, "top_p", low=0.0, high=1.0, open_low=True)
         _check_float(self, "weight_decay", "max_grad_norm", "eval_temperature", low=0.0)
-        for name in ("per_turn", "skip_zero_advantage", "tensorboard"):
+        for name in ("per_turn", "skip_zero_advantage", "tensorboard", "async_rollout"):
             if not isinstance(getattr(self, name), bool):
                 raise ConfigError(f"TrainConfig.{name} must be true or false, got {getattr(self, name)!r}")
         if self.backend not in BACKENDS:
             raise ConfigError(f"TrainConfig.backend must be one of {list(BACKENDS)}, got {self.backend!r}")
         if self.backend_url is not None and (self.backend != "openai" or not isinstance(self.backend_url, str)):
             raise ConfigError(f"TrainConfig.backend_url is for backend='openai' (a URL), got {self.backend_url!r}")
+        _check_int(self, "max_staleness")
+        self.ray_config()  # validates the table
+        if (self.ray or self.async_rollout) and self.backend != "hf":
+            raise ConfigError(
+                f"TrainConfig.ray and async_rollout generate with copies of the HF learner; backend={self.backend!r} "
+                "generates through its own server (use one or the other)"
+            )
         if self.batch_layout not in ("turns", "episodes"):
             raise ConfigError(f"TrainConfig.batch_layout must be 'turns' or 'episodes', got {self.batch_layout!r}")
         self._check_critic()
@@ -258,6 +278,19 @@ class TrainConfig:
                 raise ConfigError(f"TrainConfig.critic: the weight of {name!r} must be a finite number, got {weight!r}")
         return [(name, float(weight)) for name, weight in parts]
 
+    def ray_config(self) -> RayConfig | None:
+        """The :class:`~turnkit.distributed.cluster.RayConfig` of ``ray`` (``None``: no Ray).
+
+        Example:
+            >>> TrainConfig(ray={"address": "local", "workers": 3}).ray_config().workers
+            3
+            >>> TrainConfig().ray_config() is None
+            True
+        """
+        if not isinstance(self.ray, dict):
+            raise ConfigError(f"TrainConfig.ray must be a table of RayConfig keys, got {self.ray!r}")
+        return RayConfig.from_dict(self.ray, source="TrainConfig.ray") if self.ray else None
+
     @property
     def regret_budget(self) -> float:
         """``C0`` of the logged regret: ``critic_budget``, else ``max_new_tokens x (max_turns or 1)``.
@@ -316,6 +349,7 @@ def dataclass_from_dict(cls: Any, data: Mapping[str, Any], *, source: str = "con
         3
     """
     names = {f.name for f in dataclasses.fields(cls)}
+    data = {KEY_ALIASES.get(k, k) if KEY_ALIASES.get(k) in names else k: v for k, v in data.items()}
     for key in data:
         if key not in names:
             raise ConfigError(f"{source}: unknown {cls.__name__} key {key!r}{_suggest(key, names)}")
@@ -432,6 +466,7 @@ def apply_overrides(cfg: Any, overrides: Sequence[str]) -> Any:
         if not sep or not key:
             raise ConfigError(f"--set expects KEY=VALUE, got {item!r}")
         top, dot, sub = key.partition(".")
+        top = KEY_ALIASES.get(top, top) if KEY_ALIASES.get(top) in names else top
         if top not in names:
             raise ConfigError(f"--set {item!r}: unknown {kind} key {top!r}{_suggest(top, names)}")
         if not dot and isinstance(data[top], str):

@@ -38,6 +38,7 @@ any prefix-preserving chat template, BPE tokenizers included.
 Example:
     >>> import tempfile
     >>> from turnkit.agents.hf import HFPolicy
+from turnkit.agents.timed import TimedAgent
     >>> from turnkit.models.tiny import TinyModelConfig, build_tiny_model, build_tiny_tokenizer
     >>> tok = build_tiny_tokenizer()
     >>> model = build_tiny_model(tok, TinyModelConfig(hidden_size=32, num_layers=1, num_heads=2,
@@ -54,6 +55,7 @@ from __future__ import annotations
 import copy
 import dataclasses
 import math
+import pickle
 import time
 import warnings
 from collections.abc import Sequence
@@ -61,22 +63,18 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import gymnasium
 import numpy as np
 import torch
 from tqdm.auto import tqdm
 
 import turnkit  # noqa: F401  (registers the built-in envs)
-from turnkit.agents.base import Context
 from turnkit.agents.hf import HFPolicy
 from turnkit.errors import ConfigError
 from turnkit.learners.advantages import trajectory_advantages
 from turnkit.learners.grpo import GRPOConfig, policy_loss
 from turnkit.rollout.batch import TurnBatch, build_episode_batch, build_turn_batch, gather_token_logprobs
 from turnkit.rollout.chat import ChatDelta
-from turnkit.rollout.collect import collect_batch
 from turnkit.rollout.evaluate import evaluate
-from turnkit.train.backends import build_backend
 from turnkit.train.checkpoint import (
     checkpoint_path,
     load_newest_intact,
@@ -89,13 +87,14 @@ from turnkit.train.config import TrainConfig
 from turnkit.train.critic_hook import LoopCritics, build_critics
 from turnkit.train.metrics import MetricsLog, plot_curves, read_metrics
 from turnkit.train.policy_state import check_resumable, read_policy_state, save_policy_state
+from turnkit.train.rollouts import DoneRollout, RolloutHandle, RolloutJob, build_rollouts
 from turnkit.train.runlock import RunLock
-from turnkit.types import AgentTurn, Trajectory
+from turnkit.types import Trajectory
 
 SEED_SPACE = 2**31
 """Training task seeds lie in ``[0, SEED_SPACE)`` minus the evaluation range."""
 RESUMABLE_CHANGES = frozenset(
-    {"steps", "eval_every", "checkpoint_every", "tensorboard", "out_dir", "backend", "backend_url"}
+    {"steps", "eval_every", "checkpoint_every", "tensorboard", "out_dir", "backend", "backend_url", "ray"}
 )
 """Config fields a resumed run may change; any other difference is a different run (ConfigError)."""
 
@@ -117,33 +116,6 @@ class TrainResult:
     history: list[dict[str, Any]]
     final_eval: dict[str, Any] | None
     policy: HFPolicy
-
-
-class TimedAgent:
-    """Wraps an agent and adds up the wall time spent inside ``act`` (to split policy time from env time).
-
-    Example:
-        >>> from turnkit.agents.scripted import ScriptedAgent
-        >>> agent = TimedAgent(ScriptedAgent(["hi"]))
-        >>> _ = agent.act([Context(messages=())])
-        >>> agent.calls, agent.seconds >= 0
-        (1, True)
-    """
-
-    def __init__(self, agent: Any) -> None:
-        self.agent = agent
-        self.seconds = 0.0
-        self.calls = 0
-        self.uses_privileged = bool(getattr(agent, "uses_privileged", False))
-
-    def act(self, contexts: Sequence[Context]) -> list[AgentTurn]:
-        """Call the wrapped agent, timing it."""
-        start = time.perf_counter()
-        try:
-            return self.agent.act(contexts)
-        finally:
-            self.seconds += time.perf_counter() - start
-            self.calls += 1
 
 
 # ---------------------------------------------------------------------------------------------- set-up
@@ -245,34 +217,6 @@ def step_sampling_seed(run_seed: int, step: int) -> int:
 
 
 # ---------------------------------------------------------------------------------------------- one step
-
-
-def rollout(
-    policy: Any,
-    envs: Sequence[gymnasium.Env],
-    cfg: TrainConfig,
-    seeds: Sequence[int],
-    *,
-    chat: ChatDelta | None = None,
-) -> tuple[list[Trajectory], dict[str, float]]:
-    """Play ``group_size`` episodes per task seed, all groups in one batched collection.
-
-    Args:
-        policy: The generating agent (the HF policy or a backend's agent).
-        envs: One env per episode.
-        cfg: The run's settings.
-        seeds: The task seeds (one group each).
-        chat: Token-exact multi-turn contexts (see :func:`~turnkit.rollout.collect.collect_batch`).
-
-    Returns:
-        ``(trajectories, timing)`` with ``rollout_s`` (wall) and ``generate_s`` (inside the policy).
-    """
-    agent = TimedAgent(policy)
-    episode_seeds = [s for s in seeds for _ in range(cfg.group_size)]
-    groups = [g for g in range(len(seeds)) for _ in range(cfg.group_size)]
-    start = time.perf_counter()
-    trajs = collect_batch(envs, agent, episode_seeds, groups=groups, max_turns=cfg.max_turns, chat=chat)
-    return trajs, {"rollout_s": time.perf_counter() - start, "generate_s": agent.seconds}
 
 
 def rollout_metrics(trajs: Sequence[Trajectory], max_new_tokens: int) -> dict[str, float]:
@@ -428,10 +372,14 @@ def save_checkpoint(
     rng: np.random.Generator,
     cfg: TrainConfig,
     critics: LoopCritics | None = None,
+    *,
+    pending: dict[int, RolloutHandle] | None = None,
 ) -> Path:
     """Write an atomic checkpoint: adapter (LoRA) or full weights, optimizer, RNG states, step and config.
 
-    Learned critics write their adapters and optimizer states under ``critics/<name>/``.
+    Learned critics write their adapters and optimizer states under ``critics/<name>/``. In one-step-off
+    runs the rollouts already generated for later steps (``pending``; waited for here) go to ``pending.pkl``,
+    so a resumed run trains on the same batches as an uninterrupted one.
     :func:`~turnkit.train.checkpoint.stage_checkpoint` adds a manifest of sizes and checksums, so a resume
     can tell an intact checkpoint from a damaged one.
     """
@@ -439,6 +387,9 @@ def save_checkpoint(
         if critics is not None:
             critics.save(tmp / "critics")
         save_policy_state(tmp, policy, optimizer)
+        if pending:
+            ahead = {step: (handle.result(), handle.version) for step, handle in sorted(pending.items())}
+            (tmp / "pending.pkl").write_bytes(pickle.dumps(ahead))
         write_json(
             tmp / "state.json",
             {
@@ -459,8 +410,12 @@ def load_checkpoint(
     rng: np.random.Generator,
     cfg: TrainConfig,
     critics: LoopCritics | None = None,
+    *,
+    pending: dict[int, RolloutHandle] | None = None,
 ) -> int:
     """Restore weights, optimizer, RNG states (and learned critics) in place from ``ckpt``; returns its step.
+
+    A one-step-off checkpoint's rollouts for later steps are put into ``pending`` (if given).
 
     Every file is read before anything is changed, so a damaged checkpoint leaves the run untouched.
 
@@ -476,6 +431,10 @@ def load_checkpoint(
     saved = {**TrainConfig().to_dict(), **saved}  # keys newer than the checkpoint take their defaults
     check_resumable(ckpt, saved, current, RESUMABLE_CHANGES)
     policy_state = read_policy_state(ckpt, policy)
+    ahead: dict[int, tuple[Any, int]] = {}
+    if (ckpt / "pending.pkl").exists():
+        with reading(ckpt / "pending.pkl", base=ckpt):
+            ahead = pickle.loads((ckpt / "pending.pkl").read_bytes())
     for name in critics.stateful() if critics is not None else []:
         with reading(ckpt / "critics" / name, base=ckpt):
             if not (ckpt / "critics" / name).is_dir():
@@ -486,6 +445,9 @@ def load_checkpoint(
     policy_state.apply(policy, optimizer)
     rng.bit_generator.state = task_rng
     policy._rng.bit_generator.state = policy_rng
+    if pending is not None:
+        pending.clear()
+        pending.update({s: DoneRollout(rollout, version) for s, (rollout, version) in ahead.items()})
     return step
 
 
@@ -527,7 +489,8 @@ def _train(cfg: TrainConfig, *, resume: bool, progress: bool, policy: HFPolicy |
     optimizer = torch.optim.AdamW(params, lr=cfg.lr, weight_decay=cfg.weight_decay)
     rng = np.random.default_rng(cfg.seed)
     start_step = 0
-    restore = lambda c: load_checkpoint(c, policy, optimizer, rng, cfg, critics)  # noqa: E731
+    pending: dict[int, RolloutHandle] = {}  # submitted rollouts by the step that will learn from them
+    restore = lambda c: load_checkpoint(c, policy, optimizer, rng, cfg, critics, pending=pending)  # noqa: E731
     found = load_newest_intact(run_dir, restore) if resume else None
     if found is not None:
         start_step = found[1]
@@ -535,24 +498,26 @@ def _train(cfg: TrainConfig, *, resume: bool, progress: bool, policy: HFPolicy |
     elif (run_dir / "metrics.jsonl").exists():
         (run_dir / "metrics.jsonl").unlink()  # a fresh run owns its log
     write_json(run_dir / "config.json", cfg.to_dict())
-
-    envs = [
-        gymnasium.make(cfg.env_id, split=cfg.split, **cfg.env_kwargs)
-        for _ in range(cfg.group_size * cfg.groups_per_step)
-    ]
     chat = token_exact_chat(policy, cfg)
+    source = build_rollouts(cfg, policy, run_dir=run_dir, chat=chat, start_step=start_step)
+    staleness = cfg.max_staleness if cfg.async_rollout else 0
     final_eval: dict[str, Any] | None = None
     bar = tqdm(range(start_step + 1, cfg.steps + 1), desc="grpo", disable=not progress, unit="step")
-    backend = build_backend(cfg.backend, policy, run_dir=run_dir, url=cfg.backend_url, start_step=start_step)
     try:
         for step in bar:
             lr = cfg.lr * min(1.0, step / cfg.warmup_steps) if cfg.warmup_steps else cfg.lr
             for group in optimizer.param_groups:
                 group["lr"] = lr
-            policy.sampling = dataclasses.replace(policy.sampling, seed=step_sampling_seed(cfg.seed, step))
-            seeds = sample_task_seeds(rng, cfg.groups_per_step, cfg)
-            trajs, timing = rollout(backend.agent(), envs, cfg, seeds, chat=chat)
+            for ahead in range(step, min(step + staleness, cfg.steps) + 1):  # this step's job, and async ones
+                if ahead not in pending:
+                    seeds = sample_task_seeds(rng, cfg.groups_per_step, cfg)
+                    job = RolloutJob(ahead, seeds, step_sampling_seed(cfg.seed, ahead), cfg.group_size)
+                    pending[ahead] = source.submit(job)
+            handle = pending.pop(step)
+            waited = time.perf_counter()
+            trajs, timing = handle.result()
             record: dict[str, Any] = {"step": step, "lr": lr, **rollout_metrics(trajs, cfg.max_new_tokens)}
+            record.update(policy_lag=step - 1 - handle.version, rollout_wait_s=time.perf_counter() - waited)
             turn_rewards = None
             if critics is not None:
                 turn_rewards, critic_metrics = critics.rewards(trajs)
@@ -560,23 +525,20 @@ def _train(cfg: TrainConfig, *, resume: bool, progress: bool, policy: HFPolicy |
             start = time.perf_counter()  # update_s excludes the critics (logged as critic_s)
             record.update(update(policy, optimizer, trajs, cfg, ref_model=ref_model, turn_rewards=turn_rewards))
             record["update_s"] = time.perf_counter() - start
-            record.update(backend.sync(policy, step))
+            record.update(source.sync(policy, step))
             record.update(timing)
-            record["env_s"] = timing["rollout_s"] - timing["generate_s"]
             record["gen_tokens_per_s"] = record["completion_tokens"] / max(timing["generate_s"], 1e-9)
             record["train_tokens_per_s"] = record["update_tokens"] * cfg.ppo_epochs / max(record["update_s"], 1e-9)
             log.write(record)
             bar.set_postfix(reward=f"{record['reward_mean']:.2f}", success=f"{record['success_rate']:.2f}")
             if cfg.eval_every and (step % cfg.eval_every == 0 or step == cfg.steps):
-                generator = backend.agent(temperature=cfg.eval_temperature)
+                generator = source.agent(temperature=cfg.eval_temperature)
                 final_eval = {"step": step, **evaluate_policy(policy, cfg, agent=generator)}
                 log.write(final_eval)
             if (cfg.checkpoint_every and step % cfg.checkpoint_every == 0) or step == cfg.steps:
-                save_checkpoint(run_dir, step, policy, optimizer, rng, cfg, critics)
+                save_checkpoint(run_dir, step, policy, optimizer, rng, cfg, critics, pending=pending)
     finally:
-        backend.close()
-        for env in envs:
-            env.close()
+        source.close()
         if critics is not None:
             critics.close()
     history = read_metrics(run_dir / "metrics.jsonl") if (run_dir / "metrics.jsonl").exists() else []
