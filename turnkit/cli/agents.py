@@ -54,3 +54,21 @@ def make_agent(spec: str, *, seed: int = 0) -> Agent:
         url, _, model = arg.partition("#")
         return OpenAIAgent(base_url=url, model=model or "default")
     raise ConfigError(f"unknown agent spec {spec!r}; use one of: {', '.join(SPECS)}")
+
+
+class AgentSpec:
+    """A picklable agent factory for Ray workers: each worker builds ``make_agent(spec, seed=seed)`` itself.
+
+    Example:
+        >>> type(AgentSpec("oracle")(3)).__name__
+        'OracleAgent'
+    """
+
+    def __init__(self, spec: str, seed: int = 0) -> None:
+        if spec.partition(":")[0] not in {s.partition(":")[0] for s in SPECS}:
+            make_agent(spec)  # an unknown spec fails here, in the driver, not in every worker
+        self.spec, self.seed = spec, seed
+
+    def __call__(self, index: int) -> Agent:
+        """The worker's agent."""
+        return make_agent(self.spec, seed=self.seed)

@@ -246,17 +246,24 @@ def cmd_eval(args: argparse.Namespace) -> int:
     from turnkit.rollout.evaluate import evaluate
 
     out_dir = args.out or f"runs/{safe_name(f'eval-{args.env_id}-{args.split}-s{args.seed}')}"
-    summary = evaluate(
-        args.env_id,
-        make_agent(args.agent, seed=args.seed),
-        episodes=args.episodes,
-        seed=args.seed,
-        split=args.split,
-        batch_size=args.batch_size,
-        env_kwargs=parse_env_kwargs(args.env_kwarg),
-        out_dir=out_dir,
-        progress=not args.quiet,
-    )
+    common = {
+        "episodes": args.episodes,
+        "seed": args.seed,
+        "split": args.split,
+        "batch_size": args.batch_size,
+        "env_kwargs": parse_env_kwargs(args.env_kwarg),
+        "out_dir": out_dir,
+        "progress": not args.quiet,
+    }
+    if args.ray is not None:  # the same episodes on Ray env workers (docs/scaling.md)
+        from turnkit.cli.agents import AgentSpec
+        from turnkit.distributed import RayConfig
+        from turnkit.distributed.evaluate import evaluate_on_ray
+
+        ray = RayConfig(address=args.ray, workers=args.ray_workers)
+        summary = evaluate_on_ray(args.env_id, AgentSpec(args.agent, args.seed), ray=ray, **common)
+    else:
+        summary = evaluate(args.env_id, make_agent(args.agent, seed=args.seed), **common)
     lo, hi = summary.success_ci95
     print(
         f"{args.env_id} [{args.split}] agent={args.agent} episodes={summary.episodes}: "
@@ -312,6 +319,11 @@ def add_commands(sub: Any) -> None:
     ev.add_argument("--batch-size", type=int, default=16)
     ev.add_argument("--out", default=None, help="output directory (default runs/eval-...)")
     ev.add_argument("--quiet", action="store_true", help="no progress bar")
+    ev.add_argument(
+        "--ray", default=None, metavar="ADDRESS",
+        help="play on Ray env workers: local (a cluster in this process), auto, or host:6379 (docs/scaling.md)",
+    )  # fmt: skip
+    ev.add_argument("--ray-workers", type=int, default=2, help="env workers with --ray (default 2)")
     ev.set_defaults(func=cmd_eval)
 
     bench = sub.add_parser("bench", help="run a benchmark from benchmarks/ (e.g. envs, sandbox)")

@@ -145,8 +145,13 @@ def evaluate(
         env.close()
     summary = summarize(env_id, split, seed, trajs, time.perf_counter() - start)
     if out_dir is not None:
-        out = Path(out_dir)
-        out.mkdir(parents=True, exist_ok=True)
-        write_jsonl(str(out / "trajectories.jsonl"), trajs)
-        (out / "summary.json").write_text(summary.to_json() + "\n", encoding="utf-8")
+        write_evaluation(out_dir, trajs, summary)
     return summary
+
+
+def write_evaluation(out_dir: str | Path, trajs: list[Trajectory], summary: EvalSummary) -> None:
+    """Write ``trajectories.jsonl`` and ``summary.json`` into ``out_dir`` (created if needed)."""
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    write_jsonl(str(out / "trajectories.jsonl"), trajs)
+    (out / "summary.json").write_text(summary.to_json() + "\n", encoding="utf-8")
