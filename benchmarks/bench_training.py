@@ -29,11 +29,12 @@ import torch
 
 import turnkit  # noqa: F401  (registers envs)
 from turnkit.agents.base import Context
+from turnkit.agents.timed import TimedAgent
 from turnkit.models.embedded import tiny_policy
 from turnkit.rollout.chat import ChatDelta
 from turnkit.rollout.collect import collect_batch
 from turnkit.train.config import TrainConfig
-from turnkit.train.loop import TimedAgent, prepare_policy, update
+from turnkit.train.loop import prepare_policy, update
 from turnkit.types import Message
 
 ENV = "turnkit/MathEpisodes-v0"

@@ -87,12 +87,12 @@ from turnkit.train.config import TrainConfig
 from turnkit.train.loop import (
     build_policy,
     prepare_policy,
-    rollout,
     rollout_metrics,
     step_sampling_seed,
     token_exact_chat,
     update,
 )
+from turnkit.train.rollouts import rollout
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # benchmarks/: the house benchmarks' helpers
 from bench_training import TimedEnv

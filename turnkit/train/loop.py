@@ -38,7 +38,6 @@ any prefix-preserving chat template, BPE tokenizers included.
 Example:
     >>> import tempfile
     >>> from turnkit.agents.hf import HFPolicy
-from turnkit.agents.timed import TimedAgent
     >>> from turnkit.models.tiny import TinyModelConfig, build_tiny_model, build_tiny_tokenizer
     >>> tok = build_tiny_tokenizer()
     >>> model = build_tiny_model(tok, TinyModelConfig(hidden_size=32, num_layers=1, num_heads=2,
