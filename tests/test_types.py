@@ -93,7 +93,7 @@ def test_messages_alternate_observation_and_action() -> None:
 
 
 def test_error_cause_values_are_stable_strings() -> None:
-    assert [c.value for c in ErrorCause] == ["agent", "env", "sandbox", "browser", "timeout"]
+    assert [c.value for c in ErrorCause] == ["agent", "env", "sandbox", "browser", "timeout", "worker"]
 
 
 def test_exec_result_ok() -> None:

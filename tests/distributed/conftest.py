@@ -1,4 +1,8 @@
-"""One real local Ray cluster (127.0.0.1) for the distributed tests; collectors join it and leave it running."""
+"""One real local Ray cluster (127.0.0.1) for the distributed tests; collectors join it and leave it running.
+
+It lives for one test module only: a later test that forks (the sandbox tests) would otherwise run Ray's exit hooks
+in the child, which hang.
+"""
 
 from __future__ import annotations
 
@@ -10,7 +14,7 @@ import pytest
 ROOT = Path(__file__).resolve().parents[2]
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")  # shut down before other tests run: a forked Ray driver hangs in its atexit
 def ray_cluster() -> Iterator[object]:
     ray = pytest.importorskip("ray", reason="needs the turnkit[ray] extra (.ci/setup.sh installs it)")
     if ray.is_initialized():
