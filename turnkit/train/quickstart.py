@@ -141,7 +141,9 @@ def _run_quickstart(qcfg: QuickstartConfig, *, progress: bool, policy: HFPolicy 
     sampled = dataclasses.replace(cfg, eval_temperature=cfg.temperature)
     before = evaluate_policy(policy, cfg, progress=progress)
     before_sampled = evaluate_policy(policy, sampled, progress=progress)
+    train_start = time.perf_counter()
     result = train(cfg, policy=policy, progress=progress)
+    train_wall = time.perf_counter() - train_start
     after = evaluate_policy(result.policy, cfg, progress=progress)
     after_sampled = evaluate_policy(result.policy, sampled, progress=progress)
     wall = time.perf_counter() - start
@@ -168,6 +170,7 @@ def _run_quickstart(qcfg: QuickstartConfig, *, progress: bool, policy: HFPolicy 
             "build_or_load_policy": build_s,
             "eval_before": before["eval_s"] + before_sampled["eval_s"],
             "train": sum(r["rollout_s"] + r["update_s"] for r in steps),
+            "train_wall": train_wall,  # differs from "train" with async rollouts: they overlap the updates
             "train_rollout": sum(r["rollout_s"] for r in steps),
             "train_update": sum(r["update_s"] for r in steps),
             "eval_after": after["eval_s"] + after_sampled["eval_s"],
