@@ -15,13 +15,10 @@ import time
 from pathlib import Path
 from typing import Any
 
-from tqdm.auto import tqdm
-
 from turnkit.distributed.cluster import RayConfig
 from turnkit.distributed.collector import RayCollector
 from turnkit.distributed.worker import AgentFactory, EnvSpec
-from turnkit.rollout.evaluate import EvalSummary, summarize, write_evaluation
-from turnkit.types import Trajectory
+from turnkit.rollout.evaluate import EvalSummary, play_in_blocks, summarize, write_evaluation
 
 
 def evaluate_on_ray(
@@ -54,18 +51,10 @@ def evaluate_on_ray(
     if episodes < 1:
         raise ValueError(f"episodes must be >= 1, got {episodes}")
     env = EnvSpec(env_id, {"split": split, **(env_kwargs or {})})
-    block = ray.workers * batch_size
-    trajs: list[Trajectory] = []
     start = time.perf_counter()
-    with (
-        RayCollector(env, agent_factory, ray) as collector,
-        tqdm(total=episodes, desc=f"eval {env_id} [{split}] on Ray", disable=not progress, unit="ep") as bar,
-    ):
-        for first in range(seed, seed + episodes, block):
-            seeds = list(range(first, min(first + block, seed + episodes)))
-            trajs.extend(collector.collect(seeds))
-            bar.update(len(seeds))
-            bar.set_postfix(success=f"{sum(t.success for t in trajs) / len(trajs):.2f}")
+    with RayCollector(env, agent_factory, ray) as collector:
+        trajs = play_in_blocks(collector.collect, seed=seed, episodes=episodes, block=ray.workers * batch_size,
+                               desc=f"eval {env_id} [{split}] on Ray", progress=progress)  # fmt: skip
     summary = summarize(env_id, split, seed, trajs, time.perf_counter() - start)
     if out_dir is not None:
         write_evaluation(out_dir, trajs, summary)

@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import time
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -133,20 +134,43 @@ def evaluate(
         raise ValueError(f"episodes must be >= 1, got {episodes}")
     kwargs = dict(env_kwargs or {})
     envs = [gymnasium.make(env_id, split=split, **kwargs) for _ in range(min(batch_size, episodes))]
-    trajs: list[Trajectory] = []
     start = time.perf_counter()
-    with tqdm(total=episodes, desc=f"eval {env_id} [{split}]", disable=not progress, unit="ep") as bar:
-        for first in range(seed, seed + episodes, len(envs)):
-            seeds = list(range(first, min(first + len(envs), seed + episodes)))
-            trajs.extend(collect_batch(envs[: len(seeds)], agent, seeds))
-            bar.update(len(seeds))
-            bar.set_postfix(success=f"{sum(t.success for t in trajs) / len(trajs):.2f}")
+    play = lambda seeds: collect_batch(envs[: len(seeds)], agent, seeds)  # noqa: E731
+    trajs = play_in_blocks(play, seed=seed, episodes=episodes, block=len(envs), desc=f"eval {env_id} [{split}]",
+                           progress=progress)  # fmt: skip
     for env in envs:
         env.close()
     summary = summarize(env_id, split, seed, trajs, time.perf_counter() - start)
     if out_dir is not None:
         write_evaluation(out_dir, trajs, summary)
     return summary
+
+
+def play_in_blocks(
+    play: Callable[[list[int]], list[Trajectory]],
+    *,
+    seed: int,
+    episodes: int,
+    block: int,
+    desc: str,
+    progress: bool,
+) -> list[Trajectory]:
+    """Seeds ``seed .. seed + episodes - 1`` through ``play`` in blocks of ``block``, with a progress bar.
+
+    Example:
+        >>> from turnkit.types import Trajectory
+        >>> play = lambda seeds: [Trajectory(env_id="e", seed=s) for s in seeds]
+        >>> [t.seed for t in play_in_blocks(play, seed=3, episodes=5, block=2, desc="x", progress=False)]
+        [3, 4, 5, 6, 7]
+    """
+    trajs: list[Trajectory] = []
+    with tqdm(total=episodes, desc=desc, disable=not progress, unit="ep") as bar:
+        for first in range(seed, seed + episodes, block):
+            seeds = list(range(first, min(first + block, seed + episodes)))
+            trajs.extend(play(seeds))
+            bar.update(len(seeds))
+            bar.set_postfix(success=f"{sum(t.success for t in trajs) / len(trajs):.2f}")
+    return trajs
 
 
 def write_evaluation(out_dir: str | Path, trajs: list[Trajectory], summary: EvalSummary) -> None:
