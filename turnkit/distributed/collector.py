@@ -111,7 +111,8 @@ class RolloutResult:
     Attributes:
         trajectories: One per seed, in the order given.
         timing: ``rollout_s`` (submit to last chunk), ``wait_s`` (time the caller blocked in ``result``),
-            ``generate_s`` and ``play_s`` (summed over chunks), ``load_s`` (the slowest weights load),
+            ``generate_s``, ``play_s`` and ``env_s`` (play minus generation and weight loading; summed over
+            chunks), ``load_s`` (the slowest weights load),
             ``retries`` (chunks re-run), ``lost_episodes`` (recorded with ``ErrorCause.WORKER``).
         workers: ``"pid@host"`` per chunk that finished.
     """
@@ -188,7 +189,7 @@ class PendingRollout:
     def _assemble(self, wait_s: float) -> RolloutResult:
         n = sum(len(c) for c in self._plan)
         out: list[Trajectory | None] = [None] * n
-        timing = {"generate_s": 0.0, "play_s": 0.0, "load_s": 0.0, "lost_episodes": 0.0}
+        timing = {"generate_s": 0.0, "play_s": 0.0, "env_s": 0.0, "load_s": 0.0, "lost_episodes": 0.0}
         names: list[str] = []
         for index, indices in enumerate(self._plan):
             got = self._done[index]
@@ -196,6 +197,7 @@ class PendingRollout:
                 trajs = got.trajectories
                 timing["generate_s"] += got.generate_s
                 timing["play_s"] += got.play_s
+                timing["env_s"] += got.play_s - got.generate_s - got.load_s
                 timing["load_s"] = max(timing["load_s"], got.load_s)
                 names.append(got.worker)
             else:

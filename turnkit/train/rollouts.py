@@ -107,8 +107,7 @@ class _FutureRollout:
     version: int
 
     def result(self) -> Rollout:
-        trajs, timing = self.future.result()
-        return trajs, timing
+        return self.future.result()
 
 
 class RolloutSource(Protocol):
@@ -277,9 +276,7 @@ class _RayRollout:
 
     def result(self) -> Rollout:
         got = self.pending.result()
-        timing = dict(got.timing)
-        timing["env_s"] = max(timing["play_s"] - timing["generate_s"], 0.0)
-        return got.trajectories, timing
+        return got.trajectories, got.timing
 
 
 def build_rollouts(
