@@ -174,7 +174,16 @@ def play_in_blocks(
 
 
 def write_evaluation(out_dir: str | Path, trajs: list[Trajectory], summary: EvalSummary) -> None:
-    """Write ``trajectories.jsonl`` and ``summary.json`` into ``out_dir`` (created if needed)."""
+    """Write ``trajectories.jsonl`` and ``summary.json`` into ``out_dir`` (created if needed).
+
+    Example:
+        >>> import tempfile
+        >>> trajs = [Trajectory(env_id="e", seed=1)]
+        >>> out = Path(tempfile.mkdtemp()) / "eval"
+        >>> write_evaluation(out, trajs, summarize("e", "id", 1, trajs, 0.1))
+        >>> sorted(p.name for p in out.iterdir())
+        ['summary.json', 'trajectories.jsonl']
+    """
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     write_jsonl(str(out / "trajectories.jsonl"), trajs)
