@@ -34,3 +34,13 @@ register(
     entry_point="turnkit.envs.pav_didactic.env:PAVDidacticEnv",
     max_episode_steps=20,
 )
+register(
+    id="turnkit/WebShop-v0",
+    entry_point="turnkit.envs.web.webshop.env:WebShopEnv",
+    max_episode_steps=15,
+)
+register(
+    id="turnkit/MiniWoB-v0",
+    entry_point="turnkit.envs.web.miniwob.env:MiniWoBEnv",
+    max_episode_steps=12,
+)
