@@ -95,6 +95,16 @@ def type_factor(product: Product, goal: Goal) -> tuple[float, float, bool, bool]
     brand = goal.title.split(" ", 1)[0]
     nouns = set(words(brand)) | set(words(goal.type_name))
     title_score = len(nouns & set(words(product.title))) / len(nouns) if nouns else 0.2
+    return type_level(query_match, category_match, title_score), title_score, query_match, category_match
+
+
+def type_level(query_match: bool, category_match: bool, title_score: float) -> float:
+    """WebShop's ``r_type`` from its three signals.
+
+    Example:
+        >>> type_level(False, False, 0.15), type_level(True, False, 0.05), type_level(False, True, 0.3)
+        (0.5, 0.1, 1.0)
+    """
     r_type = 1.0
     if not (query_match or category_match or title_score > 0.2):
         r_type = 0.5
@@ -102,7 +112,7 @@ def type_factor(product: Product, goal: Goal) -> tuple[float, float, bool, bool]
         r_type = 0.1
     if title_score == 0.0:
         r_type = 0.0
-    return r_type, title_score, query_match, category_match
+    return r_type
 
 
 def purchase_reward(product: Product, selected: Mapping[str, str], goal: Goal) -> RewardParts:
