@@ -75,18 +75,21 @@ class ChromiumRenderer:
         self.timeout_s = timeout_s
         self._tab: Any = None
         self._status = 200
+        self._server_error: ShopServerError | None = None
 
     def _resolve(self, request: Any) -> Any:
         from turnkit.browser import TabResponse
 
         server = self.client.server
-        if server is None or not request.url.startswith(server.url + "/"):
-            return None  # the shop is the only site
+        if server is None or not request.url.startswith(server.url + "/") or request.url.endswith("/favicon.ico"):
+            return None  # the shop is the only site, and has no icon
         try:
             status, body = self.client.request(request.method, request.url[len(server.url) :], request.post_data)
-        except ShopServerError:
-            return None  # the failed navigation surfaces in show(); the client already recorded why
-        self._status = status
+        except ShopServerError as exc:
+            self._server_error = exc  # re-raised by show(): the failed navigation is the server's fault
+            return None
+        if request.resource_type == "Document":
+            self._status = status
         return TabResponse(status=status, body=body)
 
     @property
@@ -109,10 +112,15 @@ class ChromiumRenderer:
         server = self.client.server
         if server is None:
             raise EnvError("no shop session yet: call reset()")
-        self._status = 0
-        self.tab.goto(server.url + path)
-        if self._status == 0:
-            self.client.request("GET", path)  # the tab's request failed: this raises the server's error
+        from turnkit.browser import PageError
+
+        self._status, self._server_error = 0, None
+        try:
+            self.tab.goto(server.url + path)
+        except PageError:
+            if self._server_error is not None:
+                raise self._server_error from None
+            raise
         view = PageView.from_json(self.tab.evaluate(PAGE_VIEW_JS))
         if self._status != 200:
             raise PageGone(self._status, view.lines[0] if view.lines else f"HTTP {self._status}")
