@@ -68,3 +68,8 @@ def test_screenshot_needs_chromium() -> None:
     with pytest.raises(turnkit.errors.EnvError, match="render='chromium'"):
         env.unwrapped.screenshot()
     env.close()
+
+
+def test_chromium_renderer_passes_check_env(chromium_env) -> None:
+    report = turnkit.check_env(chromium_env, seeds=(0, 1), cross_process=False, raise_on_failure=False)
+    assert report.ok, str(report)
