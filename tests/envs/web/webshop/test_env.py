@@ -135,3 +135,19 @@ def test_a_server_that_never_answers_times_out() -> None:
         client.get("/s/1/")
     client.close()
     listener.close()
+
+
+def test_copies_and_pickles_get_their_own_session() -> None:
+    import copy
+    import pickle
+
+    env, _ = _started(seed=2)
+    env.step("search[lamp]")
+    clones = [copy.deepcopy(env.unwrapped), pickle.loads(pickle.dumps(env.unwrapped))]
+    for clone in clones:
+        obs, _ = clone.reset(seed=2)
+        assert obs.startswith("Instruction:") and "search[your query]" in obs
+        clone.close()
+    obs, *_, info = env.step("click[Back to Search]")  # the original's session was not touched by the clones
+    assert info["page"] == "home"
+    env.close()

@@ -31,7 +31,8 @@ class ShopClient:
 
     The client binds to the server alive at :meth:`new_session`; if that server stops, every later request
     raises :class:`ShopServerError` (its sessions are gone) until the next :meth:`new_session`, which starts a
-    fresh server.
+    fresh server. A copy (``copy.deepcopy``, pickling: how ``turnkit`` clones an env without a spec) is
+    unconnected until its own :meth:`new_session`, so a copied env must be reset before it steps.
     """
 
     def __init__(self, timeout_s: float = 5.0) -> None:
@@ -40,6 +41,10 @@ class ShopClient:
         self.timeout_s = timeout_s
         self.server: ShopServer | None = None
         self._conn: http.client.HTTPConnection | None = None
+
+    def __getstate__(self) -> dict[str, Any]:
+        """Copies and pickles keep the settings only: a copy connects on its own next :meth:`new_session`."""
+        return {"timeout_s": self.timeout_s, "server": None, "_conn": None}
 
     def new_session(self, seed: int, split: str) -> str:
         """Start a session on the (possibly new) server and return its id."""

@@ -77,6 +77,10 @@ class ChromiumRenderer:
         self._status = 200
         self._server_error: ShopServerError | None = None
 
+    def __getstate__(self) -> dict[str, Any]:
+        """A copy opens its own tab, whose resolver is the copy's (a copied tab would answer through this one)."""
+        return {**self.__dict__, "_tab": None, "_server_error": None}
+
     def _resolve(self, request: Any) -> Any:
         from turnkit.browser import TabResponse
 
