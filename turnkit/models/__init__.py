@@ -9,9 +9,10 @@ module                    model                                                c
 :mod:`.embedded`          the default policy (``--agent tiny``), math SFT      ``tiny/<key>``
 :mod:`.tiny_human`        CollabCode's simulated human (``LLMHuman`` prompt)   ``tiny_human/<key>``
 :mod:`.tiny_agent`        a CollabCode coding agent for RFT/DPO/SWEET studies  ``tiny_agent/<key>``
+:mod:`.tiny_shopper`      a WebShop shopper, SFT on oracle demonstrations      ``tiny_shopper/<key>``
 ========================  ===================================================  ==========================
 
-All three go through :func:`turnkit.models.recipe.load_or_build`: one cache layout, one atomic single-thread
+All four go through :func:`turnkit.models.recipe.load_or_build`: one cache layout, one atomic single-thread
 build, one place that turns a folder into an :class:`~turnkit.agents.hf.HFPolicy`. The building blocks are
 :mod:`.tiny` (Llama-style config, byte-level BPE tokenizer, save/load) and :mod:`.sft` (the SFT loop).
 

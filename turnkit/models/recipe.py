@@ -1,11 +1,11 @@
 """The one recipe builder of every locally trained model: cache key, atomic one-thread build, load.
 
 The embedded tiny policy (:mod:`turnkit.models.embedded`), the tiny simulated human
-(:mod:`turnkit.models.tiny_human`) and the tiny CollabCode agent (:mod:`turnkit.models.tiny_agent`) are
-recipes: frozen dataclasses that subclass :class:`TinyTrainingRecipe` and say how to train themselves.
-:func:`load_or_build` trains one on demand and caches it under ``<cache>/<kind>/<recipe key>``;
-:func:`recipe_policy` wraps the result in an :class:`~turnkit.agents.hf.HFPolicy`. All three go through
-this module so that
+(:mod:`turnkit.models.tiny_human`), the tiny CollabCode agent (:mod:`turnkit.models.tiny_agent`) and the tiny
+WebShop shopper (:mod:`turnkit.models.tiny_shopper`) are recipes: frozen dataclasses that subclass
+:class:`TinyTrainingRecipe` and say how to train themselves. :func:`load_or_build` trains one on demand and
+caches it under ``<cache>/<kind>/<recipe key>``; :func:`recipe_policy` wraps the result in an
+:class:`~turnkit.agents.hf.HFPolicy`. All of them go through this module so that
 
 * the key is a hash of the whole recipe and its code version (any change builds a new model);
 * the build runs on :data:`BUILD_THREADS` torch thread(s), so the cached weights are the same bits on every
