@@ -1,7 +1,8 @@
 """Oracle agents: solve any built-in env from its privileged task data.
 
 Each env family ships ``turnkit.envs.<family>.oracle.oracle_reply(context) -> str``; :class:`OracleAgent`
-dispatches on ``context.task.family`` (a dotted family such as ``web.webshop`` names a subpackage). Oracles are for tests, demos and SFT demonstrations.
+dispatches on ``context.task.family`` (a dotted family such as ``web.webshop`` names a subpackage). Oracles are
+for tests, demos and SFT demonstrations.
 
 Example:
     >>> import gymnasium, turnkit

@@ -19,6 +19,7 @@ from turnkit.browser.dom import DomItem, DomSummary
 from turnkit.browser.errors import BrowserError, PageError
 from turnkit.browser.pool import BrowserPool, Lease, shared_pool
 from turnkit.browser.process import ChromiumProcess, find_chromium, launched_profiles, owned_chromium_pids, pids_with
+from turnkit.browser.tab import Tab, TabRequest, TabResponse
 
 __all__ = [
     "PAGE_URL",
@@ -32,6 +33,9 @@ __all__ = [
     "PageError",
     "Render",
     "RenderCache",
+    "Tab",
+    "TabRequest",
+    "TabResponse",
     "decode_png",
     "find_chromium",
     "launched_profiles",

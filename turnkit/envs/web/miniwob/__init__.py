@@ -1,0 +1,1 @@
+"""MiniWoB++ web tasks in turnkit's headless Chromium (``turnkit/MiniWoB-v0``); see :mod:`.env`."""
