@@ -255,6 +255,42 @@ class TextEnv(gymnasium.Env[str, str]):
         """React to one valid action (already checked by :func:`validate_action`)."""
         raise NotImplementedError
 
+    def reject(self, message: str, reason: str, info: Mapping[str, Any] | None = None) -> Transition:
+        """For :meth:`respond`: count an unusable action as invalid, like empty or oversized text.
+
+        Use it for text that passed :func:`validate_action` but cannot be acted on (an unknown element, a
+        malformed command). Returns the feedback transition: ``message`` plus how many invalid messages are left,
+        ``info["invalid_action"] = reason``, and the end of the episode (``success`` false) once the allowance
+        ``max_invalid_actions`` is exceeded.
+
+        Example:
+            >>> from turnkit.envs.core import TextEnv
+            >>> class Strict(TextEnv):
+            ...     def generate_task(self, rng):
+            ...         return Task("t", "Say go.")
+            ...     def begin(self, task):
+            ...         return task.prompt
+            ...     def respond(self, action):
+            ...         if action != "go":
+            ...             return self.reject(f"Unknown command {action!r}.", "unknown_command")
+            ...         return Transition("Done.", 1.0, True, {"success": True})
+            >>> env = Strict(max_invalid_actions=1)
+            >>> _ = env.reset(seed=0)
+            >>> obs, reward, terminated, _, info = env.step("stop")
+            >>> obs, info["invalid_action"], terminated
+            ("Unknown command 'stop'. 0 more invalid message(s) end the episode.", 'unknown_command', False)
+            >>> env.step("halt")[2]
+            True
+        """
+        self._invalid += 1
+        left = self.max_invalid_actions - self._invalid
+        ended = left < 0
+        tail = "The episode is over." if ended else f"{left} more invalid message(s) end the episode."
+        out: dict[str, Any] = {**(info or {}), "invalid_action": reason}
+        if ended:
+            out["success"] = False
+        return Transition(f"{message} {tail}", 0.0, ended, out)
+
     def extra_info(self) -> dict[str, Any]:
         """Family-specific public keys merged into every ``info`` (reset, valid and invalid steps).
 
@@ -438,16 +474,10 @@ class TextEnv(gymnasium.Env[str, str]):
     def _invalid_step(
         self, message: str, problem: InvalidAction, extra: Mapping[str, Any]
     ) -> tuple[str, float, bool, bool, dict]:
-        self._invalid += 1
-        left = self.max_invalid_actions - self._invalid
-        ended = left < 0
-        tail = "The episode is over." if ended else f"{left} more invalid message(s) end the episode."
-        self._last_obs = f"{message} {tail}"
-        self._done = ended
-        info: dict[str, Any] = {**extra, "invalid_action": problem.value}
-        if ended:
-            info["success"] = False
-        return self._last_obs, 0.0, ended, False, self._info(info)
+        tr = self.reject(message, problem.value, extra)
+        self._last_obs = tr.observation
+        self._done = tr.terminated
+        return tr.observation, 0.0, tr.terminated, False, self._info(tr.info)
 
     def _tool_step(self, turn: ToolTurn) -> tuple[str, float, bool, bool, dict]:
         """A message that called a tool: the tool's output, or ``submit``'s answer judged by :meth:`respond`."""

@@ -215,7 +215,7 @@ class MiniWoBEnv(TextEnv):
         try:
             act = parse_action(action)
         except ParseError as exc:
-            return self._reject(str(exc), exc.reason)
+            return self.reject(str(exc), exc.reason)
         self._fresh = None
         did = self._perform(act)
         if isinstance(did, Transition):
@@ -275,19 +275,19 @@ class MiniWoBEnv(TextEnv):
         item = self._items.get(act.ref)
         if item is None:
             msg = f"There is no element [{act.ref}] on the page; use a ref from the latest listing."
-            return self._reject(msg, UNKNOWN_REF)
+            return self.reject(msg, UNKNOWN_REF)
         what = format_element({k: v for k, v in item.items() if k in ("ref", "tag", "type", "text")})
         tab = self.tab
         if act.verb == "click":
             point = tab.evaluate(click_point_js(act.ref))
             if "error" in point:
-                return self._reject(f"Element {what} cannot be clicked ({point['error']}).", WRONG_ELEMENT)
+                return self.reject(f"Element {what} cannot be clicked ({point['error']}).", WRONG_ELEMENT)
             tab.click(point["x"], point["y"])
             return f"Clicked {what}."
         if act.verb == "type":
             focus = tab.evaluate(focus_field_js(act.ref))
             if "error" in focus:
-                return self._reject(f"Cannot type into {what}: {focus['error']}.", WRONG_ELEMENT)
+                return self.reject(f"Cannot type into {what}: {focus['error']}.", WRONG_ELEMENT)
             if act.text:
                 tab.insert_text(act.text)
             else:
@@ -298,19 +298,8 @@ class MiniWoBEnv(TextEnv):
             options = chosen.get("options")
             extra = f"; its options are {', '.join(json_quote(o) for o in options)}" if options else ""
             msg = f"Cannot select {json_quote(act.text)} in {what}: {chosen['error']}{extra}."
-            return self._reject(msg, WRONG_ELEMENT)
+            return self.reject(msg, WRONG_ELEMENT)
         return f"Selected {json_quote(chosen['selected'])} in {what}."
-
-    def _reject(self, message: str, reason: str) -> Transition:
-        """An unusable action: feedback, ``info["invalid_action"]``, one invalid action more (like ``TextEnv``)."""
-        self._invalid += 1
-        left = self.max_invalid_actions - self._invalid
-        ended = left < 0
-        tail = "The episode is over." if ended else f"{left} more invalid message(s) end the episode."
-        info: dict[str, Any] = {"invalid_action": reason}
-        if ended:
-            info["success"] = False
-        return Transition(f"{message} {tail}", 0.0, ended, info)
 
 
 def json_quote(text: str) -> str:
