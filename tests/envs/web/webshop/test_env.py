@@ -34,14 +34,14 @@ def test_baselines_score_between_random_and_oracle() -> None:
     assert 0.0 < sum(rand) < sum(rule) < 40.0
 
 
-def _started(seed: int = 3):
-    env = gymnasium.make("turnkit/WebShop-v0")
+def _started(seed: int = 3, **kwargs):
+    env = gymnasium.make("turnkit/WebShop-v0", **kwargs)
     obs, _ = env.reset(seed=seed)
     return env, obs
 
 
 def test_bad_commands_get_feedback_and_the_same_page() -> None:
-    env, first = _started()
+    env, first = _started(max_invalid_actions=10)
     page = first.split("\n\n", 1)[1]
     cases = {
         "buy the lamp please": "no_command",
@@ -51,14 +51,22 @@ def test_bad_commands_get_feedback_and_the_same_page() -> None:
     }
     for action, why in cases.items():
         obs, reward, terminated, truncated, info = env.step(action)
-        assert info["action_error"] == why and obs.endswith(page)
+        assert info["invalid_action"] == why and obs.endswith(page) and "more invalid message(s)" in obs
         assert (reward, terminated, truncated) == (0.0, False, False)
     obs, *_, info = env.step("search[" + "lamp " * 700 + "]")  # 3.5k characters: searched, cut to 500
     assert info["page"] == "results" and "results) for: lamp lamp" in obs
     obs, *_, info = env.step("search[desk lamp]")  # a results page has no search box
-    assert info["action_error"] == "no_search"
+    assert info["invalid_action"] == "no_search"
     obs, *_, info = env.step("x" * 1_000_000)  # 1 MB: an invalid action, not an exception
     assert info["invalid_action"] == "too_long"
+    env.close()
+
+
+def test_bad_commands_use_up_the_invalid_allowance() -> None:
+    env, _ = _started(max_invalid_actions=2)
+    results = [env.step("click[nothing]") for _ in range(3)]
+    assert [r[2] for r in results] == [False, False, True]  # the third exceeds the allowance of 2
+    assert results[-1][4]["success"] is False and "The episode is over." in results[-1][0]
     env.close()
 
 

@@ -10,8 +10,10 @@ episode; :mod:`~turnkit.envs.web.webshop.server`), which holds all episode state
 ## Action
 ``search[query]`` (on a page with the search box) or ``click[label]`` (any label shown in brackets:
 ``Back to Search``, ``Next >``, ``< Prev``, a product id, an option value, ``Buy Now``), as in WebShop. The
-first such command in the message counts. Anything else, an unknown label or a search without a search box
-gets feedback and the same page again (``info["action_error"]``), never an exception.
+first such command in the message counts. Anything else, an unknown label, an empty query or a search without
+a search box is an invalid action (:meth:`~turnkit.TextEnv.reject`): feedback and the same page again,
+``info["invalid_action"]``, and the episode ends after more than ``max_invalid_actions`` of them; never an
+exception.
 
 ## Observation
 The page as text: one line per page line, clickable labels in brackets, then the commands available. The
@@ -55,6 +57,7 @@ Example:
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import re
 from collections.abc import Sequence
 from typing import Any, ClassVar
@@ -262,7 +265,9 @@ class WebShopEnv(TextEnv):
         return {"search": "results", "item": "item"}.get(parts[0], "other")
 
     def _feedback(self, message: str, why: str) -> Transition:
-        return Transition(f"{message}\n\n{page_text(self._view)}", 0.0, False, {"action_error": why})
+        """An unusable command: counted as invalid (see :meth:`~turnkit.TextEnv.reject`), the page shown again."""
+        tr = self.reject(message, why)
+        return dataclasses.replace(tr, observation=f"{tr.observation}\n\n{page_text(self._view)}")
 
     def _end_session(self) -> None:
         if self._sid is not None and self._client.server is not None and self._client.server.alive:
