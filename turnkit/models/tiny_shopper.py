@@ -7,7 +7,10 @@ The embedded tiny policy speaks arithmetic; WebShop needs a model that reads a p
    (1,000,000 by default; studies evaluate on smaller seeds, so the two never overlap);
 2. rows: every oracle turn with the env's real observations as context, rendered by the chat-template path
    :class:`~turnkit.agents.hf.HFPolicy` samples with (:func:`turnkit.rollout.demos.demo_rows`);
-3. a byte-level BPE tokenizer learned from the episodes' text, a randomly initialised
+3. a byte-level BPE tokenizer learned from the episodes' text with the product ids cut out (random ids would
+   otherwise become arbitrary merges, and the same id would be spelled by different tokens on a result page
+   and in ``click[...]``: kept out, an id is one token per character, which a small model can copy), a
+   randomly initialised
    :func:`~turnkit.models.tiny.build_tiny_model` and SFT (:func:`turnkit.models.sft.train_sft`).
 
 Deliberately short SFT leaves a policy that knows the command format but often picks the wrong product or
@@ -26,6 +29,7 @@ Example:
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar
@@ -42,8 +46,11 @@ from turnkit.models.tiny import build_tiny_model, build_tiny_tokenizer
 from turnkit.models.tiny_agent import check_rows, episode_texts
 from turnkit.rollout.demos import collect_demos, demo_rows
 
-RECIPE_VERSION = 1
-"""Bumped whenever the code changes what a recipe builds (invalidates every cached tiny shopper)."""
+RECIPE_VERSION = 2
+"""Bumped whenever the code changes what a recipe builds (invalidates every cached tiny shopper).
+2: product ids are kept out of the BPE corpus (version 1 merged random id characters and could not copy ids)."""
+
+_PRODUCT_ID = re.compile(r"B0[A-Z0-9]{8}")
 ENV_ID = "turnkit/WebShop-v0"
 
 
@@ -80,7 +87,7 @@ class TinyShopperRecipe(TinyTrainingRecipe):
     """First demonstration seed."""
     corpus_episodes: int = 400
     """Episodes whose text trains the BPE merges."""
-    sft_steps: int = 800
+    sft_steps: int = 1500
     """SFT optimizer steps (short on purpose: see the module docstring)."""
     sft_batch_size: int = 16
     """SFT rows per step."""
@@ -111,9 +118,8 @@ class TinyShopperRecipe(TinyTrainingRecipe):
         if not episodes:
             raise ConfigError("no successful oracle demonstration to learn from")
         corpus_idx = np.random.default_rng(self.seed).permutation(len(episodes))[: self.corpus_episodes]
-        tokenizer = build_tiny_tokenizer(
-            episode_texts([episodes[i] for i in sorted(corpus_idx)]), vocab_size=self.vocab_size
-        )
+        corpus = [_PRODUCT_ID.sub(" ", text) for text in episode_texts([episodes[i] for i in sorted(corpus_idx)])]
+        tokenizer = build_tiny_tokenizer(corpus, vocab_size=self.vocab_size)
         rows = demo_rows(episodes, tokenizer)
         check_rows(rows, self.max_position_embeddings)
         model = build_tiny_model(tokenizer, self.model_config(), seed=self.seed)
