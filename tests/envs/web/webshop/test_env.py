@@ -159,3 +159,20 @@ def test_copies_and_pickles_get_their_own_session() -> None:
     obs, *_, info = env.step("click[Back to Search]")  # the original's session was not touched by the clones
     assert info["page"] == "home"
     env.close()
+
+
+def test_a_forked_child_neither_hangs_nor_stops_the_parents_server() -> None:
+    import os
+
+    env, _ = _started(seed=6)
+    pid = os.fork()
+    if pid == 0:  # the child runs the exit hooks of a normal interpreter shutdown
+        import atexit
+
+        atexit._run_exitfuncs()
+        os._exit(0)
+    _, status = os.waitpid(pid, 0)
+    assert status == 0
+    obs, *_, info = env.step("search[lamp]")  # the parent's server still serves this session
+    assert info["page"] == "results"
+    env.close()

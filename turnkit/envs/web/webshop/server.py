@@ -26,6 +26,7 @@ from __future__ import annotations
 import atexit
 import itertools
 import json
+import os
 import threading
 from dataclasses import asdict, dataclass, field
 from http import HTTPStatus
@@ -95,6 +96,7 @@ class ShopServer(ThreadingHTTPServer):
         self._ids = itertools.count(1)
         self._thread = threading.Thread(target=self.serve_forever, name="turnkit-webshop", daemon=True)
         self._thread.start()
+        self._pid = os.getpid()
         self.closed = False
 
     @property
@@ -118,8 +120,12 @@ class ShopServer(ThreadingHTTPServer):
         return sid
 
     def close(self) -> None:
-        """Stop serving and close the socket (idempotent)."""
-        if not self.closed:
+        """Stop serving and close the socket (idempotent).
+
+        In a forked child this does nothing: the serving thread stayed in the parent, and ``shutdown()`` would
+        wait for it forever.
+        """
+        if not self.closed and os.getpid() == self._pid:
             self.closed = True
             self.shutdown()
             self.server_close()
@@ -142,6 +148,15 @@ def shop_server() -> ShopServer:
 def _close_at_exit() -> None:
     if _SERVER is not None:
         _SERVER.close()
+
+
+def _forget_in_child() -> None:
+    """A forked child has no serving thread: it starts its own server when it needs one."""
+    global _SERVER
+    _SERVER = None
+
+
+os.register_at_fork(after_in_child=_forget_in_child)
 
 
 class _BadRequest(Exception):
