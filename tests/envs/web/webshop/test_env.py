@@ -174,5 +174,5 @@ def test_a_forked_child_neither_hangs_nor_stops_the_parents_server() -> None:
     _, status = os.waitpid(pid, 0)
     assert status == 0
     obs, *_, info = env.step("search[lamp]")  # the parent's server still serves this session
-    assert info["page"] == "results"
+    assert info["page"] == "results" and "for: lamp" in obs
     env.close()
