@@ -2,7 +2,9 @@
 
 The full ``turnkit.check_env`` (all checks, cross-process included) runs on the registered default in
 tests/contract and on a multi-step task here; ``benchmarks/bench_miniwob.py --check`` runs it on every curated
-task (see docs/envs/miniwob.md). These per-task tests cover the same properties at a fraction of the cost.
+task (see docs/envs/miniwob.md). In CI every curated task gets the per-task tests below for determinism, the
+fresh process and snapshots (a fraction of check_env's cost), and check_env's other checks (leaks, garbage
+actions, the invalid allowance, truncation) themselves.
 """
 
 from __future__ import annotations
@@ -131,3 +133,17 @@ def test_every_page_of_the_wheel_is_curated_or_left_out_with_a_reason(chromium: 
 
     assert set(task_names()) == set(CURATED) | set(LEFT_OUT) and not set(CURATED) & set(LEFT_OUT)
     assert all(LEFT_OUT.values()) and all(CURATED.values())
+
+
+LIGHT_CHECKS = ["gymnasium", "text_env", "privileged_leak", "garbage_actions", "invalid_allowance", "truncation"]
+"""The check_env checks the tests above do not already cover per task (determinism, snapshots, fresh process)."""
+
+
+@pytest.mark.parametrize("name", sorted(CURATED))
+def test_every_curated_task_passes_the_rest_of_check_env(chromium: None, name: str) -> None:
+    env = gymnasium.make("turnkit/MiniWoB-v0", task=name)
+    try:
+        report = turnkit.check_env(env, seeds=(0,), cross_process=False, checks=LIGHT_CHECKS, raise_on_failure=False)
+    finally:
+        env.close()
+    assert report.ok, str(report)
