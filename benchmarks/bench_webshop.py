@@ -49,7 +49,7 @@ def time_render(env: gymnasium.Env, plans: dict[int, list[str]]) -> tuple[float,
             env.step(action)
             t_step += time.perf_counter() - t0
             steps += 1
-            paths.append(env.unwrapped._path)
+            paths.append(env.unwrapped.page_path)
     return 1000 * t_reset / len(plans), 1000 * t_step / steps, paths
 
 

@@ -25,13 +25,13 @@ def _lockstep(text_env, chromium_env, seed: int, agent, max_steps: int = 6) -> l
     obs_t, _ = text_env.reset(seed=seed)
     obs_c, _ = chromium_env.reset(seed=seed)
     messages = [Message("user", obs_t)]
-    pages.append((text_env.unwrapped._view, chromium_env.unwrapped._view, obs_t, obs_c))
+    pages.append((text_env.unwrapped.page, chromium_env.unwrapped.page, obs_t, obs_c))
     for turn in range(max_steps):
         ctx = Context(tuple(messages), "turnkit/WebShop-v0", turn, seed, text_env.unwrapped.task)
         action = agent.act([ctx])[0].text
         obs_t, _, done, _, _ = text_env.step(action)
         obs_c, *_ = chromium_env.step(action)
-        pages.append((text_env.unwrapped._view, chromium_env.unwrapped._view, obs_t, obs_c))
+        pages.append((text_env.unwrapped.page, chromium_env.unwrapped.page, obs_t, obs_c))
         messages += [Message("assistant", action), Message("user", obs_t)]
         if done:
             break

@@ -93,7 +93,7 @@ def test_snapshot_restores_into_another_env_and_continues_identically() -> None:
     env, _ = _started(seed=8)
     env.step(f"search[{env.unwrapped.task.metadata['product_type']}]")
     snap = snapshot_env(env)
-    labels = [line for line in env.unwrapped._view.labels if line.startswith("B0")]
+    labels = [line for line in env.unwrapped.page.labels if line.startswith("B0")]
     a = env.step(f"click[{labels[0]}]")
     other = gymnasium.make("turnkit/WebShop-v0")
     other.reset(seed=99)

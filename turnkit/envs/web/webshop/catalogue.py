@@ -169,15 +169,18 @@ def find_target(shop: Shop, goal: Goal) -> Product:
 
 
 @lru_cache(maxsize=512)
+def _generated(seed: int, split: str) -> tuple[Shop, Goal]:
+    return generate_shop(seed, split)
+
+
 def shop_for(seed: int, split: str) -> Shop:
     """The shop of ``(seed, split)``, cached (the env, the server and the oracle all read the same one)."""
-    return generate_shop(seed, split)[0]
+    return _generated(seed, split)[0]
 
 
-@lru_cache(maxsize=512)
 def goal_for(seed: int, split: str) -> Goal:
-    """The goal of ``(seed, split)``, cached."""
-    return generate_shop(seed, split)[1]
+    """The goal of ``(seed, split)``, from the same cached generation as :func:`shop_for`."""
+    return _generated(seed, split)[1]
 
 
 # ---------------------------------------------------------------------------------------------- generation

@@ -221,6 +221,24 @@ class WebShopEnv(TextEnv):
         self._stale_tab = True
 
     # ------------------------------------------------------------------ public extras
+    @property
+    def page(self) -> PageView:
+        """The current page as the renderer read it (lines, links with session-relative targets, search box).
+
+        Example:
+            >>> env = WebShopEnv()
+            >>> _ = env.reset(seed=0)
+            >>> env.page.has_search, env.page.labels
+            (True, ())
+            >>> env.close()
+        """
+        return self._view
+
+    @property
+    def page_path(self) -> str:
+        """The current page's path relative to the session (``"/"``, ``"/search?q=..."``, ``"/item/<id>"``)."""
+        return self._path
+
     def screenshot(self) -> np.ndarray:
         """The current page's pixels (``render="chromium"`` only).
 
