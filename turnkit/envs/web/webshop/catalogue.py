@@ -90,7 +90,13 @@ class Goal:
     price_upper: float
 
     def to_json(self) -> dict[str, Any]:
-        """A JSON-ready dict (lists for tuples)."""
+        """A JSON-ready dict (lists for tuples); :meth:`from_json` inverts it.
+
+        Example:
+            >>> goal = Goal("desk lamp", "Lumen Led Desk Lamp", ("led",), (("color", "black"),), 40.0)
+            >>> Goal.from_json(goal.to_json()) == goal
+            True
+        """
         return {
             "type_name": self.type_name,
             "title": self.title,

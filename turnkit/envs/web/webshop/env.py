@@ -93,7 +93,13 @@ def parse_command(action: str) -> tuple[str, str] | None:
 
 
 def page_text(view: PageView) -> str:
-    """The observation text of a page: its lines, then the commands it allows."""
+    """The observation text of a page: its lines, then the commands it allows.
+
+    Example:
+        >>> print(page_text(PageView(("[Back to Search]",), (("Back to Search", "/"),), False)))
+        [Back to Search]
+        Commands: click[one of the bracketed labels]
+    """
     commands = []
     if view.has_search:
         commands.append("search[your query]")

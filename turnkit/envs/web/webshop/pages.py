@@ -42,7 +42,12 @@ def _link(href: str, label: str, css: str = "") -> str:
 
 
 def search_url(base: str, query: str, page: int) -> str:
-    """The URL of result page ``page`` (1-based) of ``query``."""
+    """The URL of result page ``page`` (1-based) of ``query``.
+
+    Example:
+        >>> search_url("/s/1", "red shirt", 2), item_url("/s/1", "B0ABCDEFGH")
+        ('/s/1/search?q=red+shirt&p=2', '/s/1/item/B0ABCDEFGH')
+    """
     return f"{base}/search?{urlencode({'q': query, 'p': page})}"
 
 
