@@ -73,3 +73,23 @@ def test_chromium_exits_when_its_python_process_is_killed(tmp_path: Path) -> Non
     proc = ChromiumProcess(chromium(), extra_flags=("--no-sandbox",) if os.geteuid() == 0 else ())
     proc.kill()
     assert not Path(profile).exists()
+
+
+def test_a_forked_child_exiting_leaves_the_parents_browser_running() -> None:
+    """The child inherits the object and its exit hooks; running them there must not kill the parent's browser."""
+    proc = ChromiumProcess(chromium(), extra_flags=("--no-sandbox",) if os.geteuid() == 0 else ())
+    try:
+        child = os.fork()
+        if child == 0:  # kill() and the exit-time finalizer share one clean-up, which checks the owner
+            try:
+                proc.kill()
+            finally:
+                os._exit(0)
+        _, status = os.waitpid(child, 0)
+        assert os.waitstatus_to_exitcode(status) == 0
+        assert proc.alive and pids_with(proc.profile)
+        assert Path(proc.profile).is_dir()
+        assert proc.conn.call("Browser.getVersion", deadline=time.monotonic() + 10.0)["product"]
+    finally:
+        proc.kill()
+    assert wait_gone(proc.profile) == []

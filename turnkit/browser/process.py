@@ -8,7 +8,7 @@ closes, so even a ``kill -9`` of the Python process takes the browser down with 
 :meth:`ChromiumProcess.kill` is idempotent: it asks the browser to close, then kills the process group,
 reaps the main process, kills any straggler whose command line names the private profile directory and
 deletes that directory. A ``weakref.finalize`` runs the same clean-up when the object is garbage-collected
-or the interpreter exits.
+or the interpreter exits. Both do nothing in a forked child: only the process that started the browser stops it.
 
 Example:
     >>> import shutil
@@ -183,8 +183,14 @@ def _reap(pid: int, timeout_s: float) -> bool:
         time.sleep(0.01)
 
 
-def _terminate(pid: int, conn: CDPConnection, profile: str, graceful: bool) -> None:
-    """Stop the browser tree of ``pid`` and delete its profile; safe to call on a dead browser."""
+def _terminate(pid: int, conn: CDPConnection, profile: str, graceful: bool, owner_pid: int) -> None:
+    """Stop the browser tree of ``pid`` and delete its profile; safe to call on a dead browser.
+
+    Does nothing outside process ``owner_pid``: a forked child inherits the object and its exit hooks, and its
+    exit must not kill the browser that its parent still uses.
+    """
+    if os.getpid() != owner_pid:
+        return
     if graceful and not conn.closed:
         with contextlib.suppress(BrowserError, OSError):
             conn.fire("Browser.close")
@@ -255,7 +261,8 @@ class ChromiumProcess:
                 os.close(to_child)
                 os.close(from_child)
         self.conn = CDPConnection(read_fd=ours_r, write_fd=ours_w, on_event=on_event)
-        self._finalizer = weakref.finalize(self, _terminate, self.pid, self.conn, self.profile, False)
+        self._owner_pid = os.getpid()
+        self._finalizer = weakref.finalize(self, _terminate, self.pid, self.conn, self.profile, False, self._owner_pid)
         try:
             self.version = self.conn.call("Browser.getVersion", deadline=time.monotonic() + start_timeout_s)
         except BrowserError as exc:
@@ -290,4 +297,4 @@ class ChromiumProcess:
         """
         if self._finalizer.alive:
             self._finalizer.detach()
-            _terminate(self.pid, self.conn, self.profile, graceful)
+            _terminate(self.pid, self.conn, self.profile, graceful, self._owner_pid)
