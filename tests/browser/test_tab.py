@@ -229,3 +229,27 @@ def test_bad_settings_are_rejected() -> None:
         Tab(Site(), timeout_s=0)
     with pytest.raises(BrowserError, match="callable"):
         Tab("not a resolver")  # type: ignore[arg-type]
+
+
+def test_a_forked_child_closing_its_copy_of_a_tab_leaves_the_parents_tab_working(no_chromium_left: None) -> None:
+    """close() in a forked child (the tab's last hold there) must not stop the browser the parent's tab still uses.
+
+    Fails without ChromiumProcess's owner check; the context is not disposed either (the child sees no live host).
+    """
+    _chromium_or_skip()
+    own = Tab(Site(), viewport=(320, 240), timeout_s=5.0)
+    try:
+        own.goto(SITE)
+        child = os.fork()
+        if child == 0:
+            try:
+                own.close()
+            finally:
+                os._exit(0)
+        _, status = os.waitpid(child, 0)
+        assert os.waitstatus_to_exitcode(status) == 0
+        assert own.evaluate("document.getElementById('p').textContent") == "static"
+        own.goto(SITE)
+        assert own.evaluate("window.appLoaded") == 1
+    finally:
+        own.close()
