@@ -2,11 +2,24 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import os
+from collections.abc import Callable, Iterator
 
 import pytest
 
 from turnkit.browser import Browser, BrowserError, RenderCache, find_chromium
+
+
+def exit_code_in_forked_child(action: Callable[[], None]) -> int:
+    """Run ``action`` in a forked child that then leaves with ``os._exit(0)``; the child's exit code."""
+    child = os.fork()
+    if child == 0:
+        try:
+            action()
+        finally:
+            os._exit(0)
+    _, status = os.waitpid(child, 0)
+    return os.waitstatus_to_exitcode(status)
 
 
 def _chromium_or_skip() -> None:

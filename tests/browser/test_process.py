@@ -13,6 +13,8 @@ import pytest
 from turnkit.browser import BrowserError, ChromiumProcess, find_chromium, pids_with
 from turnkit.browser.process import PROFILE_PREFIX
 
+from .conftest import exit_code_in_forked_child
+
 
 def chromium() -> str:
     try:
@@ -79,14 +81,8 @@ def test_a_forked_child_exiting_leaves_the_parents_browser_running() -> None:
     """The child inherits the object and its exit hooks; running them there must not kill the parent's browser."""
     proc = ChromiumProcess(chromium(), extra_flags=("--no-sandbox",) if os.geteuid() == 0 else ())
     try:
-        child = os.fork()
-        if child == 0:  # kill() and the exit-time finalizer share one clean-up, which checks the owner
-            try:
-                proc.kill()
-            finally:
-                os._exit(0)
-        _, status = os.waitpid(child, 0)
-        assert os.waitstatus_to_exitcode(status) == 0
+        # kill() and the exit-time finalizer share one clean-up, which checks the owner
+        assert exit_code_in_forked_child(proc.kill) == 0
         assert proc.alive and pids_with(proc.profile)
         assert Path(proc.profile).is_dir()
         assert proc.conn.call("Browser.getVersion", deadline=time.monotonic() + 10.0)["product"]

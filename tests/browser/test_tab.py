@@ -16,7 +16,7 @@ import pytest
 from turnkit.browser import BrowserError, PageError, Tab, TabRequest, TabResponse, launched_profiles, pids_with
 from turnkit.browser.tab import running_hosts
 
-from .conftest import _chromium_or_skip
+from .conftest import _chromium_or_skip, exit_code_in_forked_child
 
 SITE = "http://site.invalid/"
 PAGES = {
@@ -240,14 +240,7 @@ def test_a_forked_child_closing_its_copy_of_a_tab_leaves_the_parents_tab_working
     own = Tab(Site(), viewport=(320, 240), timeout_s=5.0)
     try:
         own.goto(SITE)
-        child = os.fork()
-        if child == 0:
-            try:
-                own.close()
-            finally:
-                os._exit(0)
-        _, status = os.waitpid(child, 0)
-        assert os.waitstatus_to_exitcode(status) == 0
+        assert exit_code_in_forked_child(own.close) == 0
         assert own.evaluate("document.getElementById('p').textContent") == "static"
         own.goto(SITE)
         assert own.evaluate("window.appLoaded") == 1
