@@ -95,7 +95,7 @@ def study(args: argparse.Namespace) -> dict[str, Any]:
         batch_tasks=args.batch_tasks,
     )
 
-    def held_out(policy: Any) -> dict[str, float]:
+    def held_out(policy: Any, where: Path) -> dict[str, float]:
         out = {}
         for name, view in (
             ("sampled", policy.with_sampling(temperature=1.0)),
@@ -108,10 +108,13 @@ def study(args: argparse.Namespace) -> dict[str, Any]:
                 seed=HELD_OUT_SEED,
                 env_kwargs=env_kwargs,
                 batch_size=64,
+                out_dir=where / name,
                 progress=False,
             )
             out[name] = s.success_rate
             out[f"{name}_turns"] = s.mean_turns
+            fmt = answer_format(where / name / "trajectories.jsonl")
+            out.update({f"{name}_{key}": value for key, value in fmt.items()})
         return out
 
     methods = args.methods.split(",")
@@ -120,14 +123,14 @@ def study(args: argparse.Namespace) -> dict[str, Any]:
     for seed in args.seeds:
         row: dict[str, Any] = {"seed": seed}
         sft = tiny_policy(seed=seed)
-        row["sft"] = held_out(sft)
+        row["sft"] = held_out(sft, out_dir / f"eval-s{seed}" / "sft")
         print(json.dumps({"seed": seed, "sft": row["sft"], "t": time.perf_counter() - t_start}), flush=True)
         cfg = replace(base, seed=seed, mcts=replace(mcts, seed=seed), dpo=replace(dpo, seed=seed))
         ctx = None
         if "mcts" in methods:
             policy = tiny_policy(seed=seed)
             res = synthesize(cfg, policy, out_dir / f"mcts-s{seed}", progress=False)
-            row["mcts_dpo"] = held_out(policy)
+            row["mcts_dpo"] = held_out(policy, out_dir / f"eval-s{seed}" / "mcts_dpo")
             ctx = sum(m["search"]["policy_contexts"] for m in res.iterations)
             row["mcts_dpo"].update(sampled_turns=ctx, pairs=len(res.pairs), per_iteration=_iter_summary(res))
             print(
@@ -143,7 +146,7 @@ def study(args: argparse.Namespace) -> dict[str, Any]:
             res = synthesize(
                 replace(cfg, search="best_of_n", best_of_n=n), policy, out_dir / f"bon-s{seed}", progress=False
             )
-            row["bon_dpo"] = held_out(policy)
+            row["bon_dpo"] = held_out(policy, out_dir / f"eval-s{seed}" / "bon_dpo")
             row["bon_dpo"].update(
                 sampled_turns=sum(m["search"]["policy_contexts"] for m in res.iterations),
                 pairs=len(res.pairs),
@@ -200,15 +203,55 @@ def summarize(runs: list[dict[str, Any]]) -> dict[str, Any]:
     return out
 
 
-FORMAT_LOSS_TURNS = 1.05
-"""Greedy turns per held-out episode above which a policy has lost the answer format: with one attempt an
-episode takes one turn, and every unparseable reply adds one (the env's invalid-action allowance)."""
+FORMAT_LOSS_FIRST = 0.05
+"""Share of greedy held-out episodes whose *first* reply has no answer line above which a policy has lost the
+answer format. First replies only: the SFT start answers every first turn, but after a wrong answer its
+retries often drop the ``ANSWER:`` prefix (``": 5"``), so later turns would flag the start itself."""
+
+FORMAT_LOSS_TURNS = 1.0 + FORMAT_LOSS_FIRST
+"""The same threshold for result files from before ``*_unanswered_first`` was recorded, all with one attempt per
+episode: there an answered first reply ends the episode, and every reply without an answer line adds a turn."""
+
+
+def answer_format(path: str | Path) -> dict[str, float]:
+    r"""Replies without an answer line in an evaluation's ``trajectories.jsonl``.
+
+    Returns ``unanswered`` (such turns per episode) and ``unanswered_first`` (share of episodes whose first
+    reply is one).
+
+    Example:
+        >>> import tempfile
+        >>> step = lambda answered: {"info": {"answered": answered}}
+        >>> path = Path(tempfile.mkdtemp()) / "trajectories.jsonl"
+        >>> _ = path.write_text(json.dumps({"steps": [step(True), step(False), step(False)]}) + "\n"
+        ...                     + json.dumps({"steps": [step(False), step(True)]}) + "\n")
+        >>> answer_format(path)
+        {'unanswered': 1.5, 'unanswered_first': 0.5}
+    """
+    episodes = [json.loads(line)["steps"] for line in Path(path).read_text(encoding="utf-8").splitlines() if line]
+    if not episodes:
+        return {"unanswered": 0.0, "unanswered_first": 0.0}
+    missing = sum(step["info"].get("answered") is False for steps in episodes for step in steps)
+    first = sum(bool(steps) and steps[0]["info"].get("answered") is False for steps in episodes)
+    return {"unanswered": missing / len(episodes), "unanswered_first": first / len(episodes)}
+
+
+def lost_format(row: dict[str, Any]) -> bool:
+    """Whether one method's held-out row shows format loss (:data:`FORMAT_LOSS_FIRST`).
+
+    Example:
+        >>> lost_format({"greedy_unanswered_first": 0.0, "greedy_turns": 2.4}), lost_format({"greedy_turns": 1.3})
+        (False, True)
+    """
+    if "greedy_unanswered_first" in row:
+        return row["greedy_unanswered_first"] > FORMAT_LOSS_FIRST
+    return row.get("greedy_turns", 1.0) > FORMAT_LOSS_TURNS
 
 
 def format_summary(runs: list[dict[str, Any]], methods: list[str]) -> dict[str, Any]:
     """Per method, the seeds whose policy lost the answer format, and those that collapsed.
 
-    Format loss: greedy turns per episode above :data:`FORMAT_LOSS_TURNS`. Collapse: greedy success below half
+    Format loss: :func:`lost_format` (greedy turns without an answer line). Collapse: greedy success below half
     the SFT start's. Both are results of their own, beside the means (issue #21: collapse rates).
 
     Example:
@@ -219,7 +262,7 @@ def format_summary(runs: list[dict[str, Any]], methods: list[str]) -> dict[str, 
     """
     out: dict[str, Any] = {}
     for method in methods:
-        lost = [i for i, r in enumerate(runs) if r[method].get("greedy_turns", 1.0) > FORMAT_LOSS_TURNS]
+        lost = [i for i, r in enumerate(runs) if lost_format(r[method])]
         collapsed = [i for i, r in enumerate(runs) if r[method]["greedy"] < 0.5 * r["sft"]["greedy"]]
         out[method] = {
             "format_loss": len(lost),
@@ -330,7 +373,7 @@ def check_lines(result: dict[str, Any]) -> list[str]:
     lines, holds = [], True
     for row in result["runs"]:
         gain = row["mcts_dpo"]["sampled"] - row["sft"]["sampled"]
-        kept = row["mcts_dpo"].get("greedy_turns", 1.0) <= FORMAT_LOSS_TURNS
+        kept = not lost_format(row["mcts_dpo"])
         holds &= gain > 0 and kept
         lines.append(
             f"seed {row['seed']}: sampled {row['sft']['sampled']:.3f} -> {row['mcts_dpo']['sampled']:.3f} "

@@ -246,7 +246,8 @@ def main() -> None:
         evals["pi0"] = {0: evaluate(base, args.eval_tasks, rng)}
         log(f"pi0 eval: {json.dumps(public(evals['pi0'][0]))}", start)
     chosen, n_states = sweet_states(train, args.sweet_states)
-    results["train"] = {}
+    results["train"], results["evals"] = {}, evals
+    path = args.out_dir / f"run_{'-'.join(methods)}_s{'-'.join(map(str, seeds))}.json"
     for seed in seeds:
         prefs = {
             m: [as_segmented(p) for p in sweet_pairs(c, base, chosen, num_candidates=args.k, seed=seed)]
@@ -259,10 +260,8 @@ def main() -> None:
             results["train"].setdefault(m, {})[seed] = {**info, **({"states": n_states} if m in prefs else {})}
             evals.setdefault(m, {})[seed] = evaluate(policy, args.eval_tasks, rng)
             log(f"seed {seed} {m}: train {json.dumps(info)} eval {json.dumps(public(evals[m][seed]))}", start)
-    results["evals"] = evals
-    path = args.out_dir / f"run_{'-'.join(methods)}_s{'-'.join(map(str, seeds))}.json"
-    write_result(path, results, started=started)
-    log(f"wrote {path}", start)
+        write_result(path, results, started=started)  # after every seed: a cut-short run keeps its finished seeds
+        log(f"wrote {path} (seeds up to {seed})", start)
 
 
 def write_summary(out_dir: Path) -> None:
