@@ -269,7 +269,10 @@ def write_summary(out_dir: Path) -> None:
     started = time.time()
     evals: dict[str, dict[int, dict[str, Any]]] = {}
     runs = {}
-    for path in sorted(out_dir.glob("run_*.json")):
+    paths = sorted(out_dir.glob("run_*.json"))
+    if not paths:
+        raise SystemExit(f"no run_*.json in {out_dir}: run the study with --out-dir {out_dir} first")
+    for path in paths:
         run = json.loads(path.read_text(encoding="utf-8"))
         runs[path.name] = {k: run[k] for k in run if k != "evals"}
         for m, by_seed in run["evals"].items():
@@ -277,7 +280,7 @@ def write_summary(out_dir: Path) -> None:
     summary = {"runs": runs, "eval": summarize(evals, np.random.default_rng(0))}
     write_result(out_dir / "summary.json", summary, started=started)
     plot(summary["eval"], out_dir / "policies.png")
-    print(json.dumps(summary["eval"], indent=1))
+    print("\n".join(table_rows(summary["eval"])))
 
 
 def summarize(evals: dict[str, dict[int, dict[str, Any]]], rng: np.random.Generator) -> dict[str, Any]:
@@ -309,6 +312,58 @@ def summarize(evals: dict[str, dict[int, dict[str, Any]]], rng: np.random.Genera
             block[f"vs_{ref}_pooled"] = pooled_diff([runs[s] for s in by_seed], list(by_seed.values()), rng)
         out[m] = block
     return out
+
+
+COLLAPSE = 0.5
+"""A policy run collapsed when its held-out mean reward (T = 1 or greedy) fell below this share of ``π_0``'s."""
+
+
+def collapsed_seeds(block: dict[str, Any], pi0: dict[str, Any]) -> list[int]:
+    """The seeds of one method's summary block whose T = 1 or greedy mean reward collapsed (:data:`COLLAPSE`).
+
+    Example:
+        >>> pi0 = {"t1": {"mean_reward": 0.4}, "greedy": {"mean_reward": 0.6}}
+        >>> per_seed = {0: {"t1": {"mean_reward": 0.39}, "greedy": {"mean_reward": 0.6}},
+        ...             1: {"t1": {"mean_reward": 0.01}, "greedy": {"mean_reward": 0.5}}}
+        >>> collapsed_seeds({"per_seed": per_seed}, pi0)
+        [1]
+    """
+    return [
+        int(s)
+        for s, ev in block["per_seed"].items()
+        if any(ev[m]["mean_reward"] < COLLAPSE * pi0[m]["mean_reward"] for m in ("t1", "greedy"))
+    ]
+
+
+def table_rows(summary: dict[str, Any]) -> list[str]:
+    """The docs' table: per method, mean reward over seeds, differences vs ``π_0`` and RFT, per-seed values, collapses.
+
+    Differences: mean over seeds of the per-seed paired differences, with the Student-t interval over seeds and,
+    after the slash, the pooled bootstrap interval over tasks (both must exclude 0 for a measurable effect).
+    """
+
+    def cell(block: dict[str, Any], ref: str, key: str) -> str:
+        if f"vs_{ref}" not in block:
+            return ""
+        seeds, pooled = block[f"vs_{ref}"][key], block[f"vs_{ref}_pooled"][key]["ci95"]
+        return f"{seeds['mean']:+.3f} [{seeds['lo']:+.3f}, {seeds['hi']:+.3f}] / [{pooled[0]:+.3f}, {pooled[1]:+.3f}]"
+
+    pi0 = summary["pi0"]["per_seed"][next(iter(summary["pi0"]["per_seed"]))] if "pi0" in summary else None
+    rows = [
+        "| policy | seeds | reward T=1 | Δ vs π_0 (seeds / tasks) | Δ vs RFT (seeds / tasks) | per seed, T=1 "
+        "| reward greedy | Δ greedy vs π_0 | collapsed |",
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
+    for name, block in summary.items():
+        t1, greedy = block["t1_mean_reward"], block["greedy_mean_reward"]
+        per_seed = ", ".join(f"{ev['t1']['mean_reward']:.3f}" for ev in block["per_seed"].values())
+        gone = "" if pi0 is None or name == "pi0" else f"{len(collapsed_seeds(block, pi0))} of {len(block['seeds'])}"
+        rows.append(
+            f"| {name} | {len(block['seeds'])} | {t1['mean']:.3f} | {cell(block, 'pi0', 't1_reward')} "
+            f"| {cell(block, 'rft', 't1_reward')} | {per_seed} | {greedy['mean']:.3f} "
+            f"| {cell(block, 'pi0', 'greedy_reward')} | {gone} |"
+        )
+    return rows
 
 
 def pooled_diff(
