@@ -4,6 +4,7 @@
     python studies/sweet_collab_policy.py --methods pi0,rft,mt_dpo --seeds 0,1,2 --out-dir $D &   # two
     python studies/sweet_collab_policy.py --methods sweet,sweet_no_priv --seeds 0,1,2 --out-dir $D  # processes
     python studies/sweet_collab_policy.py --summarize --out-dir $D         # summary.json + policies.png
+    python studies/sweet_collab_policy.py --check     # ~10 min: one seed of π_0, RFT, SWEET; does the ordering hold?
     python studies/sweet_collab_policy.py --train-tasks 8 --eval-tasks 8 --held-tasks 4 --critic-steps 3 \
         --policy-steps 3 --sweet-states 8 --methods pi0,rft,mt_dpo,sweet --out-dir /tmp/scp      # smoke run
 
@@ -192,8 +193,15 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     ap.add_argument("--methods", default="pi0,rft,mt_dpo,sweet", help=f"comma list of pi0 and {METHODS}")
     ap.add_argument("--seeds", default="0", help="comma list of training seeds per method")
     ap.add_argument("--summarize", action="store_true", help="only merge the run files of --out-dir")
-    ap.add_argument("--out-dir", type=Path, required=True)
-    return ap.parse_args(argv)
+    ap.add_argument("--out-dir", type=Path, help="run files and summary (default for --check: runs/scp_check)")
+    ap.add_argument("--check", action="store_true", help="one seed of pi0,rft,sweet: does the ordering hold here?")
+    args = ap.parse_args(argv)
+    if args.check:
+        args.methods, args.seeds = "pi0,rft,sweet", "0"
+        args.out_dir = args.out_dir or Path("runs/scp_check")
+    if args.out_dir is None:
+        ap.error("--out-dir is required")
+    return args
 
 
 def main() -> None:
@@ -262,9 +270,11 @@ def main() -> None:
             log(f"seed {seed} {m}: train {json.dumps(info)} eval {json.dumps(public(evals[m][seed]))}", start)
         write_result(path, results, started=started)  # after every seed: a cut-short run keeps its finished seeds
         log(f"wrote {path} (seeds up to {seed})", start)
+    if args.check:
+        print(check_line(write_summary(args.out_dir)))
 
 
-def write_summary(out_dir: Path) -> None:
+def write_summary(out_dir: Path) -> dict[str, Any]:
     """Merge every ``run_*.json`` of ``out_dir`` into ``summary.json`` and ``policies.png``."""
     started = time.time()
     evals: dict[str, dict[int, dict[str, Any]]] = {}
@@ -281,6 +291,24 @@ def write_summary(out_dir: Path) -> None:
     write_result(out_dir / "summary.json", summary, started=started)
     plot(summary["eval"], out_dir / "policies.png")
     print("\n".join(table_rows(summary["eval"])))
+    return summary["eval"]
+
+
+def check_line(summary: dict[str, Any]) -> str:
+    """``--check``'s verdict on the documented ordering: SWEET's policy step does not beat RFT (T = 1 reward).
+
+    Example:
+        >>> check_line({"sweet": {"vs_rft": {"t1_reward": {"mean": -0.008}}}})
+        'SWEET - RFT = -0.008 reward at T = 1 (documented: <= +0.010 on every seed and path): holds here'
+    """
+    diff = summary["sweet"]["vs_rft"]["t1_reward"]["mean"]
+    verdict = "holds here" if diff <= CHECK_MARGIN else "does NOT hold here"
+    claim = f"documented: <= +{CHECK_MARGIN:.3f} on every seed and path"
+    return f"SWEET - RFT = {diff:+.3f} reward at T = 1 ({claim}): {verdict}"
+
+
+CHECK_MARGIN = 0.01
+"""``--check``: SWEET's policy may beat RFT by at most this much T = 1 reward for the documented ordering to hold."""
 
 
 def summarize(evals: dict[str, dict[int, dict[str, Any]]], rng: np.random.Generator) -> dict[str, Any]:
