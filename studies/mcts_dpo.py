@@ -89,7 +89,9 @@ def study(args: argparse.Namespace) -> dict[str, Any]:
         tasks_per_iteration=args.tasks,
         env_kwargs=env_kwargs,
         mcts=mcts,
-        pairs=PairConfig(rejected=args.rejected, min_q_gap=args.min_q_gap, scope=args.scope),
+        pairs=PairConfig(
+            rejected=args.rejected, min_q_gap=args.min_q_gap, scope=args.scope, require_value=args.require_value
+        ),
         dpo=dpo,
         render_trees=1,
         batch_tasks=args.batch_tasks,
@@ -321,6 +323,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--rejected", default="lowest_q")
     p.add_argument("--min-q-gap", type=float, default=0.0)
     p.add_argument("--scope", default="committed", choices=("committed", "all"))
+    p.add_argument("--require-value", action="store_true", help="PairConfig.require_value: no pairs on Q = 0 guesses")
     p.add_argument("--epochs", type=int, default=3)
     p.add_argument("--lr", type=float, default=1e-3)
     p.add_argument("--batch-size", type=int, default=8)

@@ -9,6 +9,7 @@ from turnkit.search.mcts import MCTS, MCTSConfig
 from turnkit.search.pairs import (
     PairConfig,
     PreferencePair,
+    has_value,
     pairs_to_dataset,
     read_pairs,
     trajectory_pair,
@@ -68,6 +69,57 @@ def test_min_q_gap_filters_close_pairs():
     assert tree_pairs(tree, PairConfig(min_q_gap=2.5)) == []
     [pair] = tree_pairs(tree, PairConfig(min_q_gap=1.0))  # only "bad" is 2.0 below
     assert pair.rejected == "bad"
+
+
+def retry_tree() -> SearchTree:
+    """A last-attempt state with a stall the search did not follow (Q 0), a wrong answer (-1), a right one (1)."""
+    tree = SearchTree(env_id="demo", seed=0, observation="2+2? (1 attempt left)")
+    stall = tree.add_child(0, AgentTurn(": 4"), observation="No answer yet.")
+    wrong = tree.add_child(0, AgentTurn("ANSWER: 5"), observation="Wrong.", terminal=True, info={"success": False})
+    tree.node(stall).update(q=0.0, visits=1)
+    tree.node(wrong).update(q=-1.0, visits=2)
+    return tree
+
+
+def test_an_unfollowed_stall_beats_a_wrong_last_answer_unless_a_value_is_required():
+    tree = retry_tree()
+    [pair] = tree_pairs(tree, PairConfig(require_success=False))
+    assert (pair.chosen, pair.rejected, pair.q_chosen) == (": 4", "ANSWER: 5", 0.0)  # the defect
+    assert tree_pairs(tree, PairConfig(require_success=False, require_value=True)) == []
+    right = tree.add_child(0, AgentTurn("ANSWER: 4"), observation="Correct.", terminal=True, info={"success": True})
+    tree.node(right).update(q=1.0, visits=3)
+    [pair] = tree_pairs(tree, PairConfig(require_success=False, require_value=True))
+    assert (pair.chosen, pair.rejected) == ("ANSWER: 4", "ANSWER: 5")  # the stall is neither side
+
+
+def test_a_stall_gets_a_value_once_the_search_reaches_an_end_below_it():
+    tree = retry_tree()
+    stall = tree.children(0)[0]
+    assert not has_value(tree, stall)
+    deeper = tree.add_child(stall, AgentTurn("hmm"), observation="No answer yet.")
+    assert not has_value(tree, stall)
+    tree.add_child(deeper, AgentTurn("ANSWER: 4"), observation="Correct.", terminal=True, info={"success": True})
+    assert has_value(tree, stall) and has_value(tree, deeper)
+    tree.node(tree.children(0)[1])["evaluation"] = 0.0  # a terminal node counts even when scored 0
+    assert has_value(tree, tree.children(0)[1])
+
+
+def test_require_value_on_a_real_search_with_retries(choice_agent):
+    agent = choice_agent(["ANSWER: {answer}", "ANSWER: 0.5", "hmm"], [0.3, 0.4, 0.3])
+    env = gymnasium.make("turnkit/MathEpisodes-v0", difficulty=1, max_attempts=2)
+    config = MCTSConfig(iterations=6, root_multiplier=1, n_actions=3, depth_limit=2, gamma=0.25)
+    unfollowed = 0
+    for seed in range(6):
+        tree = MCTS(config).search(env, agent, seed=seed).tree
+        loose = tree_pairs(tree, PairConfig(scope="all", require_success=False, min_q_gap=0.6))
+        strict = tree_pairs(tree, PairConfig(scope="all", require_success=False, min_q_gap=0.6, require_value=True))
+        nodes = [c for c in tree.graph.nodes if c != tree.root and has_value(tree, c)]
+        valued = {(tree.messages(tree.parent(c)), tree.action(c).text) for c in nodes}
+        for pair in strict:
+            assert (pair.prompt, pair.chosen) in valued and (pair.prompt, pair.rejected) in valued
+        unfollowed += sum(p.chosen == "hmm" and p.q_chosen == 0.0 for p in loose)
+        assert not any(p.chosen == "hmm" and p.q_chosen == 0.0 for p in strict)
+    assert unfollowed > 0  # the loose rule really did prefer unfollowed stalls here
 
 
 def test_pair_config_validation():

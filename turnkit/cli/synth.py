@@ -76,6 +76,11 @@ def add_commands(subparsers: Any) -> None:
     g.add_argument("--any-outcome", action="store_true", help="also take pairs from trees that failed")
     g.add_argument("--min-q-gap", type=float, default=0.0, help="keep a pair only when Q_w - Q_l exceeds this")
     g.add_argument("--pair-scope", choices=("committed", "all"), default=PairConfig().scope, help="nodes giving pairs")
+    g.add_argument(
+        "--pair-require-value",
+        action="store_true",
+        help="compare only turns whose Q rests on a terminal state or a critic score (see PairConfig.require_value)",
+    )
     g.add_argument("--beta", type=float, default=None, help="DPO beta (default 0.1)")
     g.add_argument("--standard-dpo", action="store_true", help="plain DPO instead of conservative DPO")
     g.add_argument("--epochs", type=int, default=None)
@@ -139,6 +144,7 @@ def config_from_args(args: argparse.Namespace) -> Any:
         require_success=not args.any_outcome,
         min_q_gap=args.min_q_gap,
         scope=args.pair_scope,
+        require_value=args.pair_require_value,
     )
     names = ("beta", "epochs", "lr", "batch_size", "nll_weight", "nll_scope")
     dpo_changes: dict[str, Any] = {k: getattr(args, k) for k in names if getattr(args, k) is not None}

@@ -89,6 +89,10 @@ class PairConfig:
     """``"committed"``: nodes on the committed path (MCTS-DPO); ``"all"``: every node with >= 2 children."""
     seed: int = 0
     """Seed of the ``"random"`` rule (mixed with the tree's seed and the node id)."""
+    require_value: bool = False
+    """Compare only children whose ``Q`` rests on something (:func:`has_value`). Without a critic, a turn that
+    ends nothing and that the search did not follow to a terminal state keeps ``Q = 0``, and against a wrong
+    last answer (``−1``) it wins: with retries, such pairs teach the policy to reply without answering."""
 
     def __post_init__(self) -> None:
         if self.rejected not in get_args(RejectedRule):
@@ -263,6 +267,8 @@ def tree_pairs(tree: SearchTree, config: PairConfig | None = None) -> list[Prefe
     out = []
     for node in nodes:
         kids = tree.children(node)
+        if config.require_value:
+            kids = [c for c in kids if has_value(tree, c)]
         if len(kids) < 2:
             continue
         by_q = sorted(kids, key=lambda c: (tree.node(c)["q"], tree.node(c)["visits"], -c))
@@ -280,6 +286,29 @@ def tree_pairs(tree: SearchTree, config: PairConfig | None = None) -> list[Prefe
         if pair is not None:
             out.append(pair)
     return out
+
+
+def has_value(tree: SearchTree, node: int) -> bool:
+    """Whether ``node``'s ``Q`` rests on an evaluation: it or a node below it is terminal or was scored non-zero.
+
+    Example:
+        >>> from turnkit.types import AgentTurn
+        >>> tree = SearchTree(env_id="demo", seed=0, observation="2+2?")
+        >>> stall = tree.add_child(0, AgentTurn(": 4"), observation="No answer yet.")
+        >>> wrong = tree.add_child(0, AgentTurn("ANSWER: 5"), observation="Wrong.", terminal=True)
+        >>> has_value(tree, stall), has_value(tree, wrong)
+        (False, True)
+        >>> _ = tree.add_child(stall, AgentTurn("ANSWER: 4"), observation="Correct.", terminal=True)
+        >>> has_value(tree, stall)
+        True
+    """
+    stack = [node]
+    while stack:
+        attrs = tree.node(stack[-1])
+        if attrs.get("terminal") or attrs.get("evaluation", 0.0) != 0.0:
+            return True
+        stack.extend(tree.children(stack.pop()))
+    return False
 
 
 def sibling_pair(tree: SearchTree, chosen: int, rejected: int, *, source: str = "mcts") -> PreferencePair | None:
