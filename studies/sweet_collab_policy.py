@@ -1,9 +1,9 @@
 """SWEET-RL's policy step on CollabCode with a trained tiny agent, against RFT and multi-turn DPO at equal data.
 
-    D=studies/results/sweet_collab_policy
-    python studies/sweet_collab_policy.py --methods pi0,rft,mt_dpo --seeds 0,1,2 --out-dir $D &   # two
-    python studies/sweet_collab_policy.py --methods sweet,sweet_no_priv --seeds 0,1,2 --out-dir $D  # processes
-    python studies/sweet_collab_policy.py --summarize --out-dir $D         # summary.json + policies.png
+    D=studies/results/sweet_collab_policy/avx512    # and .../default with ATEN_CPU_CAPABILITY=default
+    python studies/sweet_collab_policy.py --methods pi0,rft,mt_dpo --seeds 0,1,2,3,4 --out-dir $D &   # two
+    python studies/sweet_collab_policy.py --methods sweet,sweet_no_priv --seeds 0,1,2,3,4 --out-dir $D  # processes
+    python studies/sweet_collab_policy.py --summarize --out-dir $D     # summary.json, policies.png, the docs' table
     python studies/sweet_collab_policy.py --check     # ~10 min: one seed of π_0, RFT, SWEET; does the ordering hold?
     python studies/sweet_collab_policy.py --train-tasks 8 --eval-tasks 8 --held-tasks 4 --critic-steps 3 \
         --policy-steps 3 --sweet-states 8 --methods pi0,rft,mt_dpo,sweet --out-dir /tmp/scp      # smoke run
