@@ -351,9 +351,8 @@ class ImplicitPRM:
                 start += len(segs[i])
             prm_lp, mask = _pad(per_traj)
             ref_lp, _ = _pad([base_by_traj[i] for i in idx])
-            loss, metrics = prm_bce_loss(
-                prm_lp, ref_lp.to(prm_lp.device), mask, torch.tensor([labels[i] for i in idx]), beta=self.config.beta
-            )
+            outcome = torch.tensor([labels[i] for i in idx], device=prm_lp.device)
+            loss, metrics = prm_bce_loss(prm_lp, ref_lp.to(prm_lp.device), mask, outcome, beta=self.config.beta)
             self.optimizer.zero_grad(set_to_none=True)
             loss.backward()
             torch.nn.utils.clip_grad_norm_(self._params, self.config.max_grad_norm)

@@ -65,6 +65,10 @@ class TrainConfig:
     # --- policy
     model: str = "tiny"
     """``"tiny"`` (the embedded SFT policy, :func:`turnkit.models.embedded.tiny_policy`) or a local HF model folder."""
+    device: str | None = None
+    """Where the learner runs: ``"cpu"``, ``"cuda"``, ``"cuda:N"`` (``None``: where the start policy already is,
+    the CPU for ``model="tiny"`` and local folders). The reference model and critics copied from the start policy
+    follow it; critics loaded from ``critic_model`` stay on the CPU."""
     lora_r: int = 0
     """LoRA rank; ``0`` fine-tunes every weight (fine for the ~0.5M-parameter tiny model)."""
     lora_alpha: int = 16
@@ -198,6 +202,8 @@ class TrainConfig:
         _check_int(self, "lora_r", "warmup_steps", "seed", "eval_every", "checkpoint_every", "eval_seed", low=0)
         if self.max_turns is not None:
             _check_int(self, "max_turns")
+        if self.device is not None and not _is_device_name(self.device):
+            raise ConfigError(f"TrainConfig.device must be 'cpu', 'cuda' or 'cuda:N' (or null), got {self.device!r}")
         _check_float(self, "lr", low=0.0, open_low=True)
         _check_float(self, "temperature", low=0.0, open_low=True)
         _check_float(self, "top_p", low=0.0, high=1.0, open_low=True)
@@ -478,3 +484,11 @@ def apply_overrides(cfg: Any, overrides: Sequence[str]) -> Any:
         else:
             data[top] = parse_value(raw)
     return type(cfg).from_dict(data, source="--set")
+
+
+def _is_device_name(value: object) -> bool:
+    """Whether ``value`` names a torch device the learner can run on (``cpu``, ``cuda``, ``cuda:N``)."""
+    if not isinstance(value, str):
+        return False
+    kind, colon, index = value.partition(":")
+    return value == "cpu" or (kind == "cuda" and (not colon or index.isdigit()))

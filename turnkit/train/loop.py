@@ -93,7 +93,7 @@ from turnkit.types import Trajectory
 SEED_SPACE = 2**31
 """Training task seeds lie in ``[0, SEED_SPACE)`` minus the evaluation range."""
 RESUMABLE_CHANGES = frozenset(
-    {"steps", "eval_every", "checkpoint_every", "tensorboard", "out_dir", "backend", "backend_url", "ray"}
+    {"steps", "eval_every", "checkpoint_every", "tensorboard", "out_dir", "backend", "backend_url", "ray", "device"}
 )
 """Config fields a resumed run may change; any other difference is a different run (ConfigError)."""
 
@@ -139,6 +139,28 @@ def build_policy(cfg: TrainConfig, *, progress: bool = True) -> HFPolicy:
 
         return tiny_policy(progress=progress, **sampling)
     return HFPolicy.from_pretrained(cfg.model, **sampling)
+
+
+def place_policy(policy: HFPolicy, device: str | None) -> None:
+    """Move the learner's model to ``device`` in place (``None``: leave it where it is).
+
+    Example:
+        >>> from turnkit.models.tiny import TinyModelConfig, build_tiny_model, build_tiny_tokenizer
+        >>> tok = build_tiny_tokenizer()
+        >>> policy = HFPolicy(build_tiny_model(tok, TinyModelConfig(hidden_size=32, num_heads=2)), tok)
+        >>> place_policy(policy, "cpu"); policy.device
+        device(type='cpu')
+    """
+    if device is None:
+        return
+    if device.startswith("cuda"):
+        count = torch.cuda.device_count() if torch.cuda.is_available() else 0
+        index = int(device.partition(":")[2] or 0)
+        if index >= count:
+            raise ConfigError(
+                f"TrainConfig.device={device!r}, but torch {torch.__version__} sees {count} CUDA device(s)"
+            )
+    policy.model.to(device)
 
 
 def prepare_policy(policy: HFPolicy, cfg: TrainConfig) -> torch.nn.Module | None:
@@ -482,6 +504,7 @@ def _train(cfg: TrainConfig, *, resume: bool, progress: bool, policy: HFPolicy |
     run_dir = Path(cfg.out_dir)
     log = MetricsLog(run_dir / "metrics.jsonl", tensorboard_dir=run_dir / "tb" if cfg.tensorboard else None)
     policy = policy if policy is not None else build_policy(cfg, progress=progress)  # after: a bad log fails fast
+    place_policy(policy, cfg.device)
     critics = build_critics(cfg, policy)  # before the policy's adapter: learned critics copy the start policy
     ref_model = prepare_policy(policy, cfg)
     params = trainable_parameters(policy)
