@@ -6,12 +6,17 @@ log-probs and uses per-context generators. Tokens/s counts generated tokens (sto
 early stops do not inflate the rate. Each setting runs `--repeats` times after one warm-up; medians are
 printed.
 
+With `--device cuda` both run on the GPU (CUDA is synchronised before each clock read); `--hidden-size` and
+`--layers` grow the model (head size 64), since the default tiny model leaves a GPU idle between kernel launches.
+
 Run: python benchmarks/bench_generation.py [--batch-sizes 1 16] [--max-new-tokens 64] [--repeats 5]
+     python benchmarks/bench_generation.py --device cuda --batch-sizes 1 16 64 --hidden-size 512 --layers 8
 """
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import statistics
 import time
 
@@ -37,18 +42,25 @@ def contexts(batch: int, round_: int) -> list[Context]:
     ]
 
 
+def clock(device: torch.device) -> float:
+    """Seconds since an arbitrary start, after the device's queued work has finished."""
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+    return time.perf_counter()
+
+
 def run_policy(policy: HFPolicy, batch: int, round_: int) -> tuple[int, float]:
-    start = time.perf_counter()
+    start = clock(policy.device)
     turns = policy.act(contexts(batch, round_))
-    return sum(len(t.token_ids) for t in turns), time.perf_counter() - start
+    return sum(len(t.token_ids) for t in turns), clock(policy.device) - start
 
 
 def run_generate(policy: HFPolicy, batch: int, round_: int, max_new_tokens: int) -> tuple[int, float]:
     tok = policy.tokenizer
     prompts = [chat_prompt_ids(tok, c.messages) for c in contexts(batch, round_)]
-    enc = tok.pad({"input_ids": prompts}, return_tensors="pt", padding_side="left")
+    enc = tok.pad({"input_ids": prompts}, return_tensors="pt", padding_side="left").to(policy.device)
     torch.manual_seed(round_)
-    start = time.perf_counter()
+    start = clock(policy.device)
     out = policy.model.generate(
         **enc,
         do_sample=True,
@@ -59,7 +71,7 @@ def run_generate(policy: HFPolicy, batch: int, round_: int, max_new_tokens: int)
         pad_token_id=tok.pad_token_id,
         eos_token_id=tok.eos_token_id,
     )
-    elapsed = time.perf_counter() - start
+    elapsed = clock(policy.device) - start
     new = out[:, enc["input_ids"].shape[1] :]
     # count up to and including each row's first EOS, as HFPolicy does
     n = 0
@@ -74,15 +86,28 @@ def main() -> None:
     parser.add_argument("--max-new-tokens", type=int, default=64)
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--threads", type=int, default=1, help="torch CPU threads (1 is steadiest on a shared box)")
+    parser.add_argument("--device", default="cpu", help="cpu, cuda or cuda:N")
+    parser.add_argument("--hidden-size", type=int, default=None, help="model width (default: TinyModelConfig's)")
+    parser.add_argument("--layers", type=int, default=None, help="model depth (default: TinyModelConfig's)")
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
     tok = build_tiny_tokenizer()
-    model = build_tiny_model(tok, TinyModelConfig(), seed=0)
+    config = TinyModelConfig()
+    if args.hidden_size is not None:
+        width = args.hidden_size
+        config = dataclasses.replace(
+            config, hidden_size=width, num_heads=max(1, width // 64), intermediate_size=4 * width
+        )
+    if args.layers is not None:
+        config = dataclasses.replace(config, num_layers=args.layers)
+    model = build_tiny_model(tok, config, seed=0).to(args.device)
     policy = HFPolicy(model, tok, max_new_tokens=args.max_new_tokens)
     params = sum(p.numel() for p in model.parameters())
+    where = torch.cuda.get_device_name(policy.device) if policy.device.type == "cuda" else f"{args.threads} threads"
     print(
-        f"tiny model: {params / 1e6:.2f}M params, torch {torch.__version__}, {args.threads} threads, "
-        f"max_new_tokens={args.max_new_tokens}, repeats={args.repeats} (medians)"
+        f"model: {params / 1e6:.2f}M params ({config.hidden_size} wide, {config.num_layers} layers), "
+        f"torch {torch.__version__}, {policy.device} ({where}), max_new_tokens={args.max_new_tokens}, "
+        f"repeats={args.repeats} (medians)"
     )
     print(f"{'batch':>5} {'HFPolicy tok/s':>15} {'generate tok/s':>15} {'ratio':>6}")
     for batch in args.batch_sizes:
