@@ -465,6 +465,30 @@ def sweep_summary(sweep: dict[str, list[dict]], outcome: list[dict], at: int) ->
     return rows
 
 
+def stored_outcome_runs(path: Path, seeds: list[int] | None = None, cfg: RunConfig | None = None) -> list[dict]:
+    """The outcome-only runs of an earlier ``results.json`` (its main comparison's, else its sweep's).
+
+    With ``seeds``, fails unless the stored runs start with those seeds; with ``cfg``, warns where they were
+    trained differently (optimizer, learning rate, evaluation samples, fewer iterations), since the sweep's
+    summary and plot then compare against another baseline.
+    """
+    stored = json.loads(path.read_text())
+    outcome = stored.get("main", {}).get("outcome") or stored.get("sweep_outcome")
+    if not outcome:
+        raise SystemExit(f"{path}: no outcome-only runs in it (neither main.outcome nor sweep_outcome)")
+    if seeds is None:
+        return outcome
+    have = [r["config"]["seed"] for r in outcome]
+    if have[: len(seeds)] != list(seeds):
+        raise SystemExit(f"{path}: its outcome-only runs are seeds {have}, this sweep needs {list(seeds)}")
+    theirs = outcome[0]["config"]
+    for key in ("optimizer", "lr", "eval_samples", "iters") if cfg is not None else ():
+        mine, stored_value = getattr(cfg, key), theirs.get(key, "adam" if key == "optimizer" else None)
+        if stored_value != mine and not (key == "iters" and stored_value > mine):
+            print(f"warning: {path}'s outcome-only runs used {key}={stored_value}, this sweep {key}={mine}", flush=True)
+    return outcome[: len(seeds)]
+
+
 def replot(out: Path) -> None:
     """Redraw both plots from a finished run's ``results.json``."""
     results = json.loads((out / "results.json").read_text())
@@ -477,7 +501,7 @@ def replot(out: Path) -> None:
         sweep_cfg = replace(cfg, iters=first["iters"])
         outcome = results.get("main", {}).get("outcome", []) or results.get("sweep_outcome", [])
         if not outcome and "outcome_from" in results:
-            outcome = json.loads(Path(results["outcome_from"]).read_text())["main"]["outcome"]
+            outcome = stored_outcome_runs(Path(results["outcome_from"]))
         plot_sweep(sweep, outcome, sweep_cfg, results.get("sweep_at", 100), out / "prover_sweep.png")
 
 
@@ -590,7 +614,7 @@ def main() -> None:
         gammas = [float(x) for x in args.gammas.split(",")]
         outcome = list(runs.get("outcome", []))
         if not outcome and args.outcome_from:
-            outcome = json.loads(Path(args.outcome_from).read_text())["main"]["outcome"]
+            outcome = stored_outcome_runs(Path(args.outcome_from), seeds, sweep_cfg)
             results["outcome_from"] = args.outcome_from
         if not outcome:
             for s in seeds:
