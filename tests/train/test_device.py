@@ -132,3 +132,14 @@ def test_a_cpu_run_resumes_on_cuda(tokenizer: PreTrainedTokenizerFast, tmp_path:
     train(device_run(tmp_path, 1, "cpu", None), policy=make_policy(tokenizer), progress=False)
     resumed = train(device_run(tmp_path, 2, "cuda", None), policy=make_policy(tokenizer), resume=True, progress=False)
     assert resumed.policy.device.type == "cuda" and [r["step"] for r in resumed.history if "loss" in r] == [1, 2]
+
+
+def test_ray_rollouts_refuse_a_learner_off_the_cpu(tokenizer: PreTrainedTokenizerFast) -> None:
+    from turnkit.distributed.cluster import RayConfig
+    from turnkit.distributed.worker import EnvSpec
+    from turnkit.train.rollouts import RayRollouts
+
+    policy = make_policy(tokenizer)
+    policy.model.to("meta")  # any device but the CPU; refused before a cluster starts
+    with pytest.raises(ConfigError, match=r"ray rollouts need the learner on the CPU for now \(it is on meta\)"):
+        RayRollouts(EnvSpec(LETTER_ENV), policy, RayConfig(address="local"), max_turns=None, chat=None)

@@ -41,6 +41,7 @@ from turnkit.agents.timed import TimedAgent
 from turnkit.distributed.cluster import RayConfig
 from turnkit.distributed.weights import WeightsSnapshot, snapshot_weights
 from turnkit.distributed.worker import EnvSpec, EnvWorker, EpisodeChunk, SharedAgent
+from turnkit.errors import ConfigError
 from turnkit.rollout.chat import ChatDelta
 from turnkit.rollout.collect import collect_batch
 from turnkit.train.backends import GenerationBackend, build_backend, generator_copy
@@ -238,6 +239,9 @@ class RayRollouts(_SnapshotSync):
         max_turns: See :func:`~turnkit.rollout.collect.collect_batch`.
         chat: Token-exact contexts.
         version: The learner step the start weights belong to.
+
+    Raises:
+        ConfigError: The learner is not on the CPU (workers unpickle its copy on machines that may have no GPU).
     """
 
     def __init__(
@@ -252,6 +256,11 @@ class RayRollouts(_SnapshotSync):
     ) -> None:
         from turnkit.distributed.collector import RayCollector
 
+        if policy.device.type != "cpu":
+            raise ConfigError(
+                f"ray rollouts need the learner on the CPU for now (it is on {policy.device}): the workers unpickle "
+                "its copy wherever they run; drop device or ray"
+            )
         self.policy = policy
         agent = SharedAgent(generator_copy(policy))
         self.collector = RayCollector(env, agent, config, max_turns=max_turns, chat=chat)
