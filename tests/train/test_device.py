@@ -22,10 +22,15 @@ from turnkit.train.metrics import read_metrics
 from .conftest import LETTER_ENV, make_policy
 from .test_loop import group_of_two
 
+CUDA_MARKS = [pytest.mark.gpu, pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")]
+"""Marked gpu, skipped where torch sees no CUDA device."""
+
 
 def needs_cuda(test):
-    """Mark a test gpu and skip it where torch sees no CUDA device."""
-    return pytest.mark.gpu(pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")(test))
+    """Apply :data:`CUDA_MARKS` to a test."""
+    for mark in CUDA_MARKS:
+        test = mark(test)
+    return test
 
 
 @pytest.mark.parametrize("name", ["gpu", "cuda:x", "cuda:", "", "CPU", 0])
@@ -73,9 +78,7 @@ def test_an_update_on_cuda_matches_the_cpu(tokenizer: PreTrainedTokenizerFast) -
     assert any(not torch.equal(a, b) for a, b in zip(cpu.model.parameters(), start, strict=True))  # the step moved
 
 
-CUDA = pytest.param(
-    "cuda", marks=[pytest.mark.gpu, pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")]
-)
+CUDA = pytest.param("cuda", marks=CUDA_MARKS)
 
 
 def device_run(out: Path, steps: int, device: str, critic: str | None) -> TrainConfig:

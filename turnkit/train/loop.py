@@ -154,7 +154,7 @@ def place_policy(policy: HFPolicy, device: str | None) -> None:
     if device is None:
         return
     if device.startswith("cuda"):
-        count = torch.cuda.device_count() if torch.cuda.is_available() else 0
+        count = torch.cuda.device_count()  # 0 where torch has no CUDA build or sees no GPU
         index = int(device.partition(":")[2] or 0)
         if index >= count:
             raise ConfigError(
