@@ -429,11 +429,29 @@ def interval_line(label: str, values: Sequence[float]) -> str:
     return f"{label}: {mean:+.3f} [{lo:+.3f}, {hi:+.3f}]  (per seed {', '.join(f'{v:+.3f}' for v in values)})"
 
 
+COLLAPSE_FRACTION = 0.5
+"""A run *collapsed* when its held-out success ends below this fraction of ``π_0``'s (issue #21)."""
+
+
+def collapse_line(label: str, successes: Sequence[float], seeds: Sequence[str], start: float) -> str:
+    """``label: collapsed k/n (seeds ...)``: the runs whose success fell below ``COLLAPSE_FRACTION`` of ``start``.
+
+    Example:
+        >>> collapse_line("  sweet", [0.02, 0.41, 0.23], ["0", "1", "2"], start=0.536)
+        '  sweet: collapsed 2/3 (seeds 0, 2)'
+        >>> collapse_line("  rft", [0.54], ["0"], start=0.536)
+        '  rft: collapsed 0/1'
+    """
+    hit = [seed for seed, success in zip(seeds, successes, strict=True) if success < COLLAPSE_FRACTION * start]
+    return f"{label}: collapsed {len(hit)}/{len(seeds)}" + (f" (seeds {', '.join(hit)})" if hit else "")
+
+
 def summarize(runs: Sequence[dict[str, Any]]) -> list[str]:
     """Each method's success change over ``π_0`` across training seeds (Student-t 95% interval), per float path.
 
     Runs are grouped by their machine record's float path; within a path every run evaluates on the same
     held-out tasks, so the per-seed changes are paired with that seed's ``π_0`` (the same policy every time).
+    Each method's collapse count (success below half of ``π_0``'s) is a result of its own (issue #21).
     """
     lines = []
     for path, group in by_float_path(runs).items():
@@ -443,6 +461,9 @@ def summarize(runs: Sequence[dict[str, Any]]) -> list[str]:
         for method in ("rft", "mt_dpo", "sweet"):
             changes = [r["eval"][method]["diff_vs_sft_start"]["mean"] for r in group]
             lines.append(interval_line(f"  {method:>6} - pi_0", changes))
+        for method in ("rft", "mt_dpo", "sweet"):
+            successes = [r["eval"][method]["success"] for r in group]
+            lines.append(collapse_line(f"  {method:>6}", successes, seeds, start))
         for metric, key in (("pair accuracy", "pair_acc"), ("turn ranking", "turn_rank_acc")):
             field = "mean" if key == "pair_acc" else "state_mean"
             diffs = [r["critic_privileged"][key][field] - r["critic_no_privileged"][key][field] for r in group]
