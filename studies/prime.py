@@ -32,7 +32,13 @@ from typing import Any
 import gymnasium
 import numpy as np
 import torch
-from sweet_math import STUDY_RECIPE, by_float_path, interval_line  # the SWEET study's pinned SFT start
+from sweet_math import (  # the SWEET study's pinned SFT start, its grouping by float path and summary lines
+    COLLAPSE_FRACTION,
+    STUDY_RECIPE,
+    by_float_path,
+    collapse_line,
+    interval_line,
+)
 
 import turnkit  # noqa: F401  (registers the envs)
 from turnkit.agents.hf import HFPolicy
@@ -107,6 +113,10 @@ def summarize(runs: list[dict[str, Any]]) -> list[str]:
         for name in ("prime", "rloo"):
             lines.append(interval_line(f"  {name} - start", [r["eval_end"][name]["success"] - start for r in group]))
         lines.append(interval_line("  prime - rloo", [r["eval_end"]["prime_minus_rloo"]["mean"] for r in group]))
+        seeds = [r["args"].get("seed", "0") for r in group]
+        for name in ("prime", "rloo"):
+            successes = [r["eval_end"][name]["success"] for r in group]
+            lines.append(collapse_line(f"  {name}", successes, seeds, start))
         for key in ("prm_rank_acc_windows", "frozen_rank_acc_windows"):
             per_window = zip(*[[w["mean"] for w in r[key]] for r in group], strict=True)
             known = [[m for m in w if m is not None] for w in per_window]  # None: no pair in that window
@@ -145,8 +155,6 @@ def main() -> None:
         write_result(args.out, results, started=results.pop("_started"))
 
 
-COLLAPSE_BELOW = 0.5
-"""A run collapsed if its held-out success ends below this share of the start's (as in docs/critics/prime.md)."""
 CHECK_SEEDS = (0, 1)
 CHECK_EVAL_TASKS = 200
 CHECK_MARGIN = 0.05
@@ -158,13 +166,13 @@ below ``CHECK_MARGIN`` (the largest per-seed value of the 20 documented runs was
 def check_line(runs: list[dict[str, Any]]) -> str:
     """The ``--check`` verdict: PRIME − RLOO per seed, its mean, collapses, and whether the finding holds."""
     diffs = [r["eval_end"]["prime_minus_rloo"]["mean"] for r in runs]
-    collapsed = sum(r["eval_end"]["prime"]["success"] < COLLAPSE_BELOW * r["eval_start"]["success"] for r in runs)
+    collapsed = sum(r["eval_end"]["prime"]["success"] < COLLAPSE_FRACTION * r["eval_start"]["success"] for r in runs)
     mean = float(np.mean(diffs))
     verdict = "holds here" if mean < CHECK_MARGIN else "does NOT hold here"
     per_seed = ", ".join(f"{d:+.3f}" for d in diffs)
     return (
         f"PRIME - RLOO = {mean:+.3f} (seeds {', '.join(str(s) for s in CHECK_SEEDS)}: {per_seed}); PRIME collapsed "
-        f"(success < {COLLAPSE_BELOW:g} x start) on {collapsed} of {len(runs)}; 'PRIME does not beat RLOO' {verdict}"
+        f"(success < {COLLAPSE_FRACTION:g} x start) on {collapsed} of {len(runs)}; 'PRIME does not beat RLOO' {verdict}"
     )
 
 
