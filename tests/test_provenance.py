@@ -21,13 +21,14 @@ def test_record_fields(tmp_path):
         assert record["lock_sha256"] == hashlib.sha256(LOCK_FILE.read_bytes()).hexdigest()[:16]
 
 
-def test_float_path_follows_aten_cpu_capability():
+def test_float_path_follows_aten_cpu_capability(tmp_path):
     code = "import json; from turnkit.provenance import machine_record; print(json.dumps(machine_record(['x'])))"
-    env = {**os.environ, "ATEN_CPU_CAPABILITY": "default"}
+    env = {**os.environ, "ATEN_CPU_CAPABILITY": "default", "TURNKIT_CACHE": str(tmp_path)}
     out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True).stdout
     record = json.loads(out.strip().splitlines()[-1])
     assert record["float_path"] == "DEFAULT"
     assert record["aten_cpu_capability"] == "default"
+    assert record["turnkit_cache"] == str(tmp_path)  # which cached SFT start the run loaded
 
 
 def test_write_result_adds_machine_and_wall_time(tmp_path):

@@ -53,6 +53,8 @@ def machine_record(command: Sequence[str] | None = None) -> dict[str, Any]:
 
     ``float_path`` is torch's CPU capability in use (e.g. ``AVX512``, ``DEFAULT`` under
     ``ATEN_CPU_CAPABILITY=default``); ``aten_cpu_capability`` is the environment variable as set (or ``None``).
+    ``turnkit_cache`` is ``TURNKIT_CACHE`` as set (or ``None``: ``~/.cache/turnkit``): the cached models a run loads
+    (e.g. another float path's SFT start) depend on it, not on the float path it computes with.
 
     Args:
         command: The command that produced the result; default ``sys.argv`` with the interpreter's name.
@@ -67,6 +69,7 @@ def machine_record(command: Sequence[str] | None = None) -> dict[str, Any]:
         "threads": torch.get_num_threads(),
         "float_path": torch.backends.cpu.get_cpu_capability(),
         "aten_cpu_capability": os.environ.get("ATEN_CPU_CAPABILITY"),
+        "turnkit_cache": os.environ.get("TURNKIT_CACHE"),
         "python": platform.python_version(),
         "torch": torch.__version__,
         "transformers": _version("transformers"),
