@@ -37,6 +37,7 @@ from sweet_math import (  # the SWEET study's pinned SFT start, its grouping by 
     STUDY_RECIPE,
     by_float_path,
     collapse_line,
+    collapsed,
     interval_line,
 )
 
@@ -166,13 +167,14 @@ below ``CHECK_MARGIN`` (the largest per-seed value of the 20 documented runs was
 def check_line(runs: list[dict[str, Any]]) -> str:
     """The ``--check`` verdict: PRIME − RLOO per seed, its mean, collapses, and whether the finding holds."""
     diffs = [r["eval_end"]["prime_minus_rloo"]["mean"] for r in runs]
-    collapsed = sum(r["eval_end"]["prime"]["success"] < COLLAPSE_FRACTION * r["eval_start"]["success"] for r in runs)
+    n_collapsed = sum(collapsed(r["eval_end"]["prime"]["success"], r["eval_start"]["success"]) for r in runs)
     mean = float(np.mean(diffs))
     verdict = "holds here" if mean < CHECK_MARGIN else "does NOT hold here"
     per_seed = ", ".join(f"{d:+.3f}" for d in diffs)
     return (
         f"PRIME - RLOO = {mean:+.3f} (seeds {', '.join(str(s) for s in CHECK_SEEDS)}: {per_seed}); PRIME collapsed "
-        f"(success < {COLLAPSE_FRACTION:g} x start) on {collapsed} of {len(runs)}; 'PRIME does not beat RLOO' {verdict}"
+        f"(success < {COLLAPSE_FRACTION:g} x start) on {n_collapsed} of {len(runs)}; "
+        f"'PRIME does not beat RLOO' {verdict}"
     )
 
 

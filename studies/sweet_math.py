@@ -433,6 +433,16 @@ COLLAPSE_FRACTION = 0.5
 """A run *collapsed* when its held-out success ends below this fraction of ``π_0``'s (issue #21)."""
 
 
+def collapsed(success: float, start: float) -> bool:
+    """Whether a held-out success ``success`` is a collapse from a start of ``start``.
+
+    Example:
+        >>> collapsed(0.2, start=0.536), collapsed(0.3, start=0.536)
+        (True, False)
+    """
+    return success < COLLAPSE_FRACTION * start
+
+
 def collapse_line(label: str, successes: Sequence[float], seeds: Sequence[str], start: float) -> str:
     """``label: collapsed k/n (seeds ...)``: the runs whose success fell below ``COLLAPSE_FRACTION`` of ``start``.
 
@@ -442,7 +452,7 @@ def collapse_line(label: str, successes: Sequence[float], seeds: Sequence[str], 
         >>> collapse_line("  rft", [0.54], ["0"], start=0.536)
         '  rft: collapsed 0/1'
     """
-    hit = [seed for seed, success in zip(seeds, successes, strict=True) if success < COLLAPSE_FRACTION * start]
+    hit = [seed for seed, success in zip(seeds, successes, strict=True) if collapsed(success, start)]
     return f"{label}: collapsed {len(hit)}/{len(seeds)}" + (f" (seeds {', '.join(hit)})" if hit else "")
 
 
