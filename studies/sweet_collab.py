@@ -3,6 +3,7 @@ with the hidden facts than without (the paper's ablation)?
 
     python studies/sweet_collab.py --out-dir studies/results/sweet_collab             # 2 x 3 runs, 2 at a time
     python studies/sweet_collab.py --condition privileged --seed 0 --out-dir /tmp/sc  # one run
+    python studies/sweet_collab.py --merge --out-dir /tmp/sc                          # summary.json of its runs
     python studies/sweet_collab.py --unasked guess --per-task 8 --critic-base agent \
         --conditions privileged privileged_code no_privileged --out-dir /tmp/sc_guess       # guessing mixture
 
@@ -225,6 +226,7 @@ def main() -> None:
     ap.add_argument("--beta", type=float, default=1.0)
     ap.add_argument("--lr", type=float, default=1e-3)
     ap.add_argument("--out-dir", type=Path, required=True)
+    ap.add_argument("--merge", action="store_true", help="only write summary.json of the run files in --out-dir")
     args = ap.parse_args()
     started = time.time()
     args.out_dir.mkdir(parents=True, exist_ok=True)
@@ -249,7 +251,7 @@ def main() -> None:
             "out_dir",
         )
     ]
-    jobs = [(c, s) for s in range(args.seeds) for c in args.conditions]
+    jobs = [] if args.merge else [(c, s) for s in range(args.seeds) for c in args.conditions]
     running: list[subprocess.Popen[bytes]] = []
     for c, s in jobs:
         while len(running) >= args.jobs:
@@ -260,6 +262,8 @@ def main() -> None:
     for p in running:
         p.wait()
     runs = [json.loads(p.read_text(encoding="utf-8")) for p in sorted(args.out_dir.glob("*_seed*.json"))]
+    if not runs:
+        raise SystemExit(f"no run files (<condition>_seed<K>.json) in {args.out_dir}")
     summary = summarize(runs)
     write_result(args.out_dir / "summary.json", summary, started=started)
     print(json.dumps(summary, indent=2))
