@@ -4,6 +4,7 @@ with the hidden facts than without (the paper's ablation)?
     python studies/sweet_collab.py --out-dir studies/results/sweet_collab             # 2 x 3 runs, 2 at a time
     python studies/sweet_collab.py --condition privileged --seed 0 --out-dir /tmp/sc  # one run
     python studies/sweet_collab.py --merge --out-dir /tmp/sc                          # summary.json of its runs
+    python studies/sweet_collab.py --check      # seed 0 of both conditions (~15 min): do the findings hold here?
     python studies/sweet_collab.py --unasked guess --per-task 8 --critic-base agent \
         --conditions privileged privileged_code no_privileged --out-dir /tmp/sc_guess       # guessing mixture
 
@@ -83,6 +84,9 @@ CRITIC_BASES = {
 }
 """Models a critic can start from: the math-only tiny policy of ``sweet_math.py``, or the tiny CollabCode agent."""
 METRICS = ("pair_acc", "pair_acc_equal_turns", "pair_acc_same_dialogue")
+CHECK_MARGIN = 0.05
+"""``--check``: the hidden facts "help" if the privileged critic's pair accuracy beats the plain one's by more
+than this (per-seed differences in the recorded runs: −0.029 to +0.038)."""
 
 
 def strip_instructions(traj: Trajectory) -> Trajectory:
@@ -203,6 +207,29 @@ def summarize(runs: Sequence[dict[str, Any]]) -> dict[str, Any]:
     return out
 
 
+def check_lines(summary: dict[str, Any]) -> list[str]:
+    """The documented findings at check size: both critics rank above chance, the hidden facts do not help.
+
+    Example:
+        >>> acc = lambda x: {"pair_acc": {"mean": x}}
+        >>> summary = {"privileged": acc(0.84), "no_privileged": acc(0.86), "more_turns_heuristic": {"all": 0.82},
+        ...            "diff_privileged_pair_acc": {"mean": -0.02}}
+        >>> print("\\n".join(check_lines(summary)))
+        pair accuracy: privileged 0.840, no_privileged 0.860 (more turns wins 0.820); above 0.5: holds here
+        privileged - no_privileged: -0.020 (paired mean); facts help by > 0.05: no, as documented: holds here
+    """
+    accs = {c: summary[c]["pair_acc"]["mean"] for c in ("privileged", "no_privileged")}
+    above = "holds here" if min(accs.values()) > 0.5 else "does NOT hold here"
+    heuristic = summary["more_turns_heuristic"]["all"]
+    diff = summary["diff_privileged_pair_acc"]["mean"]
+    helps = "yes: does NOT hold here" if diff > CHECK_MARGIN else "no, as documented: holds here"
+    return [
+        f"pair accuracy: privileged {accs['privileged']:.3f}, no_privileged {accs['no_privileged']:.3f} "
+        f"(more turns wins {heuristic:.3f}); above 0.5: {above}",
+        f"privileged - no_privileged: {diff:+.3f} (paired mean); facts help by > {CHECK_MARGIN}: {helps}",
+    ]
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--condition", choices=tuple(CONDITIONS), default=None, help="one run (default: all runs)")
@@ -225,9 +252,15 @@ def main() -> None:
     ap.add_argument("--batch", type=int, default=8)
     ap.add_argument("--beta", type=float, default=1.0)
     ap.add_argument("--lr", type=float, default=1e-3)
-    ap.add_argument("--out-dir", type=Path, required=True)
+    ap.add_argument("--out-dir", type=Path, help="result folder (required unless --check)")
     ap.add_argument("--merge", action="store_true", help="only write summary.json of the run files in --out-dir")
+    ap.add_argument("--check", action="store_true", help="seed 0 of both conditions: do the findings hold here?")
     args = ap.parse_args()
+    if args.check:
+        args.seeds, args.conditions = 1, ["privileged", "no_privileged"]
+        args.out_dir = args.out_dir or Path(f"runs/sweet_collab_check/{int(time.time())}")
+    elif args.out_dir is None:
+        ap.error("--out-dir is required (unless --check)")
     started = time.time()
     args.out_dir.mkdir(parents=True, exist_ok=True)
     if args.condition is not None:
@@ -266,7 +299,7 @@ def main() -> None:
         raise SystemExit(f"no run files (<condition>_seed<K>.json) in {args.out_dir}")
     summary = summarize(runs)
     write_result(args.out_dir / "summary.json", summary, started=started)
-    print(json.dumps(summary, indent=2))
+    print("\n".join(check_lines(summary)) if args.check else json.dumps(summary, indent=2))
 
 
 if __name__ == "__main__":
