@@ -4,7 +4,7 @@ with the hidden facts than without (the paper's ablation)?
     python studies/sweet_collab.py --out-dir studies/results/sweet_collab             # 2 x 3 runs, 2 at a time
     python studies/sweet_collab.py --condition privileged --seed 0 --out-dir /tmp/sc  # one run
     python studies/sweet_collab.py --merge --out-dir /tmp/sc                          # summary.json of its runs
-    python studies/sweet_collab.py --check      # seed 0 of both conditions (~15 min): do the findings hold here?
+    python studies/sweet_collab.py --check      # seed 0 of both conditions (~13 min): do the findings hold here?
     python studies/sweet_collab.py --unasked guess --per-task 8 --critic-base agent \
         --conditions privileged privileged_code no_privileged --out-dir /tmp/sc_guess       # guessing mixture
 
@@ -86,7 +86,7 @@ CRITIC_BASES = {
 METRICS = ("pair_acc", "pair_acc_equal_turns", "pair_acc_same_dialogue")
 CHECK_MARGIN = 0.05
 """``--check``: the hidden facts "help" if the privileged critic's pair accuracy beats the plain one's by more
-than this (per-seed differences in the recorded runs: −0.029 to +0.038)."""
+than this (per-seed differences in the recorded runs: −0.029 to +0.038 natively, +0.009 to +0.022 on DEFAULT)."""
 
 
 def strip_instructions(traj: Trajectory) -> Trajectory:
