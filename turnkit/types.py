@@ -245,6 +245,8 @@ class ExecResult:
         duration_s: Wall-clock seconds from start to exit.
         oom_killed: The memory limit killed the process, where the backend can tell.
         resources: Resource usage where known (e.g. ``max_rss_kb``, ``cpu_s``).
+        fault: Empty, or why the sandbox itself failed this call (its supervisor died, hung or answered out of
+            turn): the result says nothing about the code, so graders record it as an infrastructure failure.
     """
 
     exit_code: int
@@ -255,8 +257,9 @@ class ExecResult:
     duration_s: float = 0.0
     oom_killed: bool = False
     resources: Mapping[str, float] = field(default_factory=dict)
+    fault: str = ""
 
     @property
     def ok(self) -> bool:
         """True when the process exited 0 without timing out."""
-        return self.exit_code == 0 and not self.timed_out
+        return self.exit_code == 0 and not self.timed_out and not self.fault

@@ -64,7 +64,7 @@ def test_private_tmp_does_not_touch_host_tmp(sb):
 
 def test_host_environment_not_inherited(sb):
     assert os.environ["TURNKIT_TEST_SECRET"] == SECRET
-    r = sb.run("env; cat /proc/self/environ /proc/1/environ 2>/dev/null", timeout=10)
+    r = sb.run("env; cat /proc/self/environ; cat /proc/1/environ 2>/dev/null || echo 'no access'", timeout=10)
     assert r.ok and "TURNKIT_TEST_SECRET" not in r.stdout and SECRET not in r.stdout
 
 
@@ -179,9 +179,11 @@ def test_abort_is_a_result(sb):
     assert r.exit_code == -6
 
 
-def test_killing_the_supervisor_is_a_result(sb):
-    r = sb.run_python("import os, signal\nos.kill(os.getppid(), signal.SIGKILL)", timeout=10)
-    assert not r.ok and "supervisor" in r.stderr
+def test_killing_its_parent_is_a_result_or_a_typed_fault(sb):
+    # The parent is the zygote (persistent), the supervisor as PID 1 (local: the kill is ignored) or the
+    # supervisor of a docker exec (a typed fault). Either way later calls work.
+    r = sb.run_python("import os, signal\nos.kill(os.getppid(), signal.SIGKILL)\nprint('after')", timeout=10)
+    assert (r.ok and r.stdout == "after\n") or (r.fault == "supervisor_died" and "supervisor" in r.stderr), r
     assert sb.run_python("print('recovered')", timeout=10).stdout == "recovered\n"
 
 

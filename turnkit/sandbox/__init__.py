@@ -31,6 +31,11 @@ Covered (tested in ``tests/sandbox`` for every backend):
 * **Leftovers**: orphans, daemons and zombies are killed and reaped after every call; sandboxes, work dirs
   and containers are removed on ``close``, on interpreter exit, and — for Docker — by a watchdog when the
   parent is killed. Stale ones from dead owners are reaped at the next start.
+* **Grading trust boundary** (docs/sandbox.md): calls of a persistent worker are forked by a zygote that never
+  held a request or reply, so the code inherits no earlier call's data; the supervisor and zygote are
+  non-dumpable and PID 1 is the supervisor (bubblewrap) or a non-dumpable init (Docker), so the code can neither
+  read nor write them; replies carry the request's random id, and a dead, hung or desynchronised worker is
+  replaced, its call's ``ExecResult.fault`` saying why.
 * **Robustness**: a segfault, ``os.abort``, NUL bytes or invalid UTF-8 in code or output, or the code killing
   its own supervisor all come back as results.
 
@@ -43,8 +48,8 @@ Not covered:
   the Docker backend also caps the whole container with a cgroup.
 * **Disk**: the local work directory lives on the host disk and is bounded per file (``RLIMIT_FSIZE``),
   not in total; Docker's tmpfs is bounded in total (``Limits.disk_mb``).
-* **Result forgery**: the code runs as the same user as its in-sandbox supervisor and can forge its own
-  result (exit code, output) — which it controls anyway. It cannot affect other sandboxes or the host.
+* **Denial of service inside one sandbox**: the code can stop or kill the zygote or fill ``/work``; later calls
+  then fail or slow down, and a dead worker is replaced, but nothing is forged.
 * ``unsafe_no_isolation=True`` keeps limits and cleanup but removes all isolation.
 
 Example:

@@ -7,6 +7,10 @@ unprivileged user namespaces):
   sandbox owns no host file and ``RLIMIT_NPROC`` applies (the kernel exempts uid 0).
 * ``--unshare-all`` gives new user, PID, network, IPC, UTS and cgroup namespaces; ``--disable-userns`` (when
   bwrap supports it) forbids nested user namespaces; ``--die-with-parent`` and ``--new-session``.
+* ``--as-pid-1`` (supervisor sandboxes, where bwrap supports it): the supervisor itself is PID 1 of the
+  namespace. bwrap's own init would be a dumpable process of the sandbox's uid holding the host's pipes, which
+  the code could open through ``/proc/1/fd`` or patch through ``/proc/1/mem``; an init also ignores every
+  signal from inside its namespace that it has no handler for, so the code cannot kill or stop it.
 * The root is a fresh tmpfs holding only read-only ``/usr`` (plus the ``/bin``, ``/lib*`` links), a few
   ``/etc`` files, a minimal ``/dev``, a private ``/proc`` and ``/tmp``, and the writable work directory at
   ``/work``. ``/root``, ``/home``, ``/run`` (the Docker socket), ``/var`` and the project tree are absent.
@@ -128,6 +132,10 @@ class BwrapConfig:
             args.append("--share-net")
         if self.new_session:
             args.append("--new-session")
+            if _help_mentions(self.bwrap, "--as-pid-1"):
+                # No bwrap init: the supervisor is PID 1, which the code cannot signal, and there is no dumpable
+                # long-lived process holding the host's pipes that the code could open through /proc/1.
+                args.append("--as-pid-1")
         args += ["--uid", str(INNER_UID), "--gid", str(INNER_UID)]
         args += ["--tmpfs", "/", "--ro-bind", "/usr", "/usr"]
         for name in _ROOT_LINKS:

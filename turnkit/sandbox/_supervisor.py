@@ -13,12 +13,16 @@ Modes:
     ``fg LIMITS_JSON ARGV...``: set rlimits, become the terminal's foreground process group and exec ARGV
     (interactive pexpect sessions).
 
-Frames are :mod:`turnkit.sandbox._frames`'s. Replies are untrusted on the host side (the sandboxed code runs as the same
-user and can forge them); forging only changes the forger's own result.
+In worker mode the supervisor never forks a call itself: a zygote forked before the first request does (see
+:mod:`turnkit.sandbox._zygote`), so a call inherits no earlier request or reply. The supervisor is non-dumpable,
+strips the host's request id before a call sees the request, and echoes it in the reply.
+
+Frames are :mod:`turnkit.sandbox._frames`'s. Replies stay untrusted on the host side: the host checks each one
+against its request's id, and a reply out of turn means the worker is replaced.
 
 Example:
-    >>> _serve({"op": "ping"}, [], None)[:4]
-    b'TKF1'
+    >>> _serve({"op": "ping"}, [], None)[0]["ok"]
+    True
 """
 
 from __future__ import annotations
@@ -35,21 +39,15 @@ import time
 from collections.abc import Sequence
 from typing import Any, NoReturn
 
-from turnkit.sandbox._frames import CHUNK, encode_frame, read_frame, write_all
+from turnkit.sandbox._frames import Frame, encode_frame, read_frame, write_all
 from turnkit.sandbox._harness import batch_main
+from turnkit.sandbox._streams import Capture, EndReport, Feeder
+from turnkit.sandbox._zygote import TRUST_BOUNDARY, Zygote, become_subreaper, set_dumpable
 
-_PR_SET_CHILD_SUBREAPER = 36
+_zygote: Zygote | None = None
+"""The fork server of a serving supervisor (worker mode): calls are forked from it, never from the supervisor."""
 
 # --- process tree bookkeeping ------------------------------------------------------------------------
-
-
-def _become_subreaper() -> None:
-    try:
-        import ctypes
-
-        ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
-    except (OSError, AttributeError, ImportError):
-        pass  # without it orphans go to the namespace's init, which the backend tears down
 
 
 def _descendants(root: int) -> list[int]:
@@ -96,17 +94,43 @@ def _children(pid: int) -> list[int] | None:
 _PROC_LISTS_CHILDREN = os.path.exists(f"/proc/{os.getpid()}/task/{os.getpid()}/children")
 
 
+def _collect_exits() -> dict[int, tuple[int, float, float]]:
+    """Every exit since the last look, ``pid -> (wait status, CPU s, peak RSS kB)``.
+
+    Both sources: the supervisor's own children (direct forks; orphans once the zygote is gone) and what the
+    zygote reaped.
+    """
+    found: dict[int, tuple[int, float, float]] = {}
+    while True:
+        try:
+            pid, status, ru = os.wait4(-1, os.WNOHANG)
+        except ChildProcessError:
+            break
+        if pid == 0:
+            break
+        if _zygote is not None and pid == _zygote.pid:
+            _zygote.alive = False
+            continue
+        found[pid] = (status, ru.ru_utime + ru.ru_stime, float(ru.ru_maxrss))
+    if _zygote is not None:
+        _zygote.poll()
+        for pid, status, cpu_s, rss_kb in _zygote.exits:
+            found[pid] = (status, cpu_s, rss_kb)
+        _zygote.exits.clear()
+    for pid in found:
+        _DYING.discard(pid)
+    return found
+
+
 def _reap_dying() -> int:
     """Reap the killed children of earlier calls that are gone; return how many are still being torn down."""
-    for pid in list(_DYING):
-        with contextlib.suppress(ChildProcessError):
-            if os.waitpid(pid, os.WNOHANG)[0] == 0:
-                continue
-        _DYING.discard(pid)
+    _collect_exits()
     return len(_DYING)
 
 
 def _has_children() -> bool:
+    if _zygote is not None:
+        return True  # the zygote is one; the calls' processes are below it
     try:
         os.waitid(os.P_ALL, 0, os.WEXITED | os.WNOHANG | os.WNOWAIT)
     except ChildProcessError:
@@ -128,28 +152,34 @@ def _count_own_processes() -> int:
 
 
 class _Reaper:
-    """Reaps children and remembers the main child's status and rusage."""
+    """Reaps children and remembers the main child's wait status, CPU seconds and peak RSS."""
 
-    def __init__(self, child: int) -> None:
+    def __init__(self, child: int, direct: bool) -> None:
         self.child = child
+        self.direct = direct
+        """The supervisor forked the child itself (else the zygote did, and reports its exit)."""
         self.status: int | None = None
-        self.rusage: resource.struct_rusage | None = None
+        self.cpu_s = 0.0
+        self.max_rss_kb = 0.0
         self.reported: dict[str, float] | None = None
         """What the child said on its status pipe as it ended (exit code, CPU seconds, peak RSS)."""
 
     def reap(self, block: bool = False) -> None:
         """Reap every exited child; with ``block``, first wait for the main child if it runs and did not report."""
+        deadline = time.monotonic() + 30.0
         while True:
-            wait = block and self.status is None and self.reported is None
-            try:
-                pid, status, ru = os.wait4(-1, 0 if wait else os.WNOHANG)
-            except ChildProcessError:
+            if block and self.direct and self.status is None and self.reported is None:
+                with contextlib.suppress(ChildProcessError):
+                    _pid, status, ru = os.wait4(self.child, 0)
+                    _DYING.discard(self.child)
+                    self.status, self.cpu_s, self.max_rss_kb = status, ru.ru_utime + ru.ru_stime, float(ru.ru_maxrss)
+            found = _collect_exits()
+            if self.child in found:
+                self.status, self.cpu_s, self.max_rss_kb = found[self.child]
+            waiting = block and self.status is None and self.reported is None
+            if not waiting or time.monotonic() > deadline or (_zygote is not None and not _zygote.alive):
                 return
-            if pid == 0:
-                return
-            _DYING.discard(pid)
-            if pid == self.child:
-                self.status, self.rusage = status, ru
+            select.select([_zygote] if _zygote is not None else [], [], [], 0.002)
 
     def kill_all(self) -> None:
         """SIGKILL every descendant until none is left (a fork bomb needs a few rounds).
@@ -162,20 +192,23 @@ class _Reaper:
         two small reads instead of a ``/proc`` scan.
         """
         me = os.getpid()
+        keep = {_zygote.pid} if _zygote is not None else set()
         skip = self.child if self.reported is not None and self.status is None else None
         if skip is not None:
             with contextlib.suppress(ProcessLookupError):
                 os.kill(skip, signal.SIGKILL)  # it reported the end: no more of its code may run
             self.reap()
             left, mine = _children(skip), _children(me)
-            if left == [] and mine is not None and set(mine) <= _DYING | {skip}:
+            below = _children(_zygote.pid) if _zygote is not None else []
+            done = _DYING | {skip} | keep
+            if left == [] and mine is not None and below is not None and set(mine) | set(below) <= done:
                 self.dying()
                 return
         for _ in range(500):
             self.reap()
             if not _has_children():
                 return
-            pids = _descendants(me)
+            pids = [pid for pid in _descendants(me) if pid not in keep]
             if set(pids) <= _DYING | {skip}:  # only killed children are left: their teardown is reaped later
                 self.dying()
                 return
@@ -264,6 +297,7 @@ def _child_run(req: dict[str, Any], program: list[bytes]) -> NoReturn:
     """
     status = 1
     try:
+        set_dumpable(True)  # the call's own process: its /proc/self as usual (it was forked non-dumpable)
         env = _request_env(req)
         os.chdir(req.get("cwd") or "/")
         _set_child_limits(req.get("limits") or {}, req.get("cpu"), int(req.get("others", 0)))
@@ -377,35 +411,30 @@ class _Spare:
 
     Forking a warm interpreter and the copy-on-write faults of its first compile and ``exec`` cost more than the
     rest of a call; a spare pays them between calls. It runs no request until :meth:`hand_over` sends it one on
-    fd 3, is forked only after the previous call's processes are gone, and serves exactly one call, so every call
-    still starts from the supervisor's state in a fresh process.
+    fd 3, is forked by the zygote (never by the supervisor, which has held other calls' data) only after the previous
+    call's processes are gone, and serves exactly one call.
     """
 
-    def __init__(self, env: dict[str, str] | None = None) -> None:
+    def __init__(self, zygote: Zygote) -> None:
         in_r, self.in_w = os.pipe()
         self.out_r, out_w = os.pipe()
         self.err_r, err_w = os.pipe()
         req_r, self.req_w = os.pipe()
         self.end_r, end_w = os.pipe()
-        self.pid = os.fork()
-        if self.pid == 0:
-            try:
-                _child_prepare((in_r, out_w, err_w), keep=(req_r, end_w))
-                _rehearse(env)
-                req, blobs = read_frame(3, 1 << 30)
-                os.close(3)
-                os.write(4, b"S")  # started: from here on, whatever happens is the call's
-            except EOFError:  # the supervisor went away before a request came: nothing to do
-                os._exit(0)
-            except BaseException as exc:  # nothing of a call ran; the supervisor forks anew for it
-                _report_setup_failure(exc)
-            _child_run(dict(req, report=True), blobs)
-        for fd in (in_r, out_w, err_w, req_r, end_w):
-            os.close(fd)
+        try:
+            pid = zygote.spawn((in_r, out_w, err_w, req_r, end_w))
+        finally:
+            for fd in (in_r, out_w, err_w, req_r, end_w):
+                os.close(fd)
+        if pid is None:
+            for fd in (self.in_w, self.out_r, self.err_r, self.req_w, self.end_r):
+                os.close(fd)
+            raise OSError("the zygote is gone")
+        self.pid = pid
         os.set_blocking(self.end_r, False)
 
     def hand_over(self, req: dict[str, Any], program: list[bytes]) -> bool:
-        """Send the spare its request; ``False`` if it is gone (then it has been reaped and closed)."""
+        """Send the spare its request; ``False`` if it is gone (then it has been killed and closed)."""
         try:
             write_all(self.req_w, encode_frame(req, program))
             return True
@@ -413,23 +442,42 @@ class _Spare:
             self.discard()
             return False
         finally:
-            os.close(self.req_w)
+            with contextlib.suppress(OSError):
+                os.close(self.req_w)
 
     def discard(self) -> None:
-        """Kill and reap an unused spare and close its pipes."""
+        """Kill an unused spare (the zygote reaps it) and close its pipes."""
         with contextlib.suppress(ProcessLookupError):
             os.kill(self.pid, signal.SIGKILL)
-        with contextlib.suppress(ChildProcessError):
-            os.waitpid(self.pid, 0)
+        _DYING.add(self.pid)
         for fd in (self.in_w, self.out_r, self.err_r, self.end_r):
             with contextlib.suppress(OSError):
                 os.close(fd)
 
 
+def _spare_main(fds: Sequence[int]) -> NoReturn:
+    """A spare child, forked by the zygote: set up, rehearse, then wait for its one request on fd 3."""
+    try:
+        _child_prepare((fds[0], fds[1], fds[2]), keep=(fds[3], fds[4]))
+        _rehearse(None)
+        req, blobs = read_frame(3, 1 << 30)
+        os.close(3)
+        os.write(4, b"S")  # started: from here on, whatever happens is the call's
+    except EOFError:  # the supervisor went away before a request came: nothing to do
+        os._exit(0)
+    except BaseException as exc:  # nothing of a call ran; the supervisor asks for another spare
+        _report_setup_failure(exc)
+    _child_run(dict(req, report=True), blobs)
+
+
 def _execute(
-    req: dict[str, Any], blobs: list[bytes], watch_fd: int | None = None, spare: _Spare | None = None
-) -> bytes:
-    """Fork (or hand ``spare`` the request), supervise and reap one execution; return the reply frame."""
+    req: dict[str, Any], blobs: list[bytes], watch_fd: int | None = None, spare: _Spare | None = None, tries: int = 3
+) -> Frame:
+    """Fork (or hand a zygote's spare the request), supervise and reap one execution; return the reply.
+
+    With a zygote the supervisor never forks a call itself: when no spare can be had, the reply is a
+    ``worker_broken`` fault and the host replaces the worker.
+    """
     op = req.get("op")
     program = blobs[:2] if op == "batch" else blobs[:1] if op == "python" else []
     stdin_data = blobs[len(program)] if len(blobs) > len(program) else b""
@@ -443,8 +491,21 @@ def _execute(
     start = time.monotonic()
     end_r: int | None = None
     req = dict(req, others=_reap_dying())
+    if spare is None and _zygote is not None:
+        try:
+            spare = _Spare(_zygote)
+        except OSError:
+            spare = None
     if spare is not None and spare.hand_over(req, program):
         pid, in_w, out_r, err_r, end_r = spare.pid, spare.in_w, spare.out_r, spare.err_r, spare.end_r
+    elif _zygote is not None:
+        signal.set_wakeup_fd(old_wakeup)
+        signal.signal(signal.SIGCHLD, old_handler)
+        for fd in (wake_r, wake_w):
+            os.close(fd)
+        if tries > 1 and _zygote.alive:
+            return _execute(req, blobs, watch_fd, None, tries - 1)
+        return {"fault": "worker_broken", "detail": "the zygote could not fork the call"}, []
     else:
         in_r, in_w = os.pipe()
         out_r, out_w = os.pipe()
@@ -455,17 +516,20 @@ def _execute(
         for fd in (in_r, out_w, err_w):
             os.close(fd)
     os.set_blocking(in_w, False)
-    reaper = _Reaper(pid)
-    streams = {out_r: _Capture(out_r, cap), err_r: _Capture(err_r, cap)}
+    reaper = _Reaper(pid, direct=end_r is None)
+    streams = {out_r: Capture(out_r, cap), err_r: Capture(err_r, cap)}
     poller = select.poll()
     for fd in (out_r, err_r, wake_r):
         poller.register(fd, select.POLLIN)
-    end = _EndReport(end_r)
+    end = EndReport(end_r)
     if end_r is not None:
         poller.register(end_r, select.POLLIN)
     if watch_fd is not None:
         poller.register(watch_fd, select.POLLIN)
-    feeder = _Feeder(in_w, stdin_data)
+    zygote_fd = _zygote.fileno() if _zygote is not None and _zygote.alive else None
+    if zygote_fd is not None:
+        poller.register(zygote_fd, select.POLLIN)  # the zygote reports the exits of the call's processes
+    feeder = Feeder(in_w, stdin_data)
     if feeder.fd is not None:
         poller.register(in_w, select.POLLOUT)
     deadline = start + timeout
@@ -476,9 +540,13 @@ def _execute(
             timed_out = True
             break
         for fd, _ev in poller.poll(remaining * 1000):
-            if fd == wake_r:
-                _drain_wakeups(wake_r)
+            if fd in (wake_r, zygote_fd):
+                if fd == wake_r:
+                    _drain_wakeups(wake_r)
                 reaper.reap()
+                if zygote_fd is not None and (_zygote is None or not _zygote.alive):
+                    poller.unregister(zygote_fd)
+                    zygote_fd = None
             elif fd == end_r:
                 reaper.reported = end.read()
                 if end.closed:
@@ -505,15 +573,15 @@ def _execute(
         os.close(fd)
     signal.set_wakeup_fd(old_wakeup)
     signal.signal(signal.SIGCHLD, old_handler)
-    if spare_died:  # killed before it read the request (e.g. from another session): nothing ran, fork anew
-        return _execute(req, blobs, watch_fd, None)
-    return encode_frame(
+    if spare_died and tries > 1:  # killed before it read the request: nothing ran, ask the zygote for another
+        return _execute(req, blobs, watch_fd, None, tries - 1)
+    return (
         _reply_header(req, reaper, time.monotonic() - start, timed_out, streams[out_r], streams[err_r], host_gone),
         [bytes(streams[out_r].buf), bytes(streams[err_r].buf)],
     )
 
 
-def _flooded(streams: dict[int, _Capture]) -> bool:
+def _flooded(streams: dict[int, Capture]) -> bool:
     return any(c.truncated for c in streams.values())
 
 
@@ -530,17 +598,16 @@ def _reply_header(
     reaper: _Reaper,
     duration: float,
     timed_out: bool,
-    out: _Capture,
-    err: _Capture,
+    out: Capture,
+    err: Capture,
     host_gone: bool,
 ) -> dict[str, Any]:
-    status, ru, reported = reaper.status, reaper.rusage, reaper.reported
+    status, reported = reaper.status, reaper.reported
     if reported is not None:  # a spare's own report, sent as it ended (its wait status is our SIGKILL after it)
         exit_code, cpu_s, max_rss_kb = int(reported["exit_code"]), reported["cpu_s"], reported["max_rss_kb"]
     else:
         exit_code = os.waitstatus_to_exitcode(status) if status is not None else -signal.SIGKILL
-        cpu_s = (ru.ru_utime + ru.ru_stime) if ru else 0.0
-        max_rss_kb = float(ru.ru_maxrss) if ru else 0.0
+        cpu_s, max_rss_kb = reaper.cpu_s, reaper.max_rss_kb
     cpu_limit = req.get("cpu")
     if exit_code == -signal.SIGXCPU or (cpu_limit and exit_code == -signal.SIGKILL and cpu_s >= cpu_limit - 0.05):
         timed_out = True
@@ -558,111 +625,10 @@ def _reply_header(
     }
 
 
-class _EndReport:
-    """The status line a spare child writes as its call ends (``None`` until a valid one arrived)."""
-
-    def __init__(self, fd: int | None) -> None:
-        self.fd, self.buf, self.closed = fd, b"", fd is None
-        self.started = False
-        """The child got the request (it wrote ``S`` before running anything of the call)."""
-
-    def read(self) -> dict[str, float] | None:
-        assert self.fd is not None
-        try:
-            data = os.read(self.fd, 4096)
-        except BlockingIOError:
-            return None
-        if not data:
-            self.closed = True
-            return None
-        self.buf += data[:4096]
-        if not self.started and self.buf.startswith(b"S"):
-            self.started, self.buf = True, self.buf[1:]
-        line, sep, _ = self.buf.partition(b"\n")
-        if not sep:
-            return None
-        try:
-            end = json.loads(line)
-            return {k: float(end[k]) for k in ("exit_code", "cpu_s", "max_rss_kb")}
-        except (ValueError, KeyError, TypeError):
-            self.closed = True  # garbage (the code wrote it): wait for the child's exit instead
-            return None
-
-    def close(self) -> None:
-        if self.fd is not None:
-            os.close(self.fd)
-            self.fd = None
-
-
-class _Capture:
-    """One output pipe, read into a buffer of at most ``cap`` bytes."""
-
-    def __init__(self, fd: int, cap: int) -> None:
-        self.fd, self.cap = fd, cap
-        self.buf = bytearray()
-        self.truncated = False
-        self.eof = False
-
-    def read(self) -> bool:
-        """Read once; return False at end of file."""
-        data = os.read(self.fd, CHUNK)
-        if not data:
-            self.eof = True
-            return False
-        room = self.cap - len(self.buf)
-        if len(data) > room:
-            self.buf += data[: max(room, 0)]
-            self.truncated = True
-        else:
-            self.buf += data
-        return True
-
-    def drain(self) -> None:
-        """Take what the dead writers left in the pipe, then close it."""
-        os.set_blocking(self.fd, False)
-        try:
-            while not self.eof and not self.truncated and self.read():
-                pass
-        except BlockingIOError:
-            pass
-        os.close(self.fd)
-
-
-class _Feeder:
-    """Writes the child's stdin without blocking the supervisor."""
-
-    def __init__(self, fd: int, data: bytes) -> None:
-        self.fd: int | None = fd
-        self.pending = memoryview(data)
-        if not data:
-            self.close()
-
-    def write(self) -> bool:
-        """Write a chunk; return False once done (all written or the reader is gone)."""
-        if self.fd is None:
-            return False
-        try:
-            n = os.write(self.fd, self.pending[:CHUNK])
-            self.pending = self.pending[n:]
-        except BlockingIOError:
-            return True
-        except BrokenPipeError:
-            self.pending = self.pending[:0]
-        if self.pending:
-            return True
-        self.close()
-        return False
-
-    def close(self) -> None:
-        if self.fd is not None:
-            os.close(self.fd)
-            self.fd = None
-
-
 # --- file operations (used where the host cannot reach the work directory, e.g. a container tmpfs) ---
 
 
-def _file_op(req: dict[str, Any], blobs: list[bytes]) -> bytes:
+def _file_op(req: dict[str, Any], blobs: list[bytes]) -> Frame:
     path = req.get("path", "")
     try:
         if req["op"] == "write":
@@ -671,29 +637,29 @@ def _file_op(req: dict[str, Any], blobs: list[bytes]) -> bytes:
                 os.makedirs(parent, exist_ok=True)
             with open(path, "wb") as f:
                 f.write(blobs[0])
-            return encode_frame({"ok": True})
+            return {"ok": True}, []
         with open(path, "rb") as f:
             size = os.fstat(f.fileno()).st_size
             limit = int(req.get("max_bytes", 1 << 26))
             if size > limit:
-                return encode_frame({"ok": False, "error": f"file is {size} bytes, over the {limit}-byte limit"})
-            return encode_frame({"ok": True}, [f.read(limit + 1)[:limit]])
+                return {"ok": False, "error": f"file is {size} bytes, over the {limit}-byte limit"}, []
+            return {"ok": True}, [f.read(limit + 1)[:limit]]
     except OSError as exc:
-        return encode_frame({"ok": False, "error": f"{type(exc).__name__}: {exc}"})
+        return {"ok": False, "error": f"{type(exc).__name__}: {exc}"}, []
 
 
 _EXECUTIONS = ("exec", "python", "batch")
 
 
-def _serve(req: dict[str, Any], blobs: list[bytes], watch_fd: int | None, spare: _Spare | None = None) -> bytes:
+def _serve(req: dict[str, Any], blobs: list[bytes], watch_fd: int | None, spare: _Spare | None = None) -> Frame:
     op = req.get("op")
     if op in _EXECUTIONS:
         return _execute(req, blobs, watch_fd, spare)
     if op in ("write", "read"):
         return _file_op(req, blobs)
     if op == "ping":
-        return encode_frame({"ok": True, "pid": os.getpid()})
-    return encode_frame({"ok": False, "error": f"unknown op {op!r}"})
+        return {"ok": True, "pid": os.getpid()}, []
+    return {"ok": False, "error": f"unknown op {op!r}"}, []
 
 
 def _serve_loop(once: bool, max_bytes: int) -> None:
@@ -702,30 +668,39 @@ def _serve_loop(once: bool, max_bytes: int) -> None:
     os.dup2(devnull, 0)
     os.dup2(devnull, 1)
     os.close(devnull)
-    _become_subreaper()
-    _OWN_BEFORE_CALLS.append(_count_own_processes())
+    own = _count_own_processes()  # before the supervisor is non-dumpable: then /proc shows it as root's
+    if TRUST_BOUNDARY:
+        set_dumpable(False)
+    become_subreaper()
+    global _zygote
     if not once:
         import traceback  # noqa: F401  (warm: forked children print tracebacks without importing it)
+
+        if TRUST_BOUNDARY:
+            _zygote = Zygote(_spare_main)  # before the first request: it never holds one
+            own += 1
+    _OWN_BEFORE_CALLS.append(own)
     write_all(proto_out, encode_frame({"ready": True, "pid": os.getpid()}))
     spare: _Spare | None = None
-    env: dict[str, str] | None = None  # the last Python call's environment, which the next spare rehearses with
     while True:
-        if not once and spare is None:
+        if _zygote is not None and spare is None and _zygote.alive:
             try:
-                spare = _Spare(env)
-            except OSError:  # out of processes or fds: calls fork on demand
+                spare = _Spare(_zygote)
+            except OSError:  # out of processes or fds, or the zygote is gone: the next call says so
                 spare = None
         try:
             req, blobs = read_frame(proto_in, max_bytes)
         except EOFError:
             return
+        request_id = req.pop("id", None)  # the host's; the call's own process never sees it
         if req.get("op") in _EXECUTIONS:
-            reply, spare = _serve(req, blobs, proto_in, spare), None
-            env = _request_env(req) if req["op"] != "exec" else env
+            (header, out), spare = _serve(req, blobs, proto_in, spare), None
         else:
-            reply = _serve(req, blobs, proto_in)
+            header, out = _serve(req, blobs, proto_in)
+        if request_id is not None:
+            header = dict(header, id=request_id)
         try:
-            write_all(proto_out, reply)
+            write_all(proto_out, encode_frame(header, out))
         except BrokenPipeError:
             return
         if once:
@@ -735,6 +710,7 @@ def _serve_loop(once: bool, max_bytes: int) -> None:
 def _foreground_exec(limits_json: str, argv: list[str]) -> NoReturn:
     limits = json.loads(limits_json)
     _set_child_limits(limits, None)
+    become_subreaper()  # kept across exec: what a session's call leaves behind, in any session, stays its descendant
     old = signal.signal(signal.SIGTTOU, signal.SIG_IGN)
     try:
         os.setpgid(0, 0)

@@ -15,6 +15,7 @@ from __future__ import annotations
 import functools
 import os
 import re
+import secrets
 import select
 import time
 from collections.abc import Callable
@@ -41,7 +42,7 @@ SANDBOX_ENV = {
 }
 
 
-SUPERVISOR_MODULES = ("_frames.py", "_harness.py", "_supervisor.py")
+SUPERVISOR_MODULES = ("_frames.py", "_harness.py", "_zygote.py", "_streams.py", "_supervisor.py")
 """The modules of the in-sandbox supervisor, in the order their sources are joined into one script."""
 
 _OWN_IMPORT = re.compile(r"^from turnkit\.sandbox\._\w+ import [\w, ]+$|^from __future__ import annotations$")
@@ -51,8 +52,9 @@ def join_supervisor_source(read: Callable[[str], str]) -> str:
     """Join the supervisor's modules (read by file name) into one script: one future import, no imports of each other.
 
     Example:
-        >>> parts = {"_frames.py": "from __future__ import annotations\\nA = 1\\n", "_harness.py": "B = 2\\n",
-        ...          "_supervisor.py": "from turnkit.sandbox._frames import A\\nC = A + B\\n"}
+        >>> parts = dict.fromkeys(SUPERVISOR_MODULES, "")
+        >>> parts.update({"_frames.py": "from __future__ import annotations\\nA = 1\\n", "_harness.py": "B = 2\\n",
+        ...               "_supervisor.py": "from turnkit.sandbox._frames import A\\nC = A + B\\n"})
         >>> ns = {}
         >>> exec(join_supervisor_source(parts.__getitem__), ns)
         >>> ns["C"]
@@ -182,6 +184,19 @@ class ReplyReader:
     def max_bytes(self, value: int) -> None:
         self._decoder.max_bytes = value
 
+    def pending(self) -> bool:
+        """Whether anything arrived that no request asked for (a worker must be silent between calls).
+
+        Example:
+            >>> r, w = os.pipe()
+            >>> reader = ReplyReader(r, max_bytes=1024)
+            >>> before = reader.pending()
+            >>> _ = os.write(w, b"x")
+            >>> before, reader.pending()
+            (False, True)
+        """
+        return bool(self._ready) or self.eof or bool(self._poller.poll(0))
+
     def next(self, *, deadline: float) -> Frame | None:
         """The next frame, or ``None`` on EOF. Raises :class:`TimeoutError` at the deadline.
 
@@ -210,6 +225,33 @@ class ReplyReader:
             except _frames.FrameError as exc:
                 raise ProtocolError(f"malformed reply from the sandbox supervisor: {exc}") from exc
         return self._ready.pop(0)
+
+
+def new_request_id() -> str:
+    """A fresh random id for one request (the supervisor echoes it; the call's own process never sees it).
+
+    Example:
+        >>> len(new_request_id()), new_request_id() != new_request_id()
+        (32, True)
+    """
+    return secrets.token_hex(16)
+
+
+def check_reply_id(frame: Frame, request_id: str) -> None:
+    """Refuse a reply that does not answer ``request_id`` (forged, or meant for another request).
+
+    Raises:
+        ProtocolError: The ids differ: the connection is desynchronised and the worker must be replaced.
+
+    Example:
+        >>> check_reply_id(({"id": "a1"}, []), "a1")
+        >>> check_reply_id(({"id": "b2"}, []), "a1")
+        Traceback (most recent call last):
+        ...
+        turnkit.sandbox._wire.ProtocolError: a reply out of turn from the sandbox supervisor (desynchronised)
+    """
+    if frame[0].get("id") != request_id:
+        raise ProtocolError("a reply out of turn from the sandbox supervisor (desynchronised)")
 
 
 def result_from_frame(frame: Frame) -> ExecResult:

@@ -329,16 +329,27 @@ def result_from_wire(header: dict[str, Any], stdout: bytes, stderr: bytes) -> Ex
     )
 
 
-def infra_result(message: str, *, exit_code: int = -1, timed_out: bool = False, duration_s: float = 0.0) -> ExecResult:
-    """An :class:`ExecResult` for a run whose supervisor died or hung (caused by the code it ran).
+FAULTS = ("supervisor_died", "no_reply", "desync", "worker_broken")
+"""Values of :attr:`~turnkit.types.ExecResult.fault`: the supervisor died, did not answer in time, answered out
+of turn or with a malformed frame, or could no longer start calls; the worker is replaced after each."""
+
+
+def infra_result(
+    message: str, *, fault: str, exit_code: int = -1, timed_out: bool = False, duration_s: float = 0.0
+) -> ExecResult:
+    """An :class:`ExecResult` for a run whose supervisor died, hung or desynchronised (perhaps the code's doing).
 
     Example:
-        >>> infra_result("supervisor died").stderr
-        '[turnkit sandbox] supervisor died\\n'
+        >>> r = infra_result("supervisor died", fault="supervisor_died")
+        >>> r.stderr, r.fault, r.ok
+        ('[turnkit sandbox] supervisor died\\n', 'supervisor_died', False)
     """
+    if fault not in FAULTS:
+        raise ValueError(f"unknown sandbox fault {fault!r}")
     return ExecResult(
         exit_code=exit_code,
         stderr=f"[turnkit sandbox] {message}\n",
         timed_out=timed_out,
         duration_s=duration_s,
+        fault=fault,
     )

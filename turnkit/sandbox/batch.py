@@ -39,8 +39,9 @@ from turnkit.types import ExecResult
 
 __all__ = ["BATCH_ERRORS", "BatchResult", "CallResult", "batch_program", "encode_value", "run_batch"]
 
-BATCH_ERRORS = ("syntax_error", "crash", "timeout", "memory", "output_limit")
-"""Values of :attr:`BatchResult.error`: why the batch failed as a whole (per-call timeouts are ``"timeout"`` too)."""
+BATCH_ERRORS = ("syntax_error", "crash", "timeout", "memory", "output_limit", "sandbox")
+"""Values of :attr:`BatchResult.error`: why the batch failed as a whole (per-call timeouts are ``"timeout"`` too).
+``"sandbox"``: the sandbox itself failed (:attr:`~turnkit.types.ExecResult.fault`), so nothing is known of the code."""
 
 
 @dataclass(frozen=True)
@@ -159,6 +160,8 @@ def parse_batch(result: ExecResult, n_calls: int, per_call_timeout_s: float, wal
     def failed(error: str, detail: str) -> BatchResult:
         return BatchResult(None, error, detail, result)
 
+    if result.fault:
+        return failed("sandbox", f"{result.fault}: {result.stderr.strip()[:200]}")
     if result.truncated:
         return failed("output_limit", "the results exceeded the sandbox's output cap")
     if result.oom_killed:

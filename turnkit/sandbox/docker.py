@@ -2,9 +2,10 @@
 
 The container runs the offline-built image (:mod:`turnkit.sandbox.image`) with no network, a read-only
 root, tmpfs ``/work`` and ``/tmp``, an unprivileged user, no capabilities, ``no-new-privileges``, cgroup
-memory/CPU/pids limits and ``docker-init`` as PID 1 (it reaps zombies). Every call is a ``docker exec`` of
-the same supervisor the local backend uses, so limits, output caps and leftover-process cleanup behave
-identically.
+memory/CPU/pids limits and a non-dumpable init as PID 1 that reaps zombies. Every call is a ``docker exec`` of
+the same supervisor the local backend uses, so limits, output caps, leftover-process cleanup and the
+grading trust boundary (see :mod:`turnkit.sandbox._zygote`) behave identically. PID 1 is a small non-dumpable
+init of turnkit's (:data:`_INIT`), not ``docker-init``.
 
 Cleanup is guaranteed three ways: ``close()`` (and the context manager); an ``atexit`` hook; and a
 watchdog process per owner that removes the owner's containers when the owner dies, even by SIGKILL.
@@ -53,28 +54,43 @@ SANDBOX_USER = "65534:65534"
 _MEMORY_HEADROOM_MB = 64
 """cgroup memory above the per-process limit, for the supervisor and the shell around the code."""
 
-_KILL_LEFTOVERS = r"""
-import os, signal
-def stat(p):
-    with open('/proc/%s/stat' % p, 'rb') as f:
-        s = f.read()
-    rest = s[s.rindex(b')') + 2:].split()
-    return int(rest[1]), int(rest[19])
-me, procs = os.getpid(), {}
-for n in os.listdir('/proc'):
-    if n.isdigit():
-        try:
-            procs[int(n)] = stat(n)
-        except OSError:
-            pass
-keeper = min((start, pid) for pid, (ppid, start) in procs.items() if ppid == 1)[1]
-for pid in procs:
-    if pid not in (1, keeper, me):
-        try:
-            os.kill(pid, signal.SIGKILL)
-        except OSError:
-            pass
+_INIT = r"""
+import ctypes, os, signal
+ctypes.CDLL(None).prctl(4, 0, 0, 0, 0)
+for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
+    signal.signal(sig, signal.SIG_IGN)
+while True:
+    try:
+        os.wait()
+    except ChildProcessError:
+        signal.pause()
+    except InterruptedError:
+        pass
 """
+"""PID 1 of a sandbox container: non-dumpable (the code cannot patch it through ``/proc/1/mem`` and wait there
+for the next supervisor), immune to signals from inside (an init without handlers ignores them), and it reaps
+orphans. It replaces ``docker-init`` and a keeper process, both dumpable processes of the code's uid."""
+
+_KILL_LEFTOVERS = r"""
+import os, signal, time
+me = os.getpid()
+for _ in range(200):
+    left = 0
+    for n in os.listdir('/proc'):
+        if n.isdigit() and int(n) not in (1, me):
+            try:
+                with open('/proc/%s/stat' % n, 'rb') as f:
+                    state = f.read().rsplit(b')', 1)[1].split()[0]
+                if state != b'Z':
+                    os.kill(int(n), signal.SIGKILL)
+                    left += 1
+            except OSError:
+                pass
+    if not left:
+        break
+    time.sleep(0.005)
+"""
+"""Kills every process in the container but init, pass after pass until none is left (a fork loop refills)."""
 
 _KILL_SESSION = r"""
 import os, signal
@@ -346,7 +362,7 @@ class DockerSandbox(SandboxBase):
         owner = _OWNER.ensure(self._client)
         try:
             self.container = self._client.containers.run(
-                image, detach=True, **self.container_kwargs(self.limits, owner)
+                image, detach=True, **self.container_kwargs(self.limits, owner, python)
             )
         except docker.errors.DockerException as exc:
             raise SandboxError(f"cannot start a sandbox container: {exc}") from exc
@@ -357,7 +373,7 @@ class DockerSandbox(SandboxBase):
         self._closed = False
 
     @staticmethod
-    def container_kwargs(limits: Limits, owner: str) -> dict[str, Any]:
+    def container_kwargs(limits: Limits, owner: str, python: str = "/usr/bin/python3") -> dict[str, Any]:
         """The ``containers.run`` arguments that lock a container down to ``limits``.
 
         Example:
@@ -370,7 +386,8 @@ class DockerSandbox(SandboxBase):
         fsize = limits.file_size_mb * 1024 * 1024
         tmpfs_opts = f"rw,nosuid,nodev,size={limits.disk_mb}m,uid=65534,gid=65534,mode=1777"
         return {
-            "init": True,
+            "init": False,
+            "command": [python, "-I", "-c", _INIT],
             "network_mode": "bridge" if limits.network else "none",
             "mem_limit": mem,
             "memswap_limit": mem,
@@ -530,24 +547,32 @@ class DockerSandbox(SandboxBase):
             self._kill_leftovers()
             return infra_result(
                 f"no reply within {wall + _wire.SLACK_S:.1f} s; the container's processes were killed",
+                fault="no_reply",
                 exit_code=-9,
                 timed_out=True,
                 duration_s=time.monotonic() - start,
             )
         except _wire.ProtocolError as exc:
             self._kill_leftovers()
-            return infra_result(f"{exc}; the code may have tampered with it", duration_s=time.monotonic() - start)
+            return infra_result(
+                f"{exc}; the code may have tampered with it", fault="desync", duration_s=time.monotonic() - start
+            )
         if frame is None:
             self._kill_leftovers()
             return infra_result(
                 "the sandbox supervisor exited without a reply; the code may have killed it",
+                fault="supervisor_died",
                 duration_s=time.monotonic() - start,
             )
+        if frame[0].get("fault") == "worker_broken":
+            return infra_result("the sandbox worker can no longer start calls", fault="worker_broken")
         try:
             result = _wire.result_from_frame(frame)
         except _wire.ProtocolError as exc:
             self._kill_leftovers()
-            return infra_result(f"{exc}; the code may have tampered with it", duration_s=time.monotonic() - start)
+            return infra_result(
+                f"{exc}; the code may have tampered with it", fault="desync", duration_s=time.monotonic() - start
+            )
         after = self.oom_kills()
         if ooms is not None and after is not None and after > ooms and not result.oom_killed:
             result = dataclasses.replace(result, oom_killed=True)
@@ -564,32 +589,51 @@ class DockerSandbox(SandboxBase):
         Raises:
             TimeoutError: If no reply came within ``wait_s``.
         """
-        frame = _frames.encode_frame(req, blobs)
         limit = max_reply or _wire.max_reply_bytes(self.limits)
         if not self.persistent:
+            req = dict(req, id=_wire.new_request_id())
             conn = _ExecConnection(self, "once", limit)
             try:
-                conn.send(frame)
+                conn.send(_frames.encode_frame(req, blobs))
                 conn.wait_ready()
-                return conn.reply(wait_s)
+                reply = conn.reply(wait_s)
+                if reply is not None:
+                    _wire.check_reply_id(reply, req["id"])
+                return reply
             finally:
                 conn.close()
         with self._lock:
             self._check_open()
-            if self._worker is None:
-                self._worker = _ExecConnection(self, "worker", _wire.max_reply_bytes(self.limits))
-                self._worker.wait_ready()
-            worker = self._worker
-            try:
-                worker.reader.max_bytes = limit
-                worker.send(frame)
-                reply = worker.reply(wait_s)
-            except (TimeoutError, _wire.ProtocolError):
-                self._drop_worker()
-                raise
-            if reply is None:
-                self._drop_worker()
-            return reply
+            for attempt in range(2):
+                worker = self._ready_worker()
+                req = dict(req, id=_wire.new_request_id())
+                try:
+                    worker.reader.max_bytes = limit
+                    worker.send(_frames.encode_frame(req, blobs))
+                    reply = worker.reply(wait_s)
+                    if reply is not None:
+                        _wire.check_reply_id(reply, req["id"])
+                except (TimeoutError, _wire.ProtocolError):
+                    self._drop_worker()
+                    raise
+                if reply is None:
+                    self._drop_worker()  # the caller kills what is left
+                elif reply[0].get("fault") == "worker_broken":
+                    self._drop_worker()
+                    self._kill_leftovers()
+                if reply is None or reply[0].get("fault") != "worker_broken" or attempt:
+                    return reply
+            raise AssertionError("unreachable")
+
+    def _ready_worker(self) -> _ExecConnection:
+        """The warm worker, replaced first if its stream ended or it sent anything unasked since its last reply."""
+        if self._worker is not None and self._worker.reader.pending():
+            self._drop_worker()
+            self._kill_leftovers()
+        if self._worker is None:
+            self._worker = _ExecConnection(self, "worker", _wire.max_reply_bytes(self.limits))
+            self._worker.wait_ready()
+        return self._worker
 
     def _file_request(self, req: dict[str, Any], blobs: list[bytes], max_reply: int | None) -> _wire.Frame | None:
         try:
@@ -603,7 +647,7 @@ class DockerSandbox(SandboxBase):
             self._worker = None
 
     def _kill_leftovers(self) -> None:
-        """Kill every process in the container but init and the keeper (after a hung or killed supervisor)."""
+        """Kill every process in the container but init (after a hung, killed or desynchronised supervisor)."""
         with contextlib.suppress(self._docker.errors.DockerException):
             self.container.exec_run([self.python, "-I", "-c", _KILL_LEFTOVERS], user=SANDBOX_USER)
 

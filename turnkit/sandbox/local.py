@@ -383,46 +383,63 @@ class LocalSandbox(SandboxBase):
         return _Supervisor(argv, self._ids, _wire.max_reply_bytes(self.limits), env)
 
     def _call(self, req: dict[str, Any], blobs: list[bytes], wall: float) -> ExecResult:
-        frame = _frames.encode_frame(req, blobs)
-        if self.persistent:
-            with self._lock:
-                self._check_open()
-                if self._worker is None or not self._worker.alive():
-                    if self._worker is not None:
-                        self._worker.kill()
-                    self._worker = self._start("worker")
-                    self._worker.wait_ready()
-                result, healthy = self._exchange(self._worker, frame, wall)
+        if not self.persistent:
+            req = dict(req, id=_wire.new_request_id())
+            sup = self._start("once")
+            try:
+                sup.send(_frames.encode_frame(req, blobs))
+                sup.wait_ready()
+                return self._exchange(sup, req["id"], frame=None, wall=wall)[0]
+            finally:
+                # The supervisor exits right after its reply; reaping it off the caller's path saves the
+                # ~10-50 ms that Popen.wait(timeout) spends polling.
+                threading.Thread(target=sup.close, name="turnkit-sandbox-reap", daemon=True).start()
+        with self._lock:
+            self._check_open()
+            for attempt in range(2):
+                worker = self._ready_worker()
+                req = dict(req, id=_wire.new_request_id())
+                result, healthy = self._exchange(worker, req["id"], _frames.encode_frame(req, blobs), wall)
                 if not healthy:
-                    self._worker.kill()
+                    worker.kill()
                     self._worker = None
-                return result
-        sup = self._start("once")
-        try:
-            sup.send(frame)
-            sup.wait_ready()
-            result, _ = self._exchange(sup, frame=None, wall=wall)
-            return result
-        finally:
-            # The supervisor exits right after its reply; reaping it off the caller's path saves the
-            # ~10-50 ms that Popen.wait(timeout) spends polling.
-            threading.Thread(target=sup.close, name="turnkit-sandbox-reap", daemon=True).start()
+                if result.fault != "worker_broken" or attempt:
+                    return result
+            raise AssertionError("unreachable")
 
-    def _exchange(self, sup: _Supervisor, frame: bytes | None, wall: float) -> tuple[ExecResult, bool]:
+    def _ready_worker(self) -> _Supervisor:
+        """The warm worker, replaced first if it died or sent anything unasked since its last reply."""
+        worker = self._worker
+        if worker is not None and (not worker.alive() or worker.reader.pending()):
+            worker.kill()
+            worker = self._worker = None
+        if worker is None:
+            worker = self._worker = self._start("worker")
+            worker.wait_ready()
+        return worker
+
+    def _exchange(self, sup: _Supervisor, request_id: str, frame: bytes | None, wall: float) -> tuple[ExecResult, bool]:
         """Send (if given) and await one reply; returns the result and whether the supervisor is still usable."""
         start = time.monotonic()
         if frame is not None and not sup.send(frame):
-            return infra_result("the sandbox supervisor exited before the request was sent"), False
+            return infra_result(
+                "the sandbox supervisor exited before the request was sent", fault="supervisor_died"
+            ), False
         try:
             reply = sup.reader.next(deadline=start + wall + _wire.SLACK_S)
+            if reply is not None:
+                _wire.check_reply_id(reply, request_id)
+                if reply[0].get("fault") == "worker_broken":
+                    return infra_result("the sandbox worker can no longer start calls", fault="worker_broken"), False
             result = None if reply is None else _wire.result_from_frame(reply)
         except _wire.ProtocolError as exc:
             sup.kill()
-            return infra_result(f"{exc}; the code may have tampered with it"), False
+            return infra_result(f"{exc}; the code may have tampered with it", fault="desync"), False
         except TimeoutError:
             sup.kill()
             return infra_result(
                 f"no reply within {wall + _wire.SLACK_S:.1f} s; the sandbox was killed",
+                fault="no_reply",
                 exit_code=-signal.SIGKILL,
                 timed_out=True,
                 duration_s=time.monotonic() - start,
@@ -432,6 +449,7 @@ class LocalSandbox(SandboxBase):
             status = sup.proc.returncode
             return infra_result(
                 f"the sandbox supervisor exited without a reply (status {status}); the code may have killed it",
+                fault="supervisor_died",
                 duration_s=time.monotonic() - start,
             ), False
         return result, True

@@ -17,6 +17,7 @@ from turnkit.envs.collab_code.grading import (
     grade,
     shared_sandbox,
     split_answer,
+    trusted_sandbox,
 )
 from turnkit.envs.collab_code.human import Human, RuleBasedHuman
 from turnkit.envs.core import TextEnv, Transition
@@ -77,8 +78,10 @@ class CollabCodeEnv(TextEnv):
     * ``tasks``: a fixed task list instead of the generator.
     * ``human``: the simulated human (default :class:`~turnkit.envs.collab_code.human.RuleBasedHuman`; or
       an :class:`~turnkit.envs.collab_code.llm_human.LLMHuman`).
-    * ``sandbox``: where grading runs (default: this process's shared persistent ``LocalSandbox``; the env
+    * ``sandbox``: where answers run (default: this process's shared persistent ``LocalSandbox``; the env
       never closes a sandbox it was given).
+    * ``reference_sandbox``: where references run, never an answer (default: this process's
+      :func:`~turnkit.envs.collab_code.grading.trusted_sandbox`); must differ from ``sandbox``.
     * ``max_turns``: messages per episode, the last being the forced answer (default 10).
     * ``per_test_timeout_s``: alarm per hidden test call (default 1 s, as ColBench).
     * ``forbidden``: substrings that score an answer 0 unseen (default ColBench's list; ``()`` disables).
@@ -91,9 +94,10 @@ class CollabCodeEnv(TextEnv):
 
     ## Failures
     Bad code is a result (``grading_error``). A :class:`~turnkit.errors.SandboxError` (the executor itself
-    failed: bubblewrap missing, the sandbox cannot start) is raised from ``reset`` or ``step`` and never scored
-    0; :func:`turnkit.collect` records it as ``Trajectory.error``. A reference that fails in the sandbox (a
-    broken loaded task) raises :class:`~turnkit.errors.EnvError`.
+    failed: bubblewrap missing, the sandbox cannot start, or its worker died, hung or answered out of turn while
+    running the answer, after which it is replaced) is raised from ``reset`` or ``step`` and never scored 0;
+    :func:`turnkit.collect` records it as ``Trajectory.error`` with ``ErrorCause.SANDBOX``. A reference that
+    fails in the sandbox (a broken loaded task) raises :class:`~turnkit.errors.EnvError`.
 
     Example:
         >>> env = CollabCodeEnv(kinds=("grade",))
@@ -123,6 +127,7 @@ class CollabCodeEnv(TextEnv):
         tasks: Sequence[Task] | None = None,
         human: Human | None = None,
         sandbox: Sandbox | None = None,
+        reference_sandbox: Sandbox | None = None,
         max_turns: int = 10,
         per_test_timeout_s: float = 1.0,
         forbidden: Sequence[str] = COLBENCH_FORBIDDEN,
@@ -156,7 +161,10 @@ class CollabCodeEnv(TextEnv):
         self.max_turns = int(max_turns)
         self.per_test_timeout_s = float(per_test_timeout_s)
         self.forbidden = tuple(forbidden)
+        if sandbox is not None and sandbox is reference_sandbox:
+            raise ConfigError("sandbox and reference_sandbox must differ: a sandbox that runs answers is never trusted")
         self._sandbox = sandbox
+        self._reference_sandbox = reference_sandbox
         self._dialogue: list[Message] = []
 
     # ------------------------------------------------------------------ TextEnv hooks
@@ -168,6 +176,8 @@ class CollabCodeEnv(TextEnv):
         """Check that the grading sandbox is available, then show the instructions and the request."""
         _check_task(task)
         _ = self.sandbox  # start it now: an unavailable sandbox fails at reset, not at the answer
+        if self._reference_sandbox is None:
+            trusted_sandbox()
         first = INSTRUCTIONS.format(turns=self.max_turns, marker=ANSWER_MARKER) + "\n\n" + task.prompt
         self._dialogue = [Message("user", first)]
         return first
@@ -221,11 +231,12 @@ class CollabCodeEnv(TextEnv):
             list(privileged["tests"]),
             per_test_timeout_s=self.per_test_timeout_s,
             forbidden=self.forbidden,
+            reference_sandbox=self._reference_sandbox,
         )
 
     def __deepcopy__(self, memo: dict[int, Any]) -> CollabCodeEnv:
         """Copy the episode state but share the sandbox and the human (a process or a model, not state)."""
-        shared = {id(self._sandbox): self._sandbox, id(self.human): self.human}
+        shared = {id(x): x for x in (self._sandbox, self._reference_sandbox, self.human)}
         clone = copy.copy(self)
         memo[id(self)] = clone
         for key, value in self.__dict__.items():

@@ -22,12 +22,17 @@ in the grading process, with a 1 s ``SIGALRM`` per test):
 A crash, a timeout, forbidden text or an oversized result is a :class:`GradeResult` with ``error`` set and
 the cause in ``detail``. :class:`~turnkit.errors.SandboxError` (the executor itself failed) propagates.
 
+Trust boundary (docs/sandbox.md): the reference runs in a **trusted sandbox** that never runs an answer
+(:func:`trusted_sandbox`, or the ``reference_sandbox`` you pass), and its outcomes stay on the host. The answer's
+process only ever holds its own code and the test calls, so whatever it writes into its result channel, it
+can only report values it could compute; the host compares them with the reference's.
+
 Example:
     >>> from turnkit.sandbox import LocalSandbox
     >>> ref = "def f(x):\\n    return x * 2"
-    >>> with LocalSandbox(persistent=True) as sb:
-    ...     good = grade(sb, ref, "def f(x):\\n    return x + x", ["f(1)", "f(2.5)"])
-    ...     bad = grade(sb, ref, "def f(x):\\n    while True: pass", ["f(1)"], per_test_timeout_s=0.2)
+    >>> with LocalSandbox(persistent=True) as answers:
+    ...     good = grade(answers, ref, "def f(x):\\n    return x + x", ["f(1)", "f(2.5)"])
+    ...     bad = grade(answers, ref, "def f(x):\\n    while True: pass", ["f(1)"], per_test_timeout_s=0.2)
     >>> good.passed, good.total, good.success
     (2, 2, True)
     >>> bad.passed, bad.error
@@ -46,7 +51,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from turnkit.errors import ConfigError, EnvError
+from turnkit.errors import ConfigError, EnvError, SandboxError
 from turnkit.sandbox import Limits, LocalSandbox, Sandbox
 from turnkit.sandbox.batch import CallResult, encode_value, run_batch
 
@@ -277,6 +282,8 @@ def reference_outcomes(
 ) -> tuple[dict[str, Any], ...]:
     """The reference's test outcomes, run in its own fresh sandbox execution (cached by content).
 
+    ``sandbox`` must be trusted: one that has never run an answer (see :func:`trusted_sandbox`).
+
     Raises:
         EnvError: The reference itself fails as a whole (broken task data).
         SandboxError: The sandbox infrastructure failed.
@@ -292,6 +299,8 @@ def reference_outcomes(
     if hit is not None:
         return hit
     run = run_tests(sandbox, reference, tests, per_test_timeout_s=per_test_timeout_s)
+    if run.error == "sandbox":
+        raise SandboxError(f"the trusted sandbox failed while running the reference ({run.detail})")
     if run.outcomes is None or run.error is not None:
         raise EnvError(f"the reference solution fails in the sandbox ({run.error}: {run.detail})")
     if cache:
@@ -318,37 +327,47 @@ def grade(
     per_test_timeout_s: float = 1.0,
     forbidden: Sequence[str] = COLBENCH_FORBIDDEN,
     cache_reference: bool = True,
+    reference_sandbox: Sandbox | None = None,
 ) -> GradeResult:
     """Grade candidate code against the reference on hidden test calls (see the module docstring).
 
     Args:
-        sandbox: Where both programs run (a :class:`~turnkit.sandbox.LocalSandbox` in persistent mode is fast).
+        sandbox: Where the answer runs (a :class:`~turnkit.sandbox.LocalSandbox` in persistent mode is fast).
         reference: The reference code.
         candidate: The answer's code (already extracted, see :func:`split_answer`).
         tests: Call expressions, e.g. ``"f(3)"``.
         per_test_timeout_s: Alarm per test call.
         forbidden: Substrings that score the candidate 0 without running it (``()`` turns the check off).
         cache_reference: Reuse reference outcomes for identical (reference, tests) pairs.
+        reference_sandbox: Where the reference runs: a sandbox that never runs answers (:func:`trusted_sandbox`
+            by default). A sandbox that has run an answer is never trusted with a reference.
 
     Returns:
         The :class:`GradeResult`; timeouts and crashes give a zero (or, for per-test timeouts, partial) score.
 
     Raises:
-        SandboxError: The sandbox infrastructure failed.
-        EnvError: The reference fails as a whole; ConfigError: no tests or a non-positive timeout.
+        SandboxError: The sandbox infrastructure failed (a dead, hung or desynchronised worker, which the sandbox
+            replaces): the answer was not graded.
+        EnvError: The reference fails as a whole. ConfigError: no tests, a non-positive timeout, or the same
+            sandbox given for the answer and the reference.
     """
     if not tests:
         raise ConfigError("grade() needs at least one test call")
     if not per_test_timeout_s > 0:
         raise ConfigError(f"per_test_timeout_s must be positive, got {per_test_timeout_s!r}")
+    trusted = reference_sandbox if reference_sandbox is not None else trusted_sandbox()
+    if trusted is sandbox:
+        raise ConfigError("grade() runs the reference in a sandbox that never runs answers: pass another one")
     total = len(tests)
     if not candidate.strip():
         return GradeResult(0, total, "no_code", "the answer contained no code")
     hit = forbidden_hit(candidate, forbidden)
     if hit is not None:
         return GradeResult(0, total, "forbidden", f"the answer contains the forbidden text {hit!r}")
-    ref = reference_outcomes(sandbox, reference, tests, per_test_timeout_s=per_test_timeout_s, cache=cache_reference)
+    ref = reference_outcomes(trusted, reference, tests, per_test_timeout_s=per_test_timeout_s, cache=cache_reference)
     run = run_tests(sandbox, candidate, tests, per_test_timeout_s=per_test_timeout_s)
+    if run.error == "sandbox":
+        raise SandboxError(f"the sandbox failed while running the answer ({run.detail})")
     if run.outcomes is None:
         return GradeResult(0, total, run.error, run.detail)
     per_test = tuple(outcomes_equal(r, c) for r, c in zip(ref, run.outcomes, strict=True))
@@ -359,12 +378,24 @@ def grade(
     return GradeResult(sum(per_test), total, run.error, detail, per_test)
 
 
-_SHARED: dict[int, LocalSandbox] = {}
+_SHARED: dict[str, dict[int, LocalSandbox]] = {"answers": {}, "references": {}}
 _SHARED_LOCK = threading.Lock()
 
 
+def _process_sandbox(role: str) -> LocalSandbox:
+    pid = os.getpid()
+    with _SHARED_LOCK:
+        mine = _SHARED[role]
+        sandbox = mine.get(pid)
+        if sandbox is None or sandbox.closed:
+            mine.clear()  # a fork inherits the parent's entry: drop it without closing the parent's sandbox
+            sandbox = LocalSandbox(GRADING_LIMITS, persistent=True)
+            mine[pid] = sandbox
+        return sandbox
+
+
 def shared_sandbox() -> LocalSandbox:
-    """This process's shared persistent :class:`~turnkit.sandbox.LocalSandbox` for grading (made on first use).
+    """This process's shared persistent :class:`~turnkit.sandbox.LocalSandbox` for answers (made on first use).
 
     A forked child gets its own (the parent's supervisor pipes are not usable there).
 
@@ -375,11 +406,17 @@ def shared_sandbox() -> LocalSandbox:
         >>> shared_sandbox() is shared_sandbox()
         True
     """
-    pid = os.getpid()
-    with _SHARED_LOCK:
-        sandbox = _SHARED.get(pid)
-        if sandbox is None or sandbox.closed:
-            _SHARED.clear()  # a fork inherits the parent's entry: drop it without closing the parent's sandbox
-            sandbox = LocalSandbox(GRADING_LIMITS, persistent=True)
-            _SHARED[pid] = sandbox
-        return sandbox
+    return _process_sandbox("answers")
+
+
+def trusted_sandbox() -> LocalSandbox:
+    """This process's persistent sandbox for references: no answer ever runs in it (made on first use).
+
+    Raises:
+        SandboxError: Bubblewrap is missing or cannot create namespaces here.
+
+    Example:
+        >>> trusted_sandbox() is trusted_sandbox(), trusted_sandbox() is shared_sandbox()
+        (True, False)
+    """
+    return _process_sandbox("references")
