@@ -194,21 +194,25 @@ def test_a_forked_child_exiting_leaves_the_parents_sandbox_alone():
 
 
 def test_a_killed_spare_child_is_replaced_on_demand():
-    """The persistent worker forks the next call's child ahead of time; if that spare dies, the call forks anew."""
+    """The worker's zygote forks the next call's child ahead of time; if that spare dies, the call gets another."""
     if _bwrap.bwrap_path() is None:
         pytest.skip("bubblewrap is not installed")
     with LocalSandbox(persistent=True) as sb:
         assert sb.run_python("print(1)").stdout == "1\n"
         worker = sb._worker.proc.pid
         spares: list[int] = []
-        # The spare is forked right after the reply: a python3 child of the supervisor. The previous call's child
+        # The spare is forked right after the reply: a python3 child of the zygote, itself a python3 child of the
+        # supervisor (python3 under bwrap). The previous call's child
         # is SIGKILLed after its reply and may still be tearing down for a moment (a loaded machine): wait until
         # the spare is the only live one, asleep on its request pipe.
         for _ in range(500):
             spares = [
                 p
                 for p in _descendants(worker)
-                if _comm(p) == "python3" and _comm(_parent(p)) == "python3" and _state(p) not in ("Z", "X")
+                if _comm(p) == "python3"
+                and _comm(_parent(p)) == "python3"
+                and _comm(_parent(_parent(p))) == "python3"
+                and _state(p) not in ("Z", "X")
             ]
             if len(spares) == 1 and _state(spares[0]) == "S":
                 break
