@@ -79,8 +79,32 @@ def _alarm(signum: int, frame: Any) -> None:
     raise _CallTimeout()
 
 
-def batch_main(setup: str | bytes, calls: list[str], per_call_timeout_s: float) -> int:
+def empty_directory(path: str) -> int:
+    """Remove everything inside ``path`` (links are removed, never followed); return how many entries it held.
+
+    Example:
+        >>> import tempfile
+        >>> d = tempfile.mkdtemp()
+        >>> os.makedirs(os.path.join(d, "a", "b")); os.symlink("/etc", os.path.join(d, "link"))
+        >>> empty_directory(d), os.listdir(d), os.path.exists("/etc/passwd")
+        (2, [], True)
+    """
+    entries = list(os.scandir(path))
+    if entries:
+        import shutil
+
+        for entry in entries:
+            if entry.is_dir(follow_symlinks=False):
+                shutil.rmtree(entry.path, ignore_errors=True)
+            else:
+                os.unlink(entry.path)
+    return len(entries)
+
+
+def batch_main(setup: str | bytes, calls: list[str], per_call_timeout_s: float, fresh_workdir: bool = False) -> int:
     """Load ``setup`` at module level, then evaluate each call expression; write one result line per step.
+
+    With ``fresh_workdir`` the working directory is emptied first (nothing of the code's has run yet).
 
     Lines (each ``BATCH_MARK`` + JSON): ``{"load": "ok" | "syntax_error" | "crash" | "timeout", "detail": ...}``,
     then for each call ``{"ok": encoded value}``, ``{"raised": type name, "message": ...}`` or
@@ -89,6 +113,8 @@ def batch_main(setup: str | bytes, calls: list[str], per_call_timeout_s: float) 
     Returns:
         The exit status (0: every line was written; the host checks that they all came).
     """
+    if fresh_workdir:
+        empty_directory(os.getcwd())
     out = os.fdopen(os.dup(1), "w")
     null = os.open(os.devnull, os.O_WRONLY)
     os.dup2(null, 1)

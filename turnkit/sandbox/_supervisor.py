@@ -314,7 +314,8 @@ def _child_run(req: dict[str, Any], program: list[bytes]) -> NoReturn:
             sys.argv = ["<sandbox>"]
             sys.path[0] = os.getcwd()
             if req["op"] == "batch":
-                status = batch_main(program[0], json.loads(program[1]), float(req["item_timeout"]))
+                fresh = bool(req.get("fresh_workdir"))
+                status = batch_main(program[0], json.loads(program[1]), float(req["item_timeout"]), fresh)
             else:
                 status = _run_python(program[0] if program else b"")
     except SystemExit as exc:

@@ -202,7 +202,7 @@ class SandboxBase:
         """Backend-specific cleanup, called once."""
 
     def run_batch_natively(
-        self, setup: bytes, calls: bytes, per_call_timeout_s: float, wall_s: float
+        self, setup: bytes, calls: bytes, per_call_timeout_s: float, wall_s: float, *, fresh_workdir: bool = False
     ) -> ExecResult | None:
         """Run the batch harness (:mod:`turnkit.sandbox.batch`) without shipping its source, if the backend can.
 
@@ -211,6 +211,7 @@ class SandboxBase:
             calls: The call expressions as a JSON list.
             per_call_timeout_s: Alarm for loading and for each call.
             wall_s: Wall timeout of the whole batch.
+            fresh_workdir: Empty the work directory before the set-up loads (see :func:`~turnkit.sandbox.run_batch`).
 
         Returns:
             The execution whose stdout carries the harness's result lines, or ``None``: this backend has no

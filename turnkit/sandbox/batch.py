@@ -85,7 +85,12 @@ class BatchResult:
 
 
 def run_batch(
-    sandbox: Sandbox, setup: str | bytes, calls: Sequence[str], *, per_call_timeout_s: float = 1.0
+    sandbox: Sandbox,
+    setup: str | bytes,
+    calls: Sequence[str],
+    *,
+    per_call_timeout_s: float = 1.0,
+    fresh_workdir: bool = False,
 ) -> BatchResult:
     """Load ``setup`` once in a fresh process, then evaluate every call expression in its namespace.
 
@@ -94,6 +99,8 @@ def run_batch(
         setup: Python source run at module level (``__name__`` is ``"__batch__"``): definitions, imports.
         calls: Expressions evaluated one by one in the set-up's namespace, e.g. ``"f(3)"``.
         per_call_timeout_s: Alarm for loading the set-up and for each call.
+        fresh_workdir: Empty the work directory before the set-up loads, so that nothing an earlier call left
+            there (a planted ``heapq.py`` on the import path, data files) reaches this one. Graders set it.
 
     Returns:
         The :class:`BatchResult`; crashes, timeouts and oversized results are results, not exceptions.
@@ -123,13 +130,16 @@ def run_batch(
     setup_bytes = setup.encode("utf-8") if isinstance(setup, str) else setup
     result = None
     if isinstance(sandbox, SandboxBase):
-        result = sandbox.run_batch_natively(setup_bytes, json.dumps(calls).encode(), per_call, wall)
+        encoded = json.dumps(calls).encode()
+        result = sandbox.run_batch_natively(setup_bytes, encoded, per_call, wall, fresh_workdir=fresh_workdir)
     if result is None:
-        result = sandbox.run_python(batch_program(setup_bytes, calls, per_call), timeout=wall)
+        result = sandbox.run_python(batch_program(setup_bytes, calls, per_call, fresh_workdir), timeout=wall)
     return parse_batch(result, len(calls), per_call, wall)
 
 
-def batch_program(setup: str | bytes, calls: Sequence[str], per_call_timeout_s: float) -> str:
+def batch_program(
+    setup: str | bytes, calls: Sequence[str], per_call_timeout_s: float, fresh_workdir: bool = False
+) -> str:
     """The harness as one Python program, for sandboxes that run it through ``run_python``.
 
     Example:
@@ -137,7 +147,8 @@ def batch_program(setup: str | bytes, calls: Sequence[str], per_call_timeout_s: 
         >>> compile(program, "<batch>", "exec") is not None
         True
     """
-    call = f"raise SystemExit(batch_main({setup!r}, {list(calls)!r}, {float(per_call_timeout_s)!r}))\n"
+    args = f"{setup!r}, {list(calls)!r}, {float(per_call_timeout_s)!r}, {bool(fresh_workdir)!r}"
+    call = f"raise SystemExit(batch_main({args}))\n"
     return _harness_source() + "\n\n" + call
 
 

@@ -438,7 +438,9 @@ class DockerSandbox(SandboxBase):
         req = _wire.exec_request(self.limits, op="python", timeout=wall, cwd=WORKDIR, nproc=False)
         return self._execute(req, [to_bytes(code)], wall)
 
-    def run_batch_natively(self, setup: bytes, calls: bytes, per_call_timeout_s: float, wall_s: float) -> ExecResult:
+    def run_batch_natively(
+        self, setup: bytes, calls: bytes, per_call_timeout_s: float, wall_s: float, *, fresh_workdir: bool = False
+    ) -> ExecResult:
         """Run the batch harness compiled into the supervisor (see :func:`turnkit.sandbox.batch.run_batch`).
 
         Example:
@@ -448,6 +450,7 @@ class DockerSandbox(SandboxBase):
         self._check_open()
         req = _wire.exec_request(self.limits, op="batch", timeout=wall_s, cwd=WORKDIR, nproc=False)
         req["item_timeout"] = per_call_timeout_s
+        req["fresh_workdir"] = bool(fresh_workdir)
         return self._execute(req, [setup, calls], wall_s)
 
     def write_file(self, path: str, data: bytes | str) -> None:

@@ -284,7 +284,9 @@ class LocalSandbox(SandboxBase):
         req = _wire.exec_request(self.limits, op="python", timeout=wall, cwd=self._cwd, env=self._env)
         return self._call(req, [to_bytes(code)], wall)
 
-    def run_batch_natively(self, setup: bytes, calls: bytes, per_call_timeout_s: float, wall_s: float) -> ExecResult:
+    def run_batch_natively(
+        self, setup: bytes, calls: bytes, per_call_timeout_s: float, wall_s: float, *, fresh_workdir: bool = False
+    ) -> ExecResult:
         """Run the batch harness compiled into the supervisor (see :func:`turnkit.sandbox.batch.run_batch`).
 
         Example:
@@ -295,6 +297,7 @@ class LocalSandbox(SandboxBase):
         self._check_open()
         req = _wire.exec_request(self.limits, op="batch", timeout=wall_s, cwd=self._cwd, env=self._env)
         req["item_timeout"] = per_call_timeout_s
+        req["fresh_workdir"] = bool(fresh_workdir)
         return self._call(req, [setup, calls], wall_s)
 
     def write_file(self, path: str, data: bytes | str) -> None:

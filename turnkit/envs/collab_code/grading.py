@@ -172,6 +172,9 @@ class RunOutcome:
 def run_tests(sandbox: Sandbox, code: str, tests: Sequence[str], *, per_test_timeout_s: float = 1.0) -> RunOutcome:
     """Run ``code`` and evaluate each test call in one fresh sandbox execution (:func:`~turnkit.sandbox.run_batch`).
 
+    The work directory is emptied first: an earlier answer's files (a module planted on the import path to
+    sabotage the answers graded after it) never reach this one.
+
     Raises:
         SandboxError: The sandbox infrastructure failed (not the code).
 
@@ -181,7 +184,7 @@ def run_tests(sandbox: Sandbox, code: str, tests: Sequence[str], *, per_test_tim
         ...     run_tests(sb, "def f(x):\\n    return 1 // x", ["f(1)", "f(0)"]).outcomes
         ({'ok': ['int', '1']}, {'raised': 'ZeroDivisionError'})
     """
-    batch = run_batch(sandbox, code, tests, per_call_timeout_s=per_test_timeout_s)
+    batch = run_batch(sandbox, code, tests, per_call_timeout_s=per_test_timeout_s, fresh_workdir=True)
     if batch.calls is None:
         return RunOutcome(None, batch.error, batch.detail)
     return RunOutcome(tuple(_outcome(c) for c in batch.calls), batch.error, batch.detail)
