@@ -71,26 +71,10 @@ while True:
 for the next supervisor), immune to signals from inside (an init without handlers ignores them), and it reaps
 orphans. It replaces ``docker-init`` and a keeper process, both dumpable processes of the code's uid."""
 
-_KILL_LEFTOVERS = r"""
-import os, signal, time
-me = os.getpid()
-for _ in range(200):
-    left = 0
-    for n in os.listdir('/proc'):
-        if n.isdigit() and int(n) not in (1, me):
-            try:
-                with open('/proc/%s/stat' % n, 'rb') as f:
-                    state = f.read().rsplit(b')', 1)[1].split()[0]
-                if state != b'Z':
-                    os.kill(int(n), signal.SIGKILL)
-                    left += 1
-            except OSError:
-                pass
-    if not left:
-        break
-    time.sleep(0.005)
-"""
-"""Kills every process in the container but init, pass after pass until none is left (a fork loop refills)."""
+_KILL_LEFTOVERS = ["/bin/sh", "-c", "i=0; while [ $i -lt 2000 ] && kill -9 -1 2>/dev/null; do i=$((i + 1)); done"]
+"""Kills every process in the container but init, round after round until none is left (``kill(-1)``: every
+process this uid may signal but itself and init). One syscall right after ``exec`` and no interpreter: a
+leftover of the code's has no time to patch it through ``/proc/PID/mem`` before it is killed."""
 
 _KILL_SESSION = r"""
 import os, signal
@@ -652,7 +636,7 @@ class DockerSandbox(SandboxBase):
     def _kill_leftovers(self) -> None:
         """Kill every process in the container but init (after a hung, killed or desynchronised supervisor)."""
         with contextlib.suppress(self._docker.errors.DockerException):
-            self.container.exec_run([self.python, "-I", "-c", _KILL_LEFTOVERS], user=SANDBOX_USER)
+            self.container.exec_run(_KILL_LEFTOVERS, user=SANDBOX_USER)
 
     def _close(self) -> None:
         with self._lock:
