@@ -2,9 +2,10 @@
 
 Configurations, interleaved per trial (ABC ABC ...) so that machine noise hits all alike; medians reported:
 
-* ``persistent``: the env default, a warm persistent ``LocalSandbox`` (fork per execution); every episode is
-  a new task, so each answer costs two sandbox executions (reference + candidate).
-* ``fresh``: the baseline, ``LocalSandbox(persistent=False)``: a new bubblewrap sandbox per execution.
+* ``persistent``: the env default, a warm persistent ``LocalSandbox`` (fork per execution) for answers; every
+  episode is a new task, so each answer costs two sandbox executions (reference + candidate). References run
+  where the env runs them: since #37 in the process's trusted sandbox (persistent), before it in the same one.
+* ``fresh``: the baseline, ``LocalSandbox(persistent=False)`` for answers: a new bubblewrap sandbox per answer.
 * ``persistent-groups``: same-seed groups of 8 episodes (GRPO-style); the reference outcomes are cached by
   content, so a group costs 1 reference + 8 candidate executions.
 * ``clarifying``: the scripted clarifying agent (about 3 questions to the rule-based human, then the answer)
@@ -30,30 +31,37 @@ from turnkit.envs.collab_code.env import CollabCodeEnv
 from turnkit.envs.collab_code.grading import GRADING_LIMITS, REFERENCE_CACHE
 from turnkit.rollout.collect import collect_batch
 from turnkit.sandbox import LocalSandbox
-from turnkit.types import ExecResult
 
 
-class TimedSandbox:
-    """Delegates to a sandbox and adds up the wall time spent in ``run_python``."""
+class SandboxClock:
+    """Adds up the wall time of every sandbox execution in this process (answers and references alike).
 
-    def __init__(self, inner: LocalSandbox) -> None:
-        self.inner, self.seconds, self.calls = inner, 0.0, 0
-        self.limits = inner.limits
+    It wraps :meth:`LocalSandbox._call`, the one round trip every execution of a ``LocalSandbox`` makes (plain,
+    Python and native batch), so the env runs its own default grading path untouched, and the same script can
+    time an earlier commit's turnkit (``PYTHONPATH=<worktree>``).
+    """
 
-    def run_python(self, code: str | bytes, *, timeout: float | None = None) -> ExecResult:
-        t0 = time.perf_counter()
-        try:
-            return self.inner.run_python(code, timeout=timeout)
-        finally:
-            self.seconds += time.perf_counter() - t0
-            self.calls += 1
+    def __init__(self) -> None:
+        self.seconds, self.calls = 0.0, 0
+        inner = LocalSandbox._call
+        clock = self
 
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self.inner, name)
+        def timed(sandbox: LocalSandbox, *args: Any, **kwargs: Any) -> Any:
+            t0 = time.perf_counter()
+            try:
+                return inner(sandbox, *args, **kwargs)
+            finally:
+                clock.seconds += time.perf_counter() - t0
+                clock.calls += 1
+
+        LocalSandbox._call = timed  # type: ignore[method-assign]
 
 
-def run_config(name: str, box: TimedSandbox, episodes: int, seed0: int) -> dict[str, float]:
-    box.seconds, box.calls = 0.0, 0
+CLOCK = SandboxClock()
+
+
+def run_config(name: str, box: LocalSandbox, episodes: int, seed0: int) -> dict[str, float]:
+    CLOCK.seconds, CLOCK.calls = 0.0, 0
     REFERENCE_CACHE.clear()  # every configuration starts cold (they play the same seeds)
     t0 = time.perf_counter()
     if name == "persistent-groups":
@@ -71,18 +79,18 @@ def run_config(name: str, box: TimedSandbox, episodes: int, seed0: int) -> dict[
     assert all(t.success for t in trajs), [t.error for t in trajs if not t.success][:1]
     return {
         "episodes_per_s": len(trajs) / wall,
-        "sandbox_share": box.seconds / wall,
-        "sandbox_calls_per_episode": box.calls / len(trajs),
-        "ms_per_sandbox_call": 1000 * box.seconds / max(1, box.calls),
+        "sandbox_share": CLOCK.seconds / wall,
+        "sandbox_calls_per_episode": CLOCK.calls / len(trajs),
+        "ms_per_sandbox_call": 1000 * CLOCK.seconds / max(1, CLOCK.calls),
     }
 
 
 def bench(trials: int, episodes: int) -> dict[str, dict[str, float]]:
     boxes = {
-        "persistent": TimedSandbox(LocalSandbox(GRADING_LIMITS, persistent=True)),
-        "fresh": TimedSandbox(LocalSandbox(GRADING_LIMITS, persistent=False)),
-        "persistent-groups": TimedSandbox(LocalSandbox(GRADING_LIMITS, persistent=True)),
-        "clarifying": TimedSandbox(LocalSandbox(GRADING_LIMITS, persistent=True)),
+        "persistent": LocalSandbox(GRADING_LIMITS, persistent=True),
+        "fresh": LocalSandbox(GRADING_LIMITS, persistent=False),
+        "persistent-groups": LocalSandbox(GRADING_LIMITS, persistent=True),
+        "clarifying": LocalSandbox(GRADING_LIMITS, persistent=True),
     }
     for name, box in boxes.items():  # warm-up (starts the persistent workers)
         run_config(name, box, 8, seed0=10**6)
@@ -91,7 +99,7 @@ def bench(trials: int, episodes: int) -> dict[str, dict[str, float]]:
         for name, box in boxes.items():
             samples[name].append(run_config(name, box, episodes, seed0=trial * 10_000))
     for box in boxes.values():
-        box.inner.close()
+        box.close()
     return {name: {key: statistics.median(s[key] for s in runs) for key in runs[0]} for name, runs in samples.items()}
 
 
