@@ -1,0 +1,79 @@
+"""CollabCode-v0 against answers that attack their grader (issue #37), end to end through ``turnkit.collect``.
+
+The sandbox-level suite is tests/sandbox/test_trust_boundary.py; here the whole env path is played: ten
+episodes whose answer steals the earlier episodes' graded results from memory it inherits (the issue measured
+10/10 on the old worker; the control with the boundary switched off wins 3 of 3), and a dead worker under a
+Docker grading sandbox, recorded on the trajectory as a typed cause.
+
+Run: python -m pytest tests/envs/collab_code/test_env_trust.py -q
+"""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+import turnkit
+from tests.sandbox.attack_payloads import RETURN_STOLEN, STEAL
+from turnkit.agents.base import Context
+from turnkit.agents.oracle import OracleAgent
+from turnkit.agents.scripted import ScriptedAgent
+from turnkit.envs.collab_code import env as env_module
+from turnkit.envs.collab_code.env import CollabCodeEnv
+from turnkit.envs.collab_code.grading import GradeResult, outcomes_equal, reference_outcomes, run_tests
+from turnkit.sandbox import DockerSandbox, LocalSandbox, _wire, docker_available
+from turnkit.types import ErrorCause
+
+# The suite's stealing answer (stack frames and gc objects, then result blocks with one line per own call),
+# renamed to the task's function; None (an honest wrong answer) where it finds nothing.
+STEALER = (STEAL + RETURN_STOLEN.replace("__METHOD__", "any")).replace("def f(x):", "def NAME(*args, **kwargs):")
+
+
+def stealer(context: Context) -> str:
+    name = re.search(r"def (\w+)\(", context.messages[0].content).group(1)  # the task's signature line
+    return "I WANT TO ANSWER:\n```python\n" + STEALER.replace("NAME", name) + "\n```"
+
+
+def test_ten_episodes_of_stolen_results_score_nothing():
+    answers = LocalSandbox(persistent=True)
+    try:
+        env = CollabCodeEnv(sandbox=answers)
+        for seed in range(10):  # an honest answer graded first leaves its results where an old worker kept them
+            assert turnkit.collect(env, OracleAgent(), seed=seed).success
+            traj = turnkit.collect(env, ScriptedAgent(stealer), seed=seed)
+            assert traj.error is None and traj.steps[-1].info["tests_passed"] == 0, traj.steps[-1].info
+    finally:
+        answers.close()
+
+
+def test_the_same_attack_wins_when_the_boundary_is_switched_off(monkeypatch):
+    # The control: the old worker (no zygote, dumpable supervisor) grading reference and answer in one sandbox.
+    original = _wire.supervisor_source()
+    monkeypatch.setattr(
+        _wire, "supervisor_source", lambda: original.replace("TRUST_BOUNDARY = True", "TRUST_BOUNDARY = False", 1)
+    )
+
+    def old_grade(sandbox, reference, candidate, tests, *, per_test_timeout_s=1.0, **_):
+        ref = reference_outcomes(sandbox, reference, tests, per_test_timeout_s=per_test_timeout_s, cache=False)
+        run = run_tests(sandbox, candidate, tests, per_test_timeout_s=per_test_timeout_s)
+        passed = sum(outcomes_equal(r, c) for r, c in zip(ref, run.outcomes or (), strict=False))
+        return GradeResult(passed, len(tests), run.error)
+
+    monkeypatch.setattr(env_module, "grade", old_grade)
+    with LocalSandbox(persistent=True) as shared:
+        env = CollabCodeEnv(sandbox=shared)
+        won = [turnkit.collect(env, ScriptedAgent(stealer), seed=seed).success for seed in range(3)]
+    assert won == [True, True, True]
+
+
+@pytest.mark.docker
+@pytest.mark.skipif(not docker_available(), reason="no Docker engine reachable (start one with .ci/docker.sh)")
+def test_an_answer_that_kills_its_docker_supervisor_is_recorded_as_a_sandbox_fault():
+    with DockerSandbox() as answers:  # a docker exec per call: the answer's parent is its supervisor
+        env = CollabCodeEnv(sandbox=answers)
+        killer = "I WANT TO ANSWER:\n```python\no = __import__('os')\no.kill(o.getppid(), 9)\n```"
+        traj = turnkit.collect(env, ScriptedAgent([killer]), seed=0, max_turns=1)
+        assert traj.error is not None and traj.error.cause == ErrorCause.SANDBOX, traj.error
+        assert "supervisor_died" in traj.error.message and traj.steps == ()
+        assert turnkit.collect(env, OracleAgent(), seed=1).success  # the next episode is graded as usual
