@@ -353,25 +353,96 @@ def test_sleeping_process_tree_times_out_and_dies_with_the_env(make_env, tool):
     assert wait_until(lambda: processes_named(name) == [])
 
 
-@pytest.mark.parametrize("tool", ["python", "shell"])
-def test_orphaned_daemon_dies_with_the_env(make_env, tool):
+# Daemons that leave the session (a new session, a double fork): the session's program is a child subreaper, so they
+# stay below it and die with the call that started them. Each source starts `sleep` under a name unique to the test,
+# waits until it runs, and prints its pid (in the sandbox's pid namespace).
+DAEMONS = {
+    "python-new-session": "p = subprocess.Popen([NAME, '300'], start_new_session=True)\npid = p.pid",
+    "python-double-fork": (
+        "r, w = os.pipe()\nif os.fork() == 0:\n    os.setsid()\n    child = os.fork()\n    if child == 0:\n"
+        "        os.execv(NAME, [NAME, '300'])\n    os.write(w, str(child).encode())\n    os._exit(0)\n"
+        "os.close(w)\npid = int(os.read(r, 32))"
+    ),
+    "shell-setsid": "setsid ./NAME 300 >/dev/null 2>&1 </dev/null &",
+    "shell-setsid-subshell": "(setsid ./NAME 300 >/dev/null 2>&1 </dev/null &)",
+}
+PY_DAEMON = (
+    "import os, subprocess, time\nNAME = './{name}'\nos.symlink('/bin/sleep', NAME)\n{start}\n"
+    "end = time.monotonic() + 5\n"
+    "while open(f'/proc/{{pid}}/comm').read().strip() != '{name}' and time.monotonic() < end:\n"
+    "    time.sleep(0.02)\nprint(pid, flush=True)"
+)
+SH_DAEMON = (  # setsid(1) where the sandbox has it, else a python3 stand-in that forks first as it does
+    "command -v setsid >/dev/null || setsid() {{ python3 -c "
+    "'import os, sys; os.fork() and os._exit(0); os.setsid(); os.execvp(sys.argv[1], sys.argv[1:])' \"$@\"; }}\n"
+    "ln -s /bin/sleep {name}\n{start}\npid=\nfor ((i = 0; i < 250 && ! pid; i++)); do\n"
+    '  for d in /proc/[0-9]*; do read -r c 2>/dev/null < $d/comm && [ "$c" = {name} ] && pid=${{d#/proc/}}; done\n'
+    '  [ -n "$pid" ] || sleep 0.02\ndone\necho $pid'
+)
+PID_STATE = {  # the pid's state letter once it no longer runs (or after 5 s); 'gone' when /proc has no entry for it
+    "python": (
+        "import time\ndef state(pid):\n    try:\n        with open(f'/proc/{pid}/stat') as f:\n"
+        "            return f.read().rsplit(') ', 1)[1][0]\n    except OSError:\n        return 'gone'\n"
+        "end = time.monotonic() + 5\nwhile state({pid}) not in ('gone', 'Z') and time.monotonic() < end:\n"
+        "    time.sleep(0.05)\nprint(state({pid}))"
+    ),
+    "shell": (
+        "state() { local s; read -r s 2>/dev/null < /proc/$1/stat || { echo gone; return; }; s=${s##*) }; "
+        "echo ${s:0:1}; }\nfor ((i = 0; i < 100; i++)); do case $(state {pid}) in gone|Z) break ;; esac; "
+        "sleep 0.05; done; state {pid}"
+    ),
+}
+DOCKER = pytest.mark.skipif(not docker_available(), reason="no Docker engine reachable (start one with .ci/docker.sh)")
+
+
+def daemon_source(kind: str, name: str) -> tuple[str, str]:
+    """The tool and the source that starts the daemon ``kind`` as ``name`` and prints its pid once it runs."""
+    tool = kind.split("-")[0]
+    start = DAEMONS[kind].replace("NAME", name) if tool == "shell" else DAEMONS[kind]
+    return tool, (PY_DAEMON if tool == "python" else SH_DAEMON).format(name=name, start=start)
+
+
+def daemon_pid(obs: str) -> int:
+    """The pid the source printed (the only line that is a number)."""
+    return next(int(line) for line in obs.splitlines() if line.isdigit())
+
+
+def assert_gone_after_the_call(env: gymnasium.Env, kind: str, name: str, pid: int) -> None:
+    """From the host and from the next call: the daemon no longer runs. A Popen the code holds keeps its zombie for
+    the code to wait for (it reads SIGKILL's -9); a shell may not have waited for its children yet."""
+    tool = kind.split("-")[0]
+    assert wait_until(lambda: all(state == "Z" for _, state in processes_named(name)))
+    if kind == "python-new-session":
+        assert run_tool(env, tool, "p.poll()")[0] == "-9\n"
+    obs, info = run_tool(env, tool, PID_STATE[tool].replace("{pid}", str(pid)))
+    assert info["status"] == "ok" and obs in (("gone\n",) if tool == "python" else ("gone\n", "Z\n")), obs
+
+
+@pytest.mark.parametrize("backend", ["local", pytest.param("docker", marks=[pytest.mark.docker, DOCKER])])
+@pytest.mark.parametrize("kind", list(DAEMONS))
+def test_orphaned_daemon_dies_with_its_call(make_env, kind, backend):
     name = f"tko{uuid.uuid4().hex[:10]}"  # a command name (comm) unique to this test
-    env = make_env()
-    source = {
-        "python": (
-            f"import os\nos.symlink('/bin/sleep', {name!r})\n"
-            "if os.fork() == 0:\n    os.setsid()\n    if os.fork() == 0:\n"
-            f"        os.execv({name!r}, [{name!r}, '300'])\n    os._exit(0)\n"
-            "import time\ntime.sleep(0.3)\nprint('parent done')"
-        ),
-        "shell": f"ln -s /bin/sleep {name}; setsid nohup ./{name} 300 >/dev/null 2>&1 & sleep 0.3; echo parent done",
-    }[tool]
+    tools: dict[str, Any] = {} if backend == "local" else {"sandbox": lambda: DockerSandbox(TEST_LIMITS)}
+    env = make_env(timeout_s=10, tools=tools)
+    tool, source = daemon_source(kind, name)
+    obs, info = run_tool(env, tool, source)  # the daemon runs before the call returns (the source waits for it)...
+    note = obs.splitlines()[-1]
+    assert info["status"] == "ok" and re.fullmatch(r"\[\d+ leftover process(es)? stopped\]", note), obs
+    assert_gone_after_the_call(env, kind, name, daemon_pid(obs))  # ...and is gone once it has, not only at close
+    assert_tool_sound(env, tool)
+
+
+@pytest.mark.parametrize("tool", ["python", "shell"])
+def test_daemon_of_a_timed_out_call_dies_with_it(make_env, tool):
+    name = f"tko{uuid.uuid4().hex[:10]}"
+    env = make_env(timeout_s=4)
+    kind = {"python": "python-double-fork", "shell": "shell-setsid"}[tool]
+    _, source = daemon_source(kind, name)
+    source += {"python": "\nwhile True:\n    pass", "shell": "\nsleep 60"}[tool]
     obs, info = run_tool(env, tool, source)
-    assert (obs.splitlines()[-1], info["status"]) == ("parent done", "ok")
-    # a session's background work may outlive its call (as in any shell); this shows the daemon did start...
-    assert wait_until(lambda: processes_named(name) != [])
-    env.close()
-    assert wait_until(lambda: processes_named(name) == [])  # ...and dies with the env's sandbox
+    assert info["status"] == "timeout" and "leftover process" in obs.splitlines()[-1], obs
+    assert_gone_after_the_call(env, kind, name, daemon_pid(obs))
+    assert_tool_sound(env, tool)
 
 
 @pytest.mark.parametrize("tool", ["python", "shell"])

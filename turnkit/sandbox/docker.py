@@ -55,21 +55,18 @@ _MEMORY_HEADROOM_MB = 64
 """cgroup memory above the per-process limit, for the supervisor and the shell around the code."""
 
 _INIT = r"""
-import ctypes, os, signal
+import ctypes, signal
 ctypes.CDLL(None).prctl(4, 0, 0, 0, 0)
 for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
     signal.signal(sig, signal.SIG_IGN)
+signal.signal(signal.SIGCHLD, signal.SIG_IGN)  # the kernel reaps every child it adopts: no zombie piles up
 while True:
-    try:
-        os.wait()
-    except ChildProcessError:
-        signal.pause()
-    except InterruptedError:
-        pass
+    signal.pause()
 """
 """PID 1 of a sandbox container: non-dumpable (the code cannot patch it through ``/proc/1/mem`` and wait there
-for the next supervisor), immune to signals from inside (an init without handlers ignores them), and it reaps
-orphans. It replaces ``docker-init`` and a keeper process, both dumpable processes of the code's uid."""
+for the next supervisor), immune to signals from inside (an init without handlers ignores them), and the orphans
+it adopts are reaped by the kernel (``SIGCHLD`` ignored). It replaces ``docker-init`` and a keeper process, both
+dumpable processes of the code's uid."""
 
 _KILL_LEFTOVERS = ["/bin/sh", "-c", "i=0; while [ $i -lt 2000 ] && kill -9 -1 2>/dev/null; do i=$((i + 1)); done"]
 """Kills every process in the container but init, round after round until none is left (``kill(-1)``: every
@@ -77,17 +74,41 @@ process this uid may signal but itself and init). One syscall right after ``exec
 leftover of the code's has no time to patch it through ``/proc/PID/mem`` before it is killed."""
 
 _KILL_SESSION = r"""
-import os, signal
-for n in os.listdir('/proc'):
-    if n.isdigit():
+import os, signal, time
+def table():
+    procs = {}
+    for n in os.listdir('/proc'):
+        if n.isdigit():
+            try:
+                with open('/proc/%s/stat' % n, 'rb') as f:
+                    s = f.read()
+                rest = s[s.rindex(b')') + 2:].split()
+                procs[int(n)] = (rest[0], int(rest[1]), int(rest[3]))
+            except (OSError, ValueError):
+                pass
+    return procs
+me = os.getpid()
+for _ in range(200):
+    procs = table()
+    doomed = {p for p, (state, ppid, sid) in procs.items() if sid == SID or ppid == 1}
+    grew = True
+    while grew:
+        more = {p for p, (state, ppid, sid) in procs.items() if ppid in doomed} - doomed
+        doomed |= more
+        grew = bool(more)
+    doomed = {p for p in doomed - {1, me} if procs[p][0] != b'Z'}
+    if not doomed:
+        break
+    for p in doomed:
         try:
-            with open('/proc/%s/stat' % n, 'rb') as f:
-                s = f.read()
-            if int(s[s.rindex(b')') + 2:].split()[3]) == SID:
-                os.kill(int(n), signal.SIGKILL)
-        except (OSError, ValueError):
+            os.kill(p, signal.SIGKILL)
+        except OSError:
             pass
+    time.sleep(0.005)
 """
+"""Kills an interactive program's session and every orphan init adopted, with their descendants. Live programs
+are subreapers (their daemons stay below them, see ``fg`` mode) and ``docker exec``'d supervisors have no parent
+in the container, so a process whose parent is init belongs to a program that is gone."""
 
 
 def _docker_module() -> Any:

@@ -10,7 +10,8 @@ single line ``_tk_run(id, base64)`` that prints ``STX TKS id ETX`` before the co
 base64-encoded in lines of at most 2 KiB (terminals limit line length), so any text, including NUL bytes,
 arrives intact; the lines carry their call's id, so a call cut off while its code is still being sent leaves
 nothing in front of the next call's code. A process forked by Python code exits at the end of the call instead
-of returning to the session's prompt. Output is capped; a timeout or a flood sends Ctrl-C, and a session that
+of returning to the session's prompt, and :meth:`PexpectSession.stop_background` kills everything a call left
+running below the program. Output is capped; a timeout or a flood sends Ctrl-C, and a session that
 does not come back (or has crashed) is restarted. stdout and stderr share the terminal, so both arrive in
 ``stdout``.
 
@@ -44,6 +45,7 @@ from turnkit.types import ExecResult
 _CHUNK = 2048
 _INTERRUPT_GRACE_S = 3.0
 _START_S = 20.0
+_END_REAP_S = 2.0
 
 _PY_SETUP = r"""
 import sys as _tk_sys, base64 as _tk_b64, ast as _tk_ast, traceback as _tk_tb
@@ -90,25 +92,53 @@ def _tk_run(run_id, chunk):
             __import__("os")._exit(status)
         out.write("\x02TKE" + run_id + ":" + str(status) + "\x03")
         out.flush()
+_tk_held = {}
 def _tk_reap():
-    import os, signal
-    def ours():
-        found = []
+    import os, signal, time
+    me, sid = os.getpid(), str(os.getsid(0))
+    def tree():  # (pid, state, parent, start time) of every descendant, zombies too
+        kids, info, found, todo, ours = {}, {}, [], [me], []
         for p in os.listdir("/proc"):
-            if not p.isdigit() or int(p) in (1, me):
-                continue
-            try:
-                with open("/proc/%s/stat" % p) as f:
-                    fields = f.read().rsplit(")", 1)[1].split()
-                if fields[0] != "Z" and int(fields[3]) == mine:
-                    found.append((int(p), fields[0]))
-            except (OSError, ValueError, IndexError):
-                pass
-        return found
-    me, stopped = os.getpid(), set()
-    mine = os.getsid(0)
+            if p.isdigit():
+                try:
+                    with open("/proc/%s/stat" % p) as f:
+                        fields = f.read().rsplit(")", 1)[1].split()
+                    info[int(p)] = (int(p), fields[0], int(fields[1]), fields[19])
+                    kids.setdefault(int(fields[1]), []).append(int(p))
+                    if fields[3] == sid and fields[0] not in "ZX" and int(p) not in (1, me):
+                        ours.append(int(p))
+                except (OSError, ValueError, IndexError):
+                    pass
+        while todo:
+            for c in kids.pop(todo.pop(), ()):
+                found.append(info.pop(c))
+                todo.append(c)
+        # and what runs in the program's session without being below it: clone(CLONE_PARENT) in the REPL's own
+        # process makes a sibling
+        return found + [info[p] for p in ours if p in info]
+    def held():  # pids of children the code holds a running subprocess/multiprocessing handle of
+        import gc
+        mods = _tk_sys.modules
+        kinds = [getattr(mods.get(m), "Popen", None) for m in ("subprocess", "multiprocessing.popen_fork")]
+        kinds = tuple(k for k in kinds if isinstance(k, type))
+        if not kinds:
+            return set()
+        try:
+            dropped = {id(o) for o in getattr(mods.get("subprocess"), "_active", None) or ()}
+            return {
+                o.pid
+                for o in gc.get_objects()
+                if issubclass(type(o), kinds) and id(o) not in dropped and o.returncode is None
+            }
+        except Exception:
+            return set()
+    found = tree()
+    if all(state == "Z" and parent == me and _tk_held.get((p, start)) for p, state, parent, start in found):
+        _tk_sys.stdout.write("\x02TKR0\x03")
+        _tk_sys.stdout.flush()
+        return
     for _ in range(200):  # freeze first: a stopped process cannot fork, so a fork bomb stops refilling
-        running = [p for p, state in ours() if state not in ("T", "t")]
+        running = [p for p, state, _, _ in found if state not in "TtZX"]
         if not running:
             break
         for p in running:
@@ -116,18 +146,43 @@ def _tk_reap():
                 os.kill(p, signal.SIGSTOP)
             except OSError:
                 pass
+        found = tree()
+    killed = set()
     for _ in range(50):
-        found = False
-        for p, _state in ours():
-            try:
-                os.kill(p, signal.SIGKILL)
-                found = True
-                stopped.add(p)
-            except OSError:
-                pass
-        if not found:
+        hit = False
+        for p, state, _, _ in tree():
+            if state not in "ZX":
+                try:
+                    os.kill(p, signal.SIGKILL)
+                    hit = True
+                    killed.add(p)
+                except OSError:
+                    pass
+        if not hit:
             break
-    _tk_sys.stdout.write("\x02TKR" + str(len(stopped)) + "\x03")
+    # The dead are the program's children now (a subreaper adopts orphans): wait for each, except the children
+    # the code still holds a handle of (their exit status is the code's to read, as before).
+    keep, zombies, end = None, {}, time.monotonic() + 2.0
+    while True:
+        left = 0
+        for p, state, parent, start in tree():
+            if state == "Z" and parent == me:
+                if (p, start) not in _tk_held:
+                    keep = held() if keep is None else keep
+                    _tk_held[p, start] = p in keep
+                zombies[p, start] = _tk_held[p, start]
+                try:
+                    if zombies[p, start] or os.waitpid(p, os.WNOHANG)[0]:
+                        continue
+                except OSError:
+                    pass
+            left += 1
+        if not left or time.monotonic() > end:
+            break
+        time.sleep(0.002)
+    _tk_held.clear()
+    _tk_held.update((k, v) for k, v in zombies.items() if v)
+    _tk_sys.stdout.write("\x02TKR" + str(len(killed)) + "\x03")
     _tk_sys.stdout.flush()
 """
 
@@ -145,20 +200,34 @@ _tk_run() {
   _tk_rc=$?
   printf '\002TKE%s:%s\003' "$1" "$_tk_rc"
 }
+_tk_tree() {
+  local p s; local -A kids=() st=()
+  for p in /proc/[0-9]*; do
+    p=${p#/proc/}
+    read -r s 2>/dev/null < "/proc/$p/stat" || continue
+    s=${s##*) }; set -- $s
+    st[$p]=$1; kids[$2]+=" $p"
+  done
+  _tk_up=; _tk_go=; set -- ${kids[$$]-}
+  while [ $# -gt 0 ]; do
+    p=$1; shift; set -- "$@" ${kids[$p]-}
+    case ${st[$p]} in Z|X) ;; T|t) _tk_up+=" $p" ;; *) _tk_up+=" $p"; _tk_go+=" $p" ;; esac
+  done
+}
 _tk_reap() {
-  local p s mine n=0 pass=0 found=1 seen=" "
-  read -r s < /proc/$$/stat; s=${s##*) }; set -- $s; mine=$4
-  while [ "$found" = 1 ] && [ "$pass" -lt 50 ]; do
-    found=0; pass=$((pass + 1))
-    for p in /proc/[0-9]*; do
-      p=${p#/proc/}
-      { [ "$p" = "$$" ] || [ "$p" = 1 ]; } && continue
-      read -r s < "/proc/$p/stat" 2>/dev/null || continue
-      s=${s##*) }; set -- $s
-      [ "$1" != Z ] && [ "$4" = "$mine" ] && kill -9 "$p" 2>/dev/null || continue
-      found=1
+  local - IFS=$' \t\n' p n=0 pass=0 seen=" " _tk_up _tk_go
+  set +eufx
+  _tk_tree
+  while [ -n "$_tk_go" ] && [ "$pass" -lt 200 ]; do
+    kill -STOP $_tk_go 2>/dev/null; pass=$((pass + 1)); _tk_tree
+  done
+  pass=0
+  while [ -n "$_tk_up" ] && [ "$pass" -lt 50 ]; do
+    for p in $_tk_up; do
+      kill -9 "$p" 2>/dev/null || continue
       case "$seen" in *" $p "*) ;; *) seen="$seen$p "; n=$((n + 1)) ;; esac
     done
+    pass=$((pass + 1)); _tk_tree
   done
   printf '\002TKR%s\003' "$n"
 }
@@ -254,15 +323,31 @@ class PexpectSession:
         """
         if self._closed:
             raise SandboxError("the session is closed")
-        self._kill()
+        self._end()
         self.restarts += 1
         self._start()
 
     def close(self) -> None:
-        """Stop the program. Idempotent."""
+        """Stop the program and what it started. Idempotent."""
         if not self._closed:
             self._closed = True
-            self._kill()
+            self._end()
+
+    def _end(self) -> None:
+        """Kill what the program started (when it still answers), then the program.
+
+        Killing the program alone is not enough in every backend: ``DockerSandbox.end_interactive`` kills its
+        session, and a daemon in a session of its own, reparented to the container's init when the program dies,
+        would live on until the container closes.
+        """
+        if self.alive:
+            assert self._child is not None
+            try:
+                self._child.sendline(self._reap_line())
+                self._read_until(self._prompt.encode(), deadline=time.monotonic() + _END_REAP_S)
+            except (pexpect.EOF, TimeoutError, OSError):
+                pass
+        self._kill()
 
     def _kill(self) -> None:
         if self._child is not None:
@@ -283,12 +368,17 @@ class PexpectSession:
             self._child.sendintr()
 
     def stop_background(self, *, timeout: float = 5.0) -> int | None:
-        """Kill every process the session started that is still running (background jobs, forked children).
+        """Kill every process the session started that is still running (background jobs, forked children, daemons).
 
-        Zombies (exited children the program has not waited for) are left to their parent.
-
-        It runs without forking (a fork bomb may have used up the process limit) and kills by session id, so
-        only this session's processes go; the program itself and its state stay.
+        The program is a child subreaper (the sandbox's supervisor makes it one before it execs the program), so
+        whatever a call started stays its descendant, whatever session or process group it moved to (a double
+        fork, ``setsid``, ``start_new_session=True``): the reaper kills every descendant of the program (and, in
+        the Python REPL, whatever else is in the program's session: ``clone(CLONE_PARENT)`` in the REPL's own
+        process makes a sibling), freezing them first (SIGSTOP: a stopped process cannot fork, so a fork bomb
+        stops refilling), without forking (a fork bomb may have used up the process limit). The program itself
+        and its state stay. The dead are the program's children then: bash waits for them itself, the Python
+        REPL waits for them here, except the children the code holds a running ``subprocess`` or
+        ``multiprocessing`` handle of, whose exit status (-9) stays the code's to read.
 
         Returns:
             The number of processes killed, or ``None`` when the session did not answer and was restarted.
@@ -409,6 +499,7 @@ class PexpectSession:
                 # bwrap and `docker exec` report death by signal N as 128 + N.
                 code = -(code - 128) if 128 < code < 160 else code
         self._child = None
+        self._kill()  # what the dead program left behind goes now (Docker: what its container's init adopted)
         return ExecResult(
             exit_code=code,
             stderr="[turnkit session] the program exited; it restarts on the next call\n",

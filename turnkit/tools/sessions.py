@@ -5,9 +5,10 @@ first call, so a file the Python session writes is there for the shell. Each too
 session (:mod:`turnkit.sandbox.repl`), so variables, imports and the shell's directory persist between calls
 of an episode. Every call has a time limit (Ctrl-C when it runs out; the state survives if the program comes
 back) and an output limit (cut with a marker). As with :meth:`Sandbox.run`, processes a call leaves running
-(background jobs, forked children, a fork bomb) are stopped when it returns: what persists is the session's
-variables, its directory and the files. A session that dies is restarted at the next call, and the agent is told
-that its state is gone.
+(background jobs, forked children, a fork bomb, daemons in sessions of their own) are stopped when it returns
+(:meth:`~turnkit.sandbox.repl.PexpectSession.stop_background` kills every descendant of the session's program,
+a child subreaper): what persists is the session's variables, its directory and the files. A session that dies
+is restarted at the next call, and the agent is told that its state is gone.
 
 Example:
     >>> ws = Workspace()
@@ -138,7 +139,7 @@ class SessionTool:
         result = session.run(str(arguments[self.spec.primary]), timeout=timeout)
         stopped: int | None = 0
         if session.alive and session.restarts == before:
-            stopped = session.stop_background()  # background jobs, forked children, a fork bomb: gone with the call
+            stopped = session.stop_background()  # jobs, forked children, daemons, a fork bomb: gone with the call
         lost = not session.alive or session.restarts != before
         notes: list[str] = []
         if result.timed_out:
