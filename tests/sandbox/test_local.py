@@ -193,18 +193,17 @@ def test_a_forked_child_exiting_leaves_the_parents_sandbox_alone():
         assert os.path.isdir(sb.workdir) and sb.run("echo still", timeout=5).stdout == "still\n"
 
 
-def test_a_killed_spare_child_is_replaced_on_demand():
-    """The worker's zygote forks the next call's child ahead of time; if that spare dies, the call gets another."""
+def test_killed_spare_children_are_replaced_on_demand():
+    """The worker's zygote forks the next calls' children ahead of time; if they die, the call gets another."""
     if _bwrap.bwrap_path() is None:
         pytest.skip("bubblewrap is not installed")
     with LocalSandbox(persistent=True) as sb:
         assert sb.run_python("print(1)").stdout == "1\n"
         worker = sb._worker.proc.pid
         spares: list[int] = []
-        # The spare is forked right after the reply: a python3 child of the zygote, itself a python3 child of the
-        # supervisor (python3 under bwrap). The previous call's child
-        # is SIGKILLed after its reply and may still be tearing down for a moment (a loaded machine): wait until
-        # the spare is the only live one, asleep on its request pipe.
+        # Two spares are queued after each call: python3 children of the zygote, itself a python3 child of the
+        # supervisor (python3 under bwrap). The previous call's child is SIGKILLed after its reply and may still
+        # be tearing down for a moment (a loaded machine): wait until both spares are asleep on their requests.
         for _ in range(500):
             spares = [
                 p
@@ -214,11 +213,12 @@ def test_a_killed_spare_child_is_replaced_on_demand():
                 and _comm(_parent(_parent(p))) == "python3"
                 and _state(p) not in ("Z", "X")
             ]
-            if len(spares) == 1 and _state(spares[0]) == "S":
+            if len(spares) == 2 and all(_state(p) == "S" for p in spares):
                 break
             time.sleep(0.01)
-        assert len(spares) == 1
-        os.kill(spares[0], signal.SIGKILL)
+        assert len(spares) == 2
+        for pid in spares:
+            os.kill(pid, signal.SIGKILL)
         r = sb.run_python("print(2)")
         assert (r.exit_code, r.stdout) == (0, "2\n"), r
         assert sb.run_python("print(3)").stdout == "3\n"

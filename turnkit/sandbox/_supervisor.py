@@ -128,6 +128,19 @@ def _reap_dying() -> int:
     return len(_DYING)
 
 
+def _trusted_pids() -> set[int]:
+    """The zygote and the queued spare: the processes below the supervisor that no call may take down with it."""
+    if _zygote is None:
+        return set()
+    keep = {_zygote.pid}
+    for spare in _SPARES:
+        try:
+            keep.add(spare.pid)
+        except OSError:  # never reported: the zygote is unusable, and so is the worker
+            _zygote.alive = False
+    return keep
+
+
 def _has_children() -> bool:
     if _zygote is not None:
         return True  # the zygote is one; the calls' processes are below it
@@ -192,7 +205,7 @@ class _Reaper:
         two small reads instead of a ``/proc`` scan.
         """
         me = os.getpid()
-        keep = {_zygote.pid} if _zygote is not None else set()
+        keep = _trusted_pids()
         skip = self.child if self.reported is not None and self.status is None else None
         if skip is not None:
             with contextlib.suppress(ProcessLookupError):
@@ -412,8 +425,8 @@ class _Spare:
 
     Forking a warm interpreter and the copy-on-write faults of its first compile and ``exec`` cost more than the
     rest of a call; a spare pays them between calls. It runs no request until :meth:`hand_over` sends it one on
-    fd 3, is forked by the zygote (never by the supervisor, which has held other calls' data) only after the previous
-    call's processes are gone, and serves exactly one call.
+    fd 3, is forked by the zygote (never by the supervisor, which has held other calls' data), is asked for only
+    after the previous call's processes are gone (see :data:`_SPARES`), and serves exactly one call.
     """
 
     def __init__(self, zygote: Zygote) -> None:
@@ -423,20 +436,35 @@ class _Spare:
         req_r, self.req_w = os.pipe()
         self.end_r, end_w = os.pipe()
         try:
-            pid = zygote.spawn((in_r, out_w, err_w, req_r, end_w))
+            asked = zygote.spawn((in_r, out_w, err_w, req_r, end_w))
         finally:
             for fd in (in_r, out_w, err_w, req_r, end_w):
                 os.close(fd)
-        if pid is None:
+        if not asked:
             for fd in (self.in_w, self.out_r, self.err_r, self.req_w, self.end_r):
                 os.close(fd)
             raise OSError("the zygote is gone")
-        self.pid = pid
+        self._zygote = zygote
+        self._pid: int | None = None
         os.set_blocking(self.end_r, False)
+
+    @property
+    def pid(self) -> int:
+        """The spare's pid, as the zygote reports it (it forks while the supervisor reads the next request).
+
+        Raises:
+            OSError: The zygote did not report it (gone or wedged).
+        """
+        if self._pid is None:
+            self._pid = self._zygote.spawned_pid()
+            if self._pid is None:
+                raise OSError("the zygote did not report the spare it forked")
+        return self._pid
 
     def hand_over(self, req: dict[str, Any], program: list[bytes]) -> bool:
         """Send the spare its request; ``False`` if it is gone (then it has been killed and closed)."""
         try:
+            os.kill(self.pid, signal.SIGCONT)  # the previous call's code may have stopped it
             write_all(self.req_w, encode_frame(req, program))
             return True
         except OSError:
@@ -448,9 +476,9 @@ class _Spare:
 
     def discard(self) -> None:
         """Kill an unused spare (the zygote reaps it) and close its pipes."""
-        with contextlib.suppress(ProcessLookupError):
+        with contextlib.suppress(OSError):
             os.kill(self.pid, signal.SIGKILL)
-        _DYING.add(self.pid)
+            _DYING.add(self.pid)
         for fd in (self.in_w, self.out_r, self.err_r, self.end_r):
             with contextlib.suppress(OSError):
                 os.close(fd)
@@ -471,9 +499,30 @@ def _spare_main(fds: Sequence[int]) -> NoReturn:
     _child_run(dict(req, report=True), blobs)
 
 
-def _execute(
-    req: dict[str, Any], blobs: list[bytes], watch_fd: int | None = None, spare: _Spare | None = None, tries: int = 3
-) -> Frame:
+_SPARES: list[_Spare] = []
+"""Spares of the next calls, oldest first. Two are asked for after each call's leftovers are killed, so the next
+call's spare was forked a whole call earlier (warm by the time its request comes) and the one queued beside a
+call has long been reported by the zygote when that call's leftovers are killed around it. A queued spare is
+non-dumpable and holds no request while another call's code runs."""
+
+
+def _next_spare() -> _Spare | None:
+    if _SPARES:
+        return _SPARES.pop(0)
+    _fill_spares(1)
+    return _SPARES.pop(0) if _SPARES else None
+
+
+def _fill_spares(count: int = 2) -> None:
+    """Ask the zygote for spares until ``count`` are queued (fewer when it cannot give them)."""
+    while _zygote is not None and _zygote.alive and len(_SPARES) < count:
+        try:
+            _SPARES.append(_Spare(_zygote))
+        except OSError:  # out of processes or fds, or the zygote is gone: the next call says so
+            return
+
+
+def _execute(req: dict[str, Any], blobs: list[bytes], watch_fd: int | None = None, tries: int = 3) -> Frame:
     """Fork (or hand a zygote's spare the request), supervise and reap one execution; return the reply.
 
     With a zygote the supervisor never forks a call itself: when no spare can be had, the reply is a
@@ -491,21 +540,27 @@ def _execute(
     old_handler = signal.signal(signal.SIGCHLD, lambda *_: None)
     start = time.monotonic()
     end_r: int | None = None
-    req = dict(req, others=_reap_dying())
-    if spare is None and _zygote is not None:
-        try:
-            spare = _Spare(_zygote)
-        except OSError:
-            spare = None
-    if spare is not None and spare.hand_over(req, program):
-        pid, in_w, out_r, err_r, end_r = spare.pid, spare.in_w, spare.out_r, spare.err_r, spare.end_r
+    ahead = int(_zygote is not None and _zygote.alive)  # the next call's spare waits beside this call
+    req = dict(req, others=_reap_dying() + ahead)
+    spare = _next_spare() if _zygote is not None else None
+    handed = spare is not None and spare.hand_over(req, program)
+    try:
+        pid = spare.pid if handed and spare is not None else 0
+    except OSError:  # the zygote never said which child got the request: only a new worker is safe
+        handed = False
+        if spare is not None:
+            spare.discard()
+        if _zygote is not None:
+            _zygote.alive = False
+    if handed and spare is not None:
+        in_w, out_r, err_r, end_r = spare.in_w, spare.out_r, spare.err_r, spare.end_r
     elif _zygote is not None:
         signal.set_wakeup_fd(old_wakeup)
         signal.signal(signal.SIGCHLD, old_handler)
         for fd in (wake_r, wake_w):
             os.close(fd)
         if tries > 1 and _zygote.alive:
-            return _execute(req, blobs, watch_fd, None, tries - 1)
+            return _execute(req, blobs, watch_fd, tries - 1)
         return {"fault": "worker_broken", "detail": "the zygote could not fork the call"}, []
     else:
         in_r, in_w = os.pipe()
@@ -561,6 +616,7 @@ def _execute(
                 poller.unregister(fd)
     # Output already written stays readable after the writers die; leftovers (orphans, daemons) go now.
     reaper.kill_all()
+    _fill_spares()  # nothing of this call is left: the zygote forks the next calls' children from here on
     reaper.reap(block=True)
     for cap_stream in streams.values():
         cap_stream.drain()
@@ -575,7 +631,7 @@ def _execute(
     signal.set_wakeup_fd(old_wakeup)
     signal.signal(signal.SIGCHLD, old_handler)
     if spare_died and tries > 1:  # killed before it read the request: nothing ran, ask the zygote for another
-        return _execute(req, blobs, watch_fd, None, tries - 1)
+        return _execute(req, blobs, watch_fd, tries - 1)
     return (
         _reply_header(req, reaper, time.monotonic() - start, timed_out, streams[out_r], streams[err_r], host_gone),
         [bytes(streams[out_r].buf), bytes(streams[err_r].buf)],
@@ -652,10 +708,10 @@ def _file_op(req: dict[str, Any], blobs: list[bytes]) -> Frame:
 _EXECUTIONS = ("exec", "python", "batch")
 
 
-def _serve(req: dict[str, Any], blobs: list[bytes], watch_fd: int | None, spare: _Spare | None = None) -> Frame:
+def _serve(req: dict[str, Any], blobs: list[bytes], watch_fd: int | None) -> Frame:
     op = req.get("op")
     if op in _EXECUTIONS:
-        return _execute(req, blobs, watch_fd, spare)
+        return _execute(req, blobs, watch_fd)
     if op in ("write", "read"):
         return _file_op(req, blobs)
     if op == "ping":
@@ -682,22 +738,14 @@ def _serve_loop(once: bool, max_bytes: int) -> None:
             own += 1
     _OWN_BEFORE_CALLS.append(own)
     write_all(proto_out, encode_frame({"ready": True, "pid": os.getpid()}))
-    spare: _Spare | None = None
     while True:
-        if _zygote is not None and spare is None and _zygote.alive:
-            try:
-                spare = _Spare(_zygote)
-            except OSError:  # out of processes or fds, or the zygote is gone: the next call says so
-                spare = None
+        _fill_spares()  # the first calls' spares, or those a call could not ask for
         try:
             req, blobs = read_frame(proto_in, max_bytes)
         except EOFError:
             return
         request_id = req.pop("id", None)  # the host's; the call's own process never sees it
-        if req.get("op") in _EXECUTIONS:
-            (header, out), spare = _serve(req, blobs, proto_in, spare), None
-        else:
-            header, out = _serve(req, blobs, proto_in)
+        header, out = _serve(req, blobs, proto_in)
         if request_id is not None:
             header = dict(header, id=request_id)
         try:

@@ -94,57 +94,58 @@ class Zygote:
         self.alive = True
         self.exits: list[tuple[int, int, float, float]] = []
         """Exits reported by the zygote and not taken yet: (pid, wait status, CPU s, peak RSS kB)."""
+        self.spawned: list[int] = []
+        """Pids of forked children not taken yet (by :meth:`spawned_pid`)."""
 
     def fileno(self) -> int:
         return self.sock.fileno()
 
-    def spawn(self, fds: Sequence[int]) -> int | None:
-        """Have the zygote fork a call child on ``fds``; its pid, or ``None`` (then the zygote is unusable)."""
+    def spawn(self, fds: Sequence[int]) -> bool:
+        """Ask the zygote to fork a call child on ``fds`` (:meth:`spawned_pid` says which); ``False`` if it is gone.
+
+        The supervisor does not wait for the fork: it goes on to read the next request meanwhile.
+        """
         if not self.alive:
-            return None
+            return False
         try:
             os.kill(self.pid, signal.SIGCONT)  # a call may have stopped it; no process of a call is left now
             socket.send_fds(self.sock, [b"F"], list(fds))
         except OSError:
             self.alive = False
-            return None
+            return False
+        return True
+
+    def spawned_pid(self) -> int | None:
+        """The pid of the child of the oldest :meth:`spawn` not answered yet, or ``None`` (the zygote is unusable)."""
         deadline = time.monotonic() + SPAWN_TIMEOUT_S
-        while self.alive:
-            pid = self._receive(wait_s=deadline - time.monotonic())
-            if pid is not None:
-                return pid
-            if time.monotonic() >= deadline:
+        while not self.spawned and self.alive:
+            if not self._receive(wait_s=deadline - time.monotonic()) and time.monotonic() >= deadline:
                 self.alive = False  # stopped or wedged (the code can signal it): never trusted again
-        return None
+        return self.spawned.pop(0) if self.spawned else None
 
     def poll(self) -> None:
-        """Take every message waiting (exits go to :attr:`exits`)."""
-        while self.alive and self._receive(wait_s=0.0, one=True) is not None:
+        """Take every message waiting (exits go to :attr:`exits`, forks to :attr:`spawned`)."""
+        while self.alive and self._receive(wait_s=0.0):
             pass
 
-    def _receive(self, wait_s: float, one: bool = False) -> int | None:
-        """Read messages until a spawn reply (its pid) or until none waits; ``one``: return after any message."""
-        while True:
-            if wait_s > 0 and not select.select([self.sock], [], [], wait_s)[0]:
-                return None
-            try:
-                msg = self.sock.recv(64)
-            except BlockingIOError:
-                return None
-            except OSError:
-                msg = b""
-            if not msg:
-                self.alive = False
-                return None
-            if msg[:1] == b"P" and len(msg) == 1 + _PID.size:
-                return int(_PID.unpack(msg[1:])[0])
-            if msg[:1] == b"X" and len(msg) == 1 + _EXIT.size:
-                self.exits.append(_EXIT.unpack(msg[1:]))
-                if one:
-                    return 0
-            else:
-                self.alive = False
-                return None
+    def _receive(self, wait_s: float) -> bool:
+        """Read one message (waiting up to ``wait_s``); whether one was read."""
+        if wait_s > 0 and not select.select([self.sock], [], [], wait_s)[0]:
+            return False
+        try:
+            msg = self.sock.recv(64)
+        except BlockingIOError:
+            return False
+        except OSError:
+            msg = b""
+        if msg[:1] == b"P" and len(msg) == 1 + _PID.size:
+            self.spawned.append(int(_PID.unpack(msg[1:])[0]))
+        elif msg[:1] == b"X" and len(msg) == 1 + _EXIT.size:
+            self.exits.append(_EXIT.unpack(msg[1:]))
+        else:  # the end of the stream, or garbage: the zygote is gone
+            self.alive = False
+            return False
+        return True
 
     def close(self) -> None:
         """Kill the zygote (its calls are killed by the supervisor) and forget it."""
@@ -175,6 +176,9 @@ def _zygote_main(sock: socket.socket, child_main: Callable[[Sequence[int]], NoRe
         poller = select.poll()
         poller.register(keep, select.POLLIN)
         poller.register(wake_r, select.POLLIN)
+        import gc
+
+        gc.freeze()  # a call's collections skip the zygote's objects: no copy-on-write fault on each of them
         while True:
             for fd, _event in poller.poll():
                 if fd == wake_r:
