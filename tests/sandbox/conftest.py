@@ -190,6 +190,16 @@ def sb(
 # --- host-side views of sandboxed processes ---------------------------------------------------------
 
 
+def wait_until(predicate: Callable[[], bool], timeout: float = 10.0) -> bool:
+    """Poll ``predicate`` until it holds (``True``) or ``timeout`` seconds pass (``False``): no fixed sleeps."""
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.05)
+    return True
+
+
 def processes_named(comm: str) -> list[tuple[int, str]]:
     """Host processes whose command name is ``comm``, with their state letter (Z = zombie)."""
     found = []

@@ -10,7 +10,7 @@ import uuid
 
 import pytest
 
-from tests.sandbox.conftest import backend_params, processes_named
+from tests.sandbox.conftest import backend_params, processes_named, wait_until
 from turnkit.errors import SandboxError
 from turnkit.sandbox import PythonSession, ShellSession
 from turnkit.sandbox._bwrap import bwrap_path
@@ -222,15 +222,6 @@ def _running_on_host(name: str) -> bool:
     return any(state != "Z" for _, state in processes_named(name))
 
 
-def _wait(predicate, timeout: float = 10.0) -> bool:
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        if time.monotonic() > deadline:
-            return False
-        time.sleep(0.05)
-    return True
-
-
 @pytest.mark.parametrize("start", list(_PY_DAEMONS))
 def test_python_daemon_that_leaves_the_session_is_stopped(py, start):
     name = f"tkd{uuid.uuid4().hex[:10]}"
@@ -242,7 +233,7 @@ def test_python_daemon_that_leaves_the_session_is_stopped(py, start):
     if start == "new-session":  # the code holds its Popen: the exit status is still its to read
         assert py.run("p.poll()").stdout == "-9\n"
     assert py.run(_PY_STATE.format(pid=pid)).stdout == "gone\n"
-    assert _wait(lambda: not _running_on_host(name))
+    assert wait_until(lambda: not _running_on_host(name))
     assert py.run("kept + 1").stdout == "42\n" and py.restarts == 0
 
 
@@ -255,7 +246,7 @@ def test_shell_daemon_that_leaves_the_session_is_stopped(sh, start):
     assert _running_on_host(name)
     assert sh.stop_background() >= 1
     assert sh.run(_SH_STATE.format(pid=pid)).stdout in ("gone\n", "Z\n")  # Z: killed, not yet waited for by bash
-    assert _wait(lambda: not _running_on_host(name))
+    assert wait_until(lambda: not _running_on_host(name))
     assert sh.run("echo $((KEPT + 1))").stdout == "42\n" and sh.restarts == 0
 
 
@@ -267,7 +258,7 @@ def test_python_daemon_of_a_timed_out_call_is_stopped(py):
     assert r.timed_out and _running_on_host(name)
     assert py.stop_background() == 1 and py.restarts == 0
     assert py.run(_PY_STATE.format(pid=pid)).stdout == "gone\n"
-    assert _wait(lambda: not _running_on_host(name))
+    assert wait_until(lambda: not _running_on_host(name))
 
 
 def test_python_sibling_made_by_clone_parent_is_stopped(py):
@@ -289,7 +280,7 @@ def test_python_sibling_made_by_clone_parent_is_stopped(py):
     )
     assert py.stop_background() == 1
     assert py.run(_PY_STATE.format(pid=pid)).stdout in ("gone\n", "Z\n")  # its parent, not the REPL, waits for it
-    assert _wait(lambda: not _running_on_host(name))
+    assert wait_until(lambda: not _running_on_host(name))
 
 
 _PY_UNTIL_EXITED = (  # waits (10 s at most) until the pids in `pids` have exited (zombies, or waited for already)
@@ -333,7 +324,7 @@ def test_restart_and_close_end_the_daemons_of_the_program(host, end):
         py.run(_PY_RUNNING.format(name=name, start=_PY_DAEMONS["double-fork-setsid"]))
         assert _running_on_host(name)
         getattr(py, end)()
-        assert _wait(lambda: not _running_on_host(name))
+        assert wait_until(lambda: not _running_on_host(name))
         if end == "restart":
             assert py.run("1 + 1").stdout == "2\n" and py.restarts == 1
     finally:
@@ -356,5 +347,5 @@ def test_daemons_die_with_a_crashed_program(py, host):
     py.run(source)
     assert _running_on_host(name)
     assert py.run("os.abort()").exit_code == -6
-    assert _wait(lambda: not _running_on_host(name))
+    assert wait_until(lambda: not _running_on_host(name))
     assert py.run("1 + 1").stdout == "2\n" and py.restarts == 1

@@ -27,7 +27,7 @@ import gymnasium
 import pytest
 
 import turnkit
-from tests.sandbox.conftest import SECRET, TEST_LIMITS, _snapshot, leftovers_since, processes_named
+from tests.sandbox.conftest import SECRET, TEST_LIMITS, _snapshot, leftovers_since, processes_named, wait_until
 from turnkit.agents.scripted import ScriptedAgent
 from turnkit.sandbox import DockerSandbox, docker_available
 from turnkit.sandbox._bwrap import bwrap_path
@@ -109,15 +109,6 @@ def assert_tool_sound(env: gymnasium.Env, tool: str, *, invalid: int = 0) -> Non
     for _ in range(3):
         obs, tool_info = run_tool(env, tool, getter, invalid=invalid)
         assert (obs, tool_info["status"]) == ("42\n", "ok")
-
-
-def wait_until(predicate: Callable[[], bool], timeout: float = 10.0) -> bool:
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        if time.monotonic() > deadline:
-            return False
-        time.sleep(0.05)
-    return True
 
 
 # --- the sandbox adversarial suite, through the tools -----------------------------------------------------------------
