@@ -26,4 +26,4 @@ __all__ = [
     "restore_env",
     "snapshot_env",
 ]
-__version__ = "0.1.0"
+__version__ = "0.2.0.dev0"
