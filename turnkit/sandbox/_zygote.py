@@ -76,10 +76,11 @@ def set_dumpable(dumpable: bool) -> None:
 class Zygote:
     """The supervisor's handle on its zygote (see the module docstring).
 
+    The zygote keeps none of the supervisor's descriptors but its end of the socket pair: not the host's pipes.
+
     Args:
         child_main: What a forked call child runs, given its five pipe ends (stdin, stdout, stderr, request,
             end report); it never returns.
-        keep_fd: Nothing else of the supervisor's is kept open in the zygote but this socket.
     """
 
     def __init__(self, child_main: Callable[[Sequence[int]], NoReturn]) -> None:
@@ -103,7 +104,7 @@ class Zygote:
     def spawn(self, fds: Sequence[int]) -> bool:
         """Ask the zygote to fork a call child on ``fds`` (:meth:`spawned_pid` says which); ``False`` if it is gone.
 
-        The supervisor does not wait for the fork: it goes on to read the next request meanwhile.
+        The supervisor does not wait for the fork: it replies and reads the next request meanwhile.
         """
         if not self.alive:
             return False
