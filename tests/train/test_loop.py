@@ -86,6 +86,18 @@ def test_tied_groups_leave_the_policy_unchanged(tokenizer: PreTrainedTokenizerFa
     assert all(torch.equal(a, b) for a, b in zip(before, policy.model.parameters(), strict=True))
 
 
+@pytest.mark.parametrize("skip", [True, False])
+def test_tied_frac_counts_each_tied_episode_once(tokenizer: PreTrainedTokenizerFast, skip: bool) -> None:
+    # One informative group (rewards 1, 0) and one tied group (1, 1): 2 of 4 scored episodes tie, whether the
+    # tied ones are left out of the update or kept in it.
+    policy = make_policy(tokenizer)
+    trajs, _, _ = group_of_two(policy, tokenizer)
+    tied = [dataclasses.replace(t, group=1, steps=(dataclasses.replace(t.steps[0], reward=1.0),)) for t in trajs]
+    cfg = TrainConfig(group_size=2, skip_zero_advantage=skip)
+    metrics = update(policy, torch.optim.AdamW(policy.model.parameters(), lr=1e-3), [*trajs, *tied], cfg)
+    assert metrics["tied_frac"] == 0.5 and metrics["optimizer_steps"] == 1
+
+
 def test_task_seeds_avoid_the_held_out_range() -> None:
     cfg = TrainConfig(eval_seed=10, eval_episodes=2**31 - 20)  # only 20 legal seeds: 0..9 and 2**31-10..
     seeds = sample_task_seeds(np.random.default_rng(0), 12, cfg)

@@ -296,10 +296,10 @@ def update(
             turn_rewards=turn_rewards,
         )
     scored = [(t, a) for t, a in zip(trajs, advantages, strict=True) if a is not None]
-    tied = sum(all(x == 0.0 for x in a) for _, a in scored)
+    tied_frac = sum(all(x == 0.0 for x in a) for _, a in scored) / max(len(scored), 1)
     if cfg.skip_zero_advantage and cfg.kl_coef == 0:
         scored = [(t, a) for t, a in scored if any(x != 0.0 for x in a)]
-    out: dict[str, float] = {"tied_frac": tied / max(len(scored) + tied, 1), "optimizer_steps": 0.0}
+    out: dict[str, float] = {"tied_frac": tied_frac, "optimizer_steps": 0.0}
     if not scored:
         out.update(rows=0.0, update_tokens=0.0)
         return out
