@@ -3,19 +3,21 @@ from __future__ import annotations
 import dataclasses
 from pathlib import Path
 
+import gymnasium
 import numpy as np
 import pytest
 import torch
 from transformers import PreTrainedTokenizerFast
 
 from turnkit.agents.hf import HFPolicy, chat_prompt_ids
+from turnkit.envs.core import Transition
 from turnkit.rollout.demos import completion_ids
 from turnkit.train.config import TrainConfig
-from turnkit.train.loop import rollout_metrics, sample_task_seeds, train, update
+from turnkit.train.loop import IDLE_STEPS_WARNING, rollout_metrics, sample_task_seeds, train, update
 from turnkit.train.metrics import read_metrics
 from turnkit.types import AgentTurn, ErrorCause, Message, Step, Trajectory, TrajectoryError
 
-from .conftest import LETTER_ENV, make_policy
+from .conftest import LETTER_ENV, LetterEnv, make_policy
 
 TIMING_KEYS = {
     *("rollout_s", "rollout_wait_s", "generate_s", "env_s", "update_s", "sync_s", "load_s", "play_s", "wait_s"),
@@ -96,6 +98,25 @@ def test_tied_frac_counts_each_tied_episode_once(tokenizer: PreTrainedTokenizerF
     cfg = TrainConfig(group_size=2, skip_zero_advantage=skip)
     metrics = update(policy, torch.optim.AdamW(policy.model.parameters(), lr=1e-3), [*trajs, *tied], cfg)
     assert metrics["tied_frac"] == 0.5 and metrics["optimizer_steps"] == 1
+
+
+class SilentEnv(LetterEnv):
+    """Rewards every reply 0: no group ever has a signal."""
+
+    def respond(self, action: str) -> Transition:
+        return Transition("Done.", reward=0.0, terminated=True, info={"success": False})
+
+
+SILENT_ENV = "turnkit-test/Silent-v0"
+if SILENT_ENV not in gymnasium.registry:
+    gymnasium.register(SILENT_ENV, entry_point=SilentEnv, max_episode_steps=2)
+
+
+def test_a_run_that_never_updates_warns(tokenizer: PreTrainedTokenizerFast, tmp_path: Path) -> None:
+    cfg = dataclasses.replace(run_config(tmp_path, IDLE_STEPS_WARNING), env_id=SILENT_ENV, checkpoint_every=0)
+    with pytest.warns(UserWarning, match=f"{IDLE_STEPS_WARNING} steps in a row took no optimizer step"):
+        train(cfg, policy=fresh_policy(tokenizer), progress=False)
+    assert [r["tied_frac"] for r in training_records(tmp_path / "metrics.jsonl")] == [1.0] * IDLE_STEPS_WARNING
 
 
 def test_task_seeds_avoid_the_held_out_range() -> None:

@@ -256,6 +256,26 @@ def rollout_metrics(trajs: Sequence[Trajectory], max_new_tokens: int) -> dict[st
     }
 
 
+IDLE_STEPS_WARNING = 5
+"""Steps in a row without an optimizer step (every group tied) after which :func:`train` warns."""
+
+
+def idle_warning(idle_steps: int, tied_frac: float) -> str | None:
+    """The warning for a run that has not updated its policy for ``idle_steps`` steps in a row, once per streak.
+
+    Example:
+        >>> idle_warning(4, 1.0) is None, idle_warning(5, 1.0)[:38]
+        (True, '5 steps in a row took no optimizer ste')
+    """
+    if idle_steps != IDLE_STEPS_WARNING:
+        return None
+    return (
+        f"{idle_steps} steps in a row took no optimizer step (tied_frac {tied_frac:.2f}): every group's episodes "
+        "got the same reward, so GRPO has no signal and the policy is not learning. Check that the env rewards "
+        "this policy at all (e.g. its answer format), or raise group_size or temperature."
+    )
+
+
 def update(
     policy: HFPolicy,
     optimizer: torch.optim.Optimizer,
@@ -524,6 +544,7 @@ def _train(cfg: TrainConfig, *, resume: bool, progress: bool, policy: HFPolicy |
     source = build_rollouts(cfg, policy, run_dir=run_dir, chat=chat, start_step=start_step)
     staleness = cfg.max_staleness if cfg.async_rollout else 0
     final_eval: dict[str, Any] | None = None
+    idle_steps = 0
     bar = tqdm(range(start_step + 1, cfg.steps + 1), desc="grpo", disable=not progress, unit="step")
     try:
         for step in bar:
@@ -547,6 +568,9 @@ def _train(cfg: TrainConfig, *, resume: bool, progress: bool, policy: HFPolicy |
             start = time.perf_counter()  # update_s excludes the critics (logged as critic_s)
             record.update(update(policy, optimizer, trajs, cfg, ref_model=ref_model, turn_rewards=turn_rewards))
             record["update_s"] = time.perf_counter() - start
+            idle_steps = idle_steps + 1 if record["optimizer_steps"] == 0 else 0
+            if (message := idle_warning(idle_steps, record["tied_frac"])) is not None:
+                warnings.warn(message, stacklevel=2)
             record.update(source.sync(policy, step))
             record.update(timing)
             record["gen_tokens_per_s"] = record["completion_tokens"] / max(timing["generate_s"], 1e-9)
