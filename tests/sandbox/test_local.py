@@ -17,7 +17,7 @@ import pytest
 
 from tests.sandbox.conftest import TEST_LIMITS
 from turnkit.errors import ConfigError, SandboxError
-from turnkit.sandbox import LocalSandbox, _bwrap
+from turnkit.sandbox import LocalSandbox, _bwrap, _frames, _wire
 from turnkit.sandbox.local import reap_stale_workdirs
 
 pytestmark = pytest.mark.skipif(_bwrap.bwrap_path() is None, reason="bubblewrap is not installed")
@@ -222,6 +222,27 @@ def test_killed_spare_children_are_replaced_on_demand():
         r = sb.run_python("print(2)")
         assert (r.exit_code, r.stdout) == (0, "2\n"), r
         assert sb.run_python("print(3)").stdout == "3\n"
+
+
+def test_a_broken_worker_says_why_and_is_replaced():
+    # The code may kill its zygote. The queued spares still serve the next calls; then the worker answers
+    # worker_broken with the zygote's end as the cause, and the sandbox's next call runs on a new worker.
+    if _bwrap.bwrap_path() is None:
+        pytest.skip("bubblewrap is not installed")
+    with LocalSandbox(persistent=True) as sb:
+        assert sb.run_python("import os\nos.kill(os.getppid(), 9)", timeout=5).ok
+        worker, faults = sb._ready_worker(), []
+        for i in range(4):
+            req = _wire.exec_request(sb.limits, op="python", timeout=5, cwd="/work")
+            result, usable = sb._exchange(worker, "r", _frames.encode_frame(dict(req, id="r"), [b"print(1)"]), 5)
+            if not usable:
+                faults.append((i, result.fault, result.stderr))
+                break
+        assert faults and faults[0][1] == "worker_broken" and "zygote" in faults[0][2], faults
+        assert "exited with status -9" in faults[0][2], faults
+        worker.kill()
+        sb._worker = None
+        assert sb.run_python("print(2)", timeout=5).stdout == "2\n"
 
 
 def _comm(pid: int) -> str:

@@ -109,7 +109,8 @@ def _collect_exits() -> dict[int, tuple[int, float, float]]:
         if pid == 0:
             break
         if _zygote is not None and pid == _zygote.pid:
-            _zygote.alive = False
+            _zygote.status = status
+            _zygote.poll()  # its last words, if it had time for them, or its exit status name the cause
             continue
         found[pid] = (status, ru.ru_utime + ru.ru_stime, float(ru.ru_maxrss))
     if _zygote is not None:
@@ -137,7 +138,7 @@ def _trusted_pids() -> set[int]:
         try:
             keep.add(spare.pid)
         except OSError:  # never reported: the zygote is unusable, and so is the worker
-            _zygote.alive = False
+            _zygote.give_up("it never reported a spare it was asked for")
     return keep
 
 
@@ -351,7 +352,7 @@ def _request_env(req: dict[str, Any]) -> dict[str, str]:
 
 
 def _set_environ(env: dict[str, str]) -> None:
-    """Make ``os.environ`` exactly ``env`` (a spare usually has it already: it rehearsed with the last call's)."""
+    """Make ``os.environ`` exactly ``env``."""
     if os.environ != env:
         os.environ.clear()
         os.environ.update(env)
@@ -403,16 +404,14 @@ def _run_python(code: bytes) -> int:
 _WARM_UP = compile("def _warm(x):\n    return [x * i for i in range(3)]\n_warm(2)\n", "<warm-up>", "exec")
 
 
-def _rehearse(env: dict[str, str] | None) -> None:
+def _rehearse() -> None:
     """A spare's dry run of the steps of a call that need no request, so that their copy-on-write faults come first.
 
-    ``env`` is the previous call's environment (the next call usually asks for the same one).
+    Nothing of an earlier call is rehearsed (not even its environment): the zygote never holds any of it.
     """
     for which in _CHILD_RLIMITS.values():
         resource.setrlimit(which, resource.getrlimit(which))
     os.chdir(os.getcwd())
-    if env is not None:
-        _set_environ(env)
     exec(_WARM_UP, {"__name__": "__main__", "__builtins__": builtins})
     ru = resource.getrusage(resource.RUSAGE_SELF)
     json.loads(json.dumps({"exit_code": 0, "cpu_s": ru.ru_utime + ru.ru_stime, "max_rss_kb": ru.ru_maxrss}))
@@ -488,7 +487,7 @@ def _spare_main(fds: Sequence[int]) -> NoReturn:
     """A spare child, forked by the zygote: set up, rehearse, then wait for its one request on fd 3."""
     try:
         _child_prepare((fds[0], fds[1], fds[2]), keep=(fds[3], fds[4]))
-        _rehearse(None)
+        _rehearse()
         req, blobs = read_frame(3, 1 << 30)
         os.close(3)
         os.write(4, b"S")  # started: from here on, whatever happens is the call's
@@ -551,7 +550,7 @@ def _execute(req: dict[str, Any], blobs: list[bytes], watch_fd: int | None = Non
         if spare is not None:
             spare.discard()
         if _zygote is not None:
-            _zygote.alive = False
+            _zygote.give_up("it never reported the spare that got the request")
     if handed and spare is not None:
         in_w, out_r, err_r, end_r = spare.in_w, spare.out_r, spare.err_r, spare.end_r
     elif _zygote is not None:
@@ -561,7 +560,8 @@ def _execute(req: dict[str, Any], blobs: list[bytes], watch_fd: int | None = Non
             os.close(fd)
         if tries > 1 and _zygote.alive:
             return _execute(req, blobs, watch_fd, tries - 1)
-        return {"fault": "worker_broken", "detail": "the zygote could not fork the call"}, []
+        why = _zygote.lost or "it forked no spare that lived to take the request"
+        return {"fault": "worker_broken", "detail": f"the zygote could not fork the call: {why}"}, []
     else:
         in_r, in_w = os.pipe()
         out_r, out_w = os.pipe()

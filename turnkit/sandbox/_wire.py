@@ -24,7 +24,7 @@ from typing import Any
 
 from turnkit.errors import SandboxError
 from turnkit.sandbox import _frames, _supervisor
-from turnkit.sandbox.base import Limits, result_from_wire
+from turnkit.sandbox.base import Limits, infra_result, result_from_wire
 from turnkit.types import ExecResult
 
 Frame = tuple[dict[str, Any], list[bytes]]
@@ -252,6 +252,22 @@ def check_reply_id(frame: Frame, request_id: str) -> None:
     """
     if frame[0].get("id") != request_id:
         raise ProtocolError("a reply out of turn from the sandbox supervisor (desynchronised)")
+
+
+def broken_worker_result(frame: Frame) -> ExecResult | None:
+    """The fault result of a ``worker_broken`` reply (the worker could no longer start calls; nothing ran), or ``None``.
+
+    Example:
+        >>> broken_worker_result(({"fault": "worker_broken", "detail": "it exited"}, [])).stderr
+        '[turnkit sandbox] the sandbox worker can no longer start calls (it exited)\\n'
+        >>> broken_worker_result(({"exit_code": 0}, [b"", b""])) is None
+        True
+    """
+    header = frame[0]
+    if header.get("fault") != "worker_broken":
+        return None
+    detail = str(header.get("detail", ""))[:300]
+    return infra_result(f"the sandbox worker can no longer start calls ({detail})", fault="worker_broken")
 
 
 def result_from_frame(frame: Frame) -> ExecResult:

@@ -16,7 +16,8 @@ The zygote is a child subreaper: every process a call starts stays below it, and
 wait status, CPU seconds, peak RSS) to the supervisor, which keeps the time limits and kills leftovers.
 
 Protocol on a ``SOCK_SEQPACKET`` pair: the supervisor sends ``F`` with a call's five pipe ends; the zygote answers
-``P`` + pid, and sends ``X`` + pid, status, CPU s, RSS kB for every child it reaps.
+``P`` + pid, sends ``X`` + pid, status, CPU s, RSS kB for every child it reaps, and ``E`` + why, as its last words,
+if it fails.
 
 Example:
     >>> _EXIT.size, TRUST_BOUNDARY
@@ -97,6 +98,10 @@ class Zygote:
         """Exits reported by the zygote and not taken yet: (pid, wait status, CPU s, peak RSS kB)."""
         self.spawned: list[int] = []
         """Pids of forked children not taken yet (by :meth:`spawned_pid`)."""
+        self.status: int | None = None
+        """Its wait status once the supervisor reaped it."""
+        self.lost = ""
+        """Why the zygote is unusable (empty while :attr:`alive`): the worker's ``worker_broken`` fault says it."""
 
     def fileno(self) -> int:
         return self.sock.fileno()
@@ -111,8 +116,11 @@ class Zygote:
         try:
             os.kill(self.pid, signal.SIGCONT)  # a call may have stopped it; no process of a call is left now
             socket.send_fds(self.sock, [b"F"], list(fds))
-        except OSError:
-            self.alive = False
+        except (ProcessLookupError, BrokenPipeError, ConnectionResetError):
+            self.give_up(self._end())
+            return False
+        except OSError as exc:
+            self.give_up(f"cannot reach it ({type(exc).__name__}: {exc})")
             return False
         return True
 
@@ -121,7 +129,8 @@ class Zygote:
         deadline = time.monotonic() + SPAWN_TIMEOUT_S
         while not self.spawned and self.alive:
             if not self._receive(wait_s=deadline - time.monotonic()) and time.monotonic() >= deadline:
-                self.alive = False  # stopped or wedged (the code can signal it): never trusted again
+                # stopped or wedged (the code can signal it): never trusted again
+                self.give_up(f"it reported no fork within {SPAWN_TIMEOUT_S:.0f} s")
         return self.spawned.pop(0) if self.spawned else None
 
     def poll(self) -> None:
@@ -134,23 +143,51 @@ class Zygote:
         if wait_s > 0 and not select.select([self.sock], [], [], wait_s)[0]:
             return False
         try:
-            msg = self.sock.recv(64)
+            msg = self.sock.recv(512)
         except BlockingIOError:
             return False
-        except OSError:
+        except ConnectionResetError:  # it died with messages unread: the same end as a closed socket
             msg = b""
+        except OSError as exc:
+            self.give_up(f"its socket failed ({type(exc).__name__}: {exc})")
+            return False
         if msg[:1] == b"P" and len(msg) == 1 + _PID.size:
             self.spawned.append(int(_PID.unpack(msg[1:])[0]))
         elif msg[:1] == b"X" and len(msg) == 1 + _EXIT.size:
             self.exits.append(_EXIT.unpack(msg[1:]))
-        else:  # the end of the stream, or garbage: the zygote is gone
-            self.alive = False
+        elif msg[:1] == b"E":
+            self.give_up("it failed: " + msg[1:].decode("utf-8", "replace"))
+            return False
+        else:
+            self.give_up(self._end() if not msg else f"it sent a malformed message {msg[:16]!r}")
             return False
         return True
 
+    def _end(self) -> str:
+        """How the zygote ended, once its socket closed (it holds its end until it exits)."""
+        if self.status is None:
+            with contextlib.suppress(ChildProcessError):
+                self.status = os.waitpid(self.pid, 0)[1]
+        if self.status is None:
+            return "it exited"
+        return f"it exited with status {os.waitstatus_to_exitcode(self.status)}"
+
+    def give_up(self, why: str) -> None:
+        """Mark the zygote unusable and remember why (the first cause found is kept).
+
+        Example:
+            >>> z = Zygote.__new__(Zygote)
+            >>> z.alive, z.lost = True, ""
+            >>> z.give_up("it exited"); z.give_up("later news")
+            >>> z.alive, z.lost
+            (False, 'it exited')
+        """
+        if self.alive:
+            self.alive, self.lost = False, why
+
     def close(self) -> None:
         """Kill the zygote (its calls are killed by the supervisor) and forget it."""
-        self.alive = False
+        self.give_up("closed")
         with contextlib.suppress(ProcessLookupError):
             os.kill(self.pid, signal.SIGKILL)
         self.sock.close()
@@ -198,7 +235,9 @@ def _zygote_main(sock: socket.socket, child_main: Callable[[Sequence[int]], NoRe
                     os.close(passed)
                 sock.sendall(b"P" + _PID.pack(pid))
             _report_exits(sock)
-    except BaseException:
+    except BaseException as exc:  # its last words go to the supervisor, whose next fault reply carries them
+        with contextlib.suppress(BaseException):
+            sock.sendall(b"E" + f"{type(exc).__name__}: {exc}"[:400].encode("utf-8", "replace"))
         os._exit(1)
 
 

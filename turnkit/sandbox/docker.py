@@ -572,8 +572,9 @@ class DockerSandbox(SandboxBase):
                 fault="supervisor_died",
                 duration_s=time.monotonic() - start,
             )
-        if frame[0].get("fault") == "worker_broken":
-            return infra_result("the sandbox worker can no longer start calls", fault="worker_broken")
+        broken = _wire.broken_worker_result(frame)
+        if broken is not None:
+            return broken
         try:
             result = _wire.result_from_frame(frame)
         except _wire.ProtocolError as exc:
@@ -612,26 +613,30 @@ class DockerSandbox(SandboxBase):
                 conn.close()
         with self._lock:
             self._check_open()
-            for attempt in range(2):
-                worker = self._ready_worker()
-                req = dict(req, id=_wire.new_request_id())
-                try:
-                    worker.reader.max_bytes = limit
-                    worker.send(_frames.encode_frame(req, blobs))
-                    reply = worker.reply(wait_s)
-                    if reply is not None:
-                        _wire.check_reply_id(reply, req["id"])
-                except (TimeoutError, _wire.ProtocolError):
-                    self._drop_worker()
-                    raise
-                if reply is None:
-                    self._drop_worker()  # the caller kills what is left
-                elif reply[0].get("fault") == "worker_broken":
-                    self._drop_worker()
-                    self._kill_leftovers()
-                if reply is None or reply[0].get("fault") != "worker_broken" or attempt:
-                    return reply
-            raise AssertionError("unreachable")
+            reply = self._ask_worker(req, blobs, wait_s, limit)
+            if reply is not None and reply[0].get("fault") == "worker_broken":  # nothing ran: once more
+                reply = self._ask_worker(req, blobs, wait_s, limit)
+            return reply
+
+    def _ask_worker(self, req: dict[str, Any], blobs: list[bytes], wait_s: float, limit: int) -> _wire.Frame | None:
+        """One request to the warm worker, under a fresh id; a worker left unusable is dropped."""
+        worker = self._ready_worker()
+        req = dict(req, id=_wire.new_request_id())
+        try:
+            worker.reader.max_bytes = limit
+            worker.send(_frames.encode_frame(req, blobs))
+            reply = worker.reply(wait_s)
+            if reply is not None:
+                _wire.check_reply_id(reply, req["id"])
+        except (TimeoutError, _wire.ProtocolError):
+            self._drop_worker()
+            raise
+        if reply is None:
+            self._drop_worker()  # the caller kills what is left
+        elif reply[0].get("fault") == "worker_broken":
+            self._drop_worker()
+            self._kill_leftovers()
+        return reply
 
     def _ready_worker(self) -> _ExecConnection:
         """The warm worker, replaced first if its stream ended or it sent anything unasked since its last reply."""

@@ -399,16 +399,20 @@ class LocalSandbox(SandboxBase):
                 threading.Thread(target=sup.close, name="turnkit-sandbox-reap", daemon=True).start()
         with self._lock:
             self._check_open()
-            for attempt in range(2):
-                worker = self._ready_worker()
-                req = dict(req, id=_wire.new_request_id())
-                result, healthy = self._exchange(worker, req["id"], _frames.encode_frame(req, blobs), wall)
-                if not healthy:
-                    worker.kill()
-                    self._worker = None
-                if result.fault != "worker_broken" or attempt:
-                    return result
-            raise AssertionError("unreachable")
+            result = self._call_worker(req, blobs, wall)
+            if result.fault == "worker_broken":  # nothing ran: once more, on a new worker
+                result = self._call_worker(req, blobs, wall)
+            return result
+
+    def _call_worker(self, req: dict[str, Any], blobs: list[bytes], wall: float) -> ExecResult:
+        """One request to the warm worker, under a fresh id; a worker left unusable is killed."""
+        worker = self._ready_worker()
+        req = dict(req, id=_wire.new_request_id())
+        result, healthy = self._exchange(worker, req["id"], _frames.encode_frame(req, blobs), wall)
+        if not healthy:
+            worker.kill()
+            self._worker = None
+        return result
 
     def _ready_worker(self) -> _Supervisor:
         """The warm worker, replaced first if it died or sent anything unasked since its last reply."""
@@ -432,8 +436,9 @@ class LocalSandbox(SandboxBase):
             reply = sup.reader.next(deadline=start + wall + _wire.SLACK_S)
             if reply is not None:
                 _wire.check_reply_id(reply, request_id)
-                if reply[0].get("fault") == "worker_broken":
-                    return infra_result("the sandbox worker can no longer start calls", fault="worker_broken"), False
+                broken = _wire.broken_worker_result(reply)
+                if broken is not None:
+                    return broken, False
             result = None if reply is None else _wire.result_from_frame(reply)
         except _wire.ProtocolError as exc:
             sup.kill()

@@ -123,15 +123,17 @@ def _tk_reap():
         kinds = tuple(k for k in kinds if isinstance(k, type))
         if not kinds:
             return set()
-        try:
-            dropped = {id(o) for o in getattr(mods.get("subprocess"), "_active", None) or ()}
-            return {
-                o.pid
-                for o in gc.get_objects()
-                if issubclass(type(o), kinds) and id(o) not in dropped and o.returncode is None
-            }
-        except Exception:
-            return set()
+        active = getattr(mods.get("subprocess"), "_active", None)
+        dropped = {id(o) for o in active} if isinstance(active, list) else set()
+        found = set()
+        for o in gc.get_objects():
+            if issubclass(type(o), kinds) and id(o) not in dropped:
+                try:  # the code's own handle class may raise here: then it is not a handle we can honour
+                    if o.returncode is None:
+                        found.add(o.pid)
+                except Exception:
+                    continue
+        return found
     found = tree()
     if all(state == "Z" and parent == me and _tk_held.get((p, start)) for p, state, parent, start in found):
         _tk_sys.stdout.write("\x02TKR0\x03")
