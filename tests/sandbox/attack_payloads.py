@@ -438,6 +438,27 @@ def f(x):
     return "nope"
 """
 
+# The same, made hard to clean up: the module as a package in a directory locked against its owner's writes,
+# the whole work directory locked, or buried under a tree deeper than Python's recursion limit and than a path
+# can name.
+_PLANT, _ANSWER = POISON.split("\n\n\n", 1)
+POISONS = {
+    "module": POISON,
+    "locked-package": r"""
+import os
+os.makedirs("/work/heapq", exist_ok=True)
+with open("/work/heapq/__init__.py", "w") as fh:
+    fh.write("def nlargest(n, iterable, key=None):\n    return ['poisoned']\n")
+os.chmod("/work/heapq", 0o500)
+"""
+    + "\n\n"
+    + _ANSWER,
+    "locked-workdir": _PLANT + '\n__import__("os").chmod("/work", 0)\n\n\n' + _ANSWER,
+    "deep-tree": _PLANT
+    + '\nos = __import__("os")\nfor _ in range(3000):\n    os.mkdir("d")\n    os.chdir("d")\n\n\n'
+    + _ANSWER,
+}
+
 # SIGNALS: SIGKILL or SIGSTOP to the parent (the supervisor, or the zygote) or to every process the code sees.
 
 SIGNALS = r"""

@@ -27,6 +27,7 @@ from tests.sandbox.attack_payloads import (
     DESYNC,
     N_TESTS,
     POISON,
+    POISONS,
     PROBE,
     SIGNALS,
     Task,
@@ -239,12 +240,13 @@ def _heapq_honest(task: Task) -> str:
     return f"import heapq\n\n\ndef f(x):\n    return '{task.mark}-' + str(heapq.nlargest(1, [x * 7, 0])[0])\n"
 
 
+@pytest.mark.parametrize("how", sorted(POISONS))
 @hardened(ALL)
-def test_files_left_by_one_answer_do_not_change_the_next_grade(answer_sb, ref_sb):
+def test_files_left_by_one_answer_do_not_change_the_next_grade(answer_sb, ref_sb, how):
     task = new_task()
     before = grade_hardened(answer_sb, ref_sb, task, _heapq_honest(task))
     assert (before.passed, before.error) == (N_TESTS, None), before
-    grade_hardened(answer_sb, ref_sb, task, POISON)
+    grade_hardened(answer_sb, ref_sb, task, POISONS[how])
     after = grade_hardened(answer_sb, ref_sb, task, _heapq_honest(task))
     assert (after.passed, after.error) == (N_TESTS, None), after
 

@@ -17,6 +17,7 @@ from __future__ import annotations
 import json
 import os
 import signal
+import sys
 from typing import Any
 
 BATCH_MARK = "@@turnkit-batch@@"
@@ -80,25 +81,49 @@ def _alarm(signum: int, frame: Any) -> None:
 
 
 def empty_directory(path: str) -> int:
-    """Remove everything inside ``path`` (links are removed, never followed); return how many entries it held.
+    """Remove everything inside ``path``; return how many entries it held.
+
+    Directories the owner locked (``chmod 0``, ``0o500``) are opened up first, since the caller is their owner;
+    links are removed, never followed.
 
     Example:
         >>> import tempfile
         >>> d = tempfile.mkdtemp()
         >>> os.makedirs(os.path.join(d, "a", "b")); os.symlink("/etc", os.path.join(d, "link"))
+        >>> os.chmod(os.path.join(d, "a"), 0)
         >>> empty_directory(d), os.listdir(d), os.path.exists("/etc/passwd")
         (2, [], True)
     """
+    todo = [path]
+    while todo:  # top-down, each directory opened up before it is listed
+        directory = todo.pop()
+        os.chmod(directory, 0o700)
+        with os.scandir(directory) as listing:
+            todo += [entry.path for entry in listing if entry.is_dir(follow_symlinks=False)]
     entries = list(os.scandir(path))
     if entries:
         import shutil
 
         for entry in entries:
             if entry.is_dir(follow_symlinks=False):
-                shutil.rmtree(entry.path, ignore_errors=True)
+                shutil.rmtree(entry.path)
             else:
                 os.unlink(entry.path)
     return len(entries)
+
+
+def _fresh_workdir() -> None:
+    """Empty the working directory and take it off the import path, before any of the code runs.
+
+    A module an earlier call planted there can then be neither found nor imported, even where emptying fails
+    (a tree deeper than a path can name): that is reported on stderr, the call still runs.
+    """
+    cwd = os.getcwd()
+    try:
+        empty_directory(cwd)
+    except (OSError, RecursionError) as exc:
+        sys.stderr.write(f"[turnkit sandbox] the work directory was not emptied: {type(exc).__name__}: {exc}\n")
+    sys.path[:] = [p for p in sys.path if p not in (cwd, "")]
 
 
 def batch_main(setup: str | bytes, calls: list[str], per_call_timeout_s: float, fresh_workdir: bool = False) -> int:
@@ -114,7 +139,7 @@ def batch_main(setup: str | bytes, calls: list[str], per_call_timeout_s: float, 
         The exit status (0: every line was written; the host checks that they all came).
     """
     if fresh_workdir:
-        empty_directory(os.getcwd())
+        _fresh_workdir()
     out = os.fdopen(os.dup(1), "w")
     null = os.open(os.devnull, os.O_WRONLY)
     os.dup2(null, 1)

@@ -153,3 +153,33 @@ def _why(exc: OSError) -> str:
     if isinstance(exc, IsADirectoryError):
         return "it is a directory"
     return f"{type(exc).__name__}: {exc.strerror}"
+
+
+def remove_tree(path: str) -> bool:
+    """Remove a work directory whatever the code left in it; ``True`` when it is gone.
+
+    ``shutil.rmtree`` recurses once per level and stops at a locked directory; the code can nest directories
+    deeper than Python's recursion limit (or than a path can name) and lock them. Then ``chmod -R`` and ``rm -rf``
+    (which walk by descriptor, at any depth, never following links) remove what is left.
+
+    Example:
+        >>> import tempfile
+        >>> root = tempfile.mkdtemp()
+        >>> deep = root
+        >>> for _ in range(1200):  # deeper than shutil.rmtree's recursion reaches
+        ...     deep = os.path.join(deep, "d")
+        ...     os.mkdir(deep)
+        >>> os.chmod(os.path.join(root, "d"), 0o500)
+        >>> remove_tree(root), os.path.exists(root)
+        (True, False)
+    """
+    import shutil
+    import subprocess
+
+    with contextlib.suppress(RecursionError):
+        shutil.rmtree(path, ignore_errors=True)
+    if os.path.lexists(path):
+        for argv in (["chmod", "-R", "u+rwx", "--", path], ["rm", "-rf", "--one-file-system", "--", path]):
+            with contextlib.suppress(OSError):
+                subprocess.run(argv, stdin=subprocess.DEVNULL, capture_output=True, timeout=300, check=False)
+    return not os.path.lexists(path)

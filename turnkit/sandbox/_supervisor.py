@@ -313,7 +313,10 @@ def _child_run(req: dict[str, Any], program: list[bytes]) -> NoReturn:
     try:
         set_dumpable(True)  # the call's own process: its /proc/self as usual (it was forked non-dumpable)
         env = _request_env(req)
-        os.chdir(req.get("cwd") or "/")
+        cwd = req.get("cwd") or "/"
+        if req.get("fresh_workdir"):
+            os.chmod(cwd, 0o700)  # an earlier call may have locked it; the harness then empties it
+        os.chdir(cwd)
         _set_child_limits(req.get("limits") or {}, req.get("cpu"), int(req.get("others", 0)))
         if req["op"] == "exec":
             _default_signals(_PYTHON_IGNORED_SIGNALS)

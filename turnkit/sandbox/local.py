@@ -23,7 +23,6 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-import shutil
 import signal
 import subprocess
 import tempfile
@@ -378,6 +377,8 @@ class LocalSandbox(SandboxBase):
         )
 
     def _start(self, mode: str) -> _Supervisor:
+        with contextlib.suppress(FileNotFoundError):  # removed: close() says so, the start then fails clearly
+            os.chmod(self.workdir, 0o700)  # the code may have locked /work: bwrap could not enter it
         inner = _wire.supervisor_argv(self.python, mode, str(256 << 20))
         if self.unsafe:
             argv, env = inner, self._env
@@ -473,7 +474,7 @@ def _cleanup(workdir: str, state: dict[str, Any], owner_pid: int) -> None:
     worker, state["_worker"] = state.get("_worker"), None
     if worker is not None:
         worker.close()
-    shutil.rmtree(workdir, ignore_errors=True)
+    _hostio.remove_tree(workdir)
 
 
 def reap_stale_workdirs(root: str) -> list[str]:
@@ -501,7 +502,7 @@ def reap_stale_workdirs(root: str) -> list[str]:
         if not pid_text.isdigit() or _pid_alive(int(pid_text)):
             continue
         path = os.path.join(root, name)
-        shutil.rmtree(path, ignore_errors=True)
+        _hostio.remove_tree(path)
         removed.append(path)
     return removed
 
