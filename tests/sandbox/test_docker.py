@@ -31,7 +31,8 @@ def client():
 
 def _sandbox_containers(client, **labels):
     filters = {"label": ["turnkit.sandbox=1", *(f"{k}={v}" for k, v in labels.items())]}
-    return client.containers.list(all=True, filters=filters)
+    # sparse: no inspect per container, which fails when the watchdog removes one between listing and inspecting
+    return client.containers.list(all=True, filters=filters, sparse=True)
 
 
 @pytest.fixture
