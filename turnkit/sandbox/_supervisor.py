@@ -729,8 +729,10 @@ def _serve_loop(once: bool, max_bytes: int) -> None:
     os.dup2(devnull, 1)
     os.close(devnull)
     own = _count_own_processes()  # before the supervisor is non-dumpable: then /proc shows it as root's
-    if TRUST_BOUNDARY:
-        set_dumpable(False)
+    if TRUST_BOUNDARY and not set_dumpable(False):  # the boundary does not hold: serve nothing (fails the start)
+        sys.stderr.write("turnkit supervisor: prctl(PR_SET_DUMPABLE, 0) failed, so the code could read it\n")
+        sys.stderr.flush()
+        os._exit(70)
     become_subreaper()
     global _zygote
     if not once:

@@ -69,9 +69,13 @@ def become_subreaper() -> None:
     prctl(_PR_SET_CHILD_SUBREAPER, 1)
 
 
-def set_dumpable(dumpable: bool) -> None:
-    """Allow (``True``) or refuse (``False``) same-uid processes access to this process's memory and fds."""
-    prctl(_PR_SET_DUMPABLE, int(dumpable))
+def set_dumpable(dumpable: bool) -> bool:
+    """Allow (``True``) or refuse (``False``) same-uid processes access to this process's memory and fds.
+
+    Returns:
+        Whether the kernel took it (the supervisor refuses to serve when it could not become non-dumpable).
+    """
+    return prctl(_PR_SET_DUMPABLE, int(dumpable))
 
 
 class Zygote:
