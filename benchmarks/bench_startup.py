@@ -5,7 +5,7 @@
   on ``import turnkit``.
 * **OpenEnv import** (``turnkit.integrations.openenv``): importing openenv-core's server module in a fresh
   process, beside a fresh ``import turnkit``. Why the OpenEnv client speaks WebSocket itself.
-* **Checkpoint checksums** (``turnkit.train.checkpoint``): CRC-32 beside SHA-256 over the same 64 MiB buffer.
+* **Checkpoint checksums** (``turnkit.checkpoint``): CRC-32 beside SHA-256 over the same 64 MiB buffer.
   Why manifests use CRC-32 (the threat is accidental damage, not an adversary).
 
 Trials alternate the measured thing and its baseline (ABAB...); we report medians over trials.

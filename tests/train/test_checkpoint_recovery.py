@@ -32,7 +32,7 @@ from turnkit.models.tiny import save_tiny
 from turnkit.search.mcts import MCTSConfig
 from turnkit.search.pairs import PairConfig
 from turnkit.search.tree import SearchTree
-from turnkit.train.checkpoint import MANIFEST, check_manifest
+from turnkit.checkpoint import MANIFEST, check_manifest
 from turnkit.train.config import TrainConfig
 from turnkit.train.dpo import DPOConfig
 from turnkit.train.loop import TrainResult, train

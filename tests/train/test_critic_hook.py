@@ -19,7 +19,7 @@ from turnkit.envs.core import TextEnv, Transition
 from turnkit.errors import ConfigError
 from turnkit.rollout.demos import completion_ids
 from turnkit.train import loop
-from turnkit.train.checkpoint import MANIFEST
+from turnkit.checkpoint import MANIFEST
 from turnkit.train.config import TrainConfig, apply_overrides
 from turnkit.train.critic_hook import build_critics, critic_rewards
 from turnkit.train.loop import train, update

@@ -12,7 +12,7 @@ from tests.train.conftest import make_policy
 from turnkit.errors import CheckpointWarning, ConfigError, DataError
 from turnkit.models.sft import SFTConfig, train_sft
 from turnkit.rollout.demos import collect_demos, demo_rows
-from turnkit.train.checkpoint import checkpoint_path
+from turnkit.checkpoint import checkpoint_path
 from turnkit.train.iqlearn import IQLearnConfig, train_iqlearn
 
 ENV_KWARGS = {"difficulty": 1}

@@ -25,7 +25,7 @@ from transformers import PreTrainedTokenizerFast
 from turnkit.cli import main
 from turnkit.errors import RunLockedError, StaleLockWarning
 from turnkit.models.tiny import save_tiny
-from turnkit.train.checkpoint import stage_checkpoint
+from turnkit.checkpoint import stage_checkpoint
 from turnkit.train.quickstart import QuickstartConfig, run_quickstart
 from turnkit.train.runlock import LOCK_FILE, RunLock, read_holder
 from turnkit.train.synth import SynthConfig, synthesize

@@ -58,7 +58,7 @@ from turnkit.rollout.batch import TokenRow, TurnBatch, collate
 from turnkit.rollout.collect import collect_batch
 from turnkit.rollout.demos import collect_demos, demo_rows
 from turnkit.rollout.evaluate import evaluate
-from turnkit.train.checkpoint import (
+from turnkit.checkpoint import (
     check_manifest,
     checkpoint_candidates,
     checkpoint_path,

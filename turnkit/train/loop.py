@@ -74,7 +74,7 @@ from turnkit.learners.grpo import GRPOConfig, policy_loss
 from turnkit.rollout.batch import TurnBatch, build_episode_batch, build_turn_batch, gather_token_logprobs
 from turnkit.rollout.chat import ChatDelta
 from turnkit.rollout.evaluate import evaluate
-from turnkit.train.checkpoint import (
+from turnkit.checkpoint import (
     checkpoint_path,
     load_newest_intact,
     read_checkpoint_json,
@@ -421,7 +421,7 @@ def save_checkpoint(
     Learned critics write their adapters and optimizer states under ``critics/<name>/``. In one-step-off
     runs the rollouts already generated for later steps (``pending``; waited for here) go to ``pending.pkl``,
     so a resumed run trains on the same batches as an uninterrupted one.
-    :func:`~turnkit.train.checkpoint.stage_checkpoint` adds a manifest of sizes and checksums, so a resume
+    :func:`~turnkit.checkpoint.stage_checkpoint` adds a manifest of sizes and checksums, so a resume
     can tell an intact checkpoint from a damaged one.
     """
     with stage_checkpoint(run_dir, step) as tmp:

@@ -1,6 +1,6 @@
 """The policy's part of a training checkpoint, shared by every loop that trains an :class:`HFPolicy`.
 
-A loop's checkpoint folder (staged atomically by :func:`~turnkit.train.checkpoint.stage_checkpoint`) holds the
+A loop's checkpoint folder (staged atomically by :func:`~turnkit.checkpoint.stage_checkpoint`) holds the
 policy's weights (``adapter/`` in peft format for a LoRA policy, else ``model/`` with its tokenizer),
 ``optimizer.pt`` and ``rng.pt`` (torch's global RNG), plus whatever the loop adds (its ``state.json``, critics).
 :func:`save_policy_state` writes the shared part; :func:`read_policy_state` reads (and so verifies) all of it
@@ -34,7 +34,7 @@ import torch
 
 from turnkit.agents.hf import HFPolicy
 from turnkit.errors import ConfigError
-from turnkit.train.checkpoint import reading
+from turnkit.checkpoint import reading
 
 
 def save_policy_state(folder: Path, policy: HFPolicy, optimizer: torch.optim.Optimizer) -> None:

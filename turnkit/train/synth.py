@@ -66,7 +66,7 @@ from turnkit.search.pairs import PairConfig, PreferencePair, read_pairs, tree_pa
 from turnkit.search.render import render_html, render_png
 from turnkit.search.tree import SearchTree, jsonable
 from turnkit.search.values import ValueFn
-from turnkit.train.checkpoint import check_manifest, reading, stage_dir
+from turnkit.checkpoint import check_manifest, reading, stage_dir
 from turnkit.train.dpo import DPOConfig
 from turnkit.train.runlock import RunLock
 

@@ -1,0 +1,322 @@
+"""One place for config dataclasses: value checks, loading from JSON/TOML, ``--set`` overrides, nesting.
+
+Every settings class in turnkit (``TrainConfig``, ``GRPOConfig``, ``IQLearnConfig``, a critic's config, …) is a
+frozen dataclass whose ``__post_init__`` calls the checks below, so every error reads the same way:
+``<Class>.<field> must be <what>, got <value>``. A field whose type is itself a config dataclass is a nested
+table: ``{"grpo": {"clip_eps": 0.3}}`` in a file, ``--set grpo.clip_eps=0.3`` on the command line.
+
+Example:
+    >>> from dataclasses import dataclass
+    >>> @dataclass(frozen=True)
+    ... class Inner:
+    ...     rate: float = 0.1
+    ...     def __post_init__(self):
+    ...         check_float(self, "rate", low=0.0, open_low=True)
+    >>> @dataclass(frozen=True)
+    ... class Outer:
+    ...     steps: int = 3
+    ...     inner: Inner = Inner()
+    ...     def __post_init__(self):
+    ...         check_int(self, "steps")
+    >>> cfg = apply_overrides(Outer(), ["steps=5", "inner.rate=0.5"])
+    >>> cfg.steps, cfg.inner.rate, to_dict(cfg)
+    (5, 0.5, {'steps': 5, 'inner': {'rate': 0.5}})
+    >>> from_dict(Outer, {"inner": {"rat": 1}})
+    Traceback (most recent call last):
+    ...
+    turnkit.errors.ConfigError: Outer.inner: unknown Inner key 'rat' (did you mean 'rate'?)
+    >>> apply_overrides(Outer(), ["inner.rate=-1"])
+    Traceback (most recent call last):
+    ...
+    turnkit.errors.ConfigError: --set: Outer.inner: Inner.rate must be a finite number > 0, got -1
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import difflib
+import json
+import math
+import typing
+from collections.abc import Iterable, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from turnkit.errors import ConfigError
+
+
+def _owner(cfg: object) -> str:
+    return type(cfg).__name__
+
+
+def check_int(cfg: object, *names: str, low: int = 1, optional: bool = False) -> None:
+    """Each named field is an int ``>= low`` (``None`` too when ``optional``).
+
+    Example:
+        >>> from types import SimpleNamespace as NS
+        >>> check_int(NS(n=0), "n")
+        Traceback (most recent call last):
+        ...
+        turnkit.errors.ConfigError: SimpleNamespace.n must be an int >= 1, got 0
+    """
+    for name in names:
+        value = getattr(cfg, name)
+        if optional and value is None:
+            continue
+        if isinstance(value, bool) or not isinstance(value, int) or value < low:
+            what = f"null or an int >= {low}" if optional else f"an int >= {low}"
+            raise ConfigError(f"{_owner(cfg)}.{name} must be {what}, got {value!r}")
+
+
+def check_float(
+    cfg: object,
+    *names: str,
+    low: float = -math.inf,
+    high: float = math.inf,
+    open_low: bool = False,
+    open_high: bool = False,
+    optional: bool = False,
+) -> None:
+    """Each named field is a finite number within the bounds (``None`` too when ``optional``).
+
+    Example:
+        >>> from types import SimpleNamespace as NS
+        >>> check_float(NS(p=1.5), "p", low=0.0, high=1.0)
+        Traceback (most recent call last):
+        ...
+        turnkit.errors.ConfigError: SimpleNamespace.p must be a finite number >= 0 and <= 1, got 1.5
+    """
+    for name in names:
+        value = getattr(cfg, name)
+        if optional and value is None:
+            continue
+        ok = not isinstance(value, bool) and isinstance(value, (int, float)) and math.isfinite(value)
+        if ok:
+            ok = (value > low if open_low else value >= low) and (value < high if open_high else value <= high)
+        if not ok:
+            bounds = []
+            if low != -math.inf:
+                bounds.append(f"> {low:g}" if open_low else f">= {low:g}")
+            if high != math.inf:
+                bounds.append(f"< {high:g}" if open_high else f"<= {high:g}")
+            what = "a finite number" + (" " + " and ".join(bounds) if bounds else "")
+            raise ConfigError(f"{_owner(cfg)}.{name} must be {'null or ' if optional else ''}{what}, got {value!r}")
+
+
+def check_str(cfg: object, *names: str, empty: bool = False, optional: bool = False) -> None:
+    """Each named field is a string (non-empty unless ``empty``; ``None`` too when ``optional``).
+
+    Example:
+        >>> from types import SimpleNamespace as NS
+        >>> check_str(NS(path=""), "path")
+        Traceback (most recent call last):
+        ...
+        turnkit.errors.ConfigError: SimpleNamespace.path must be a non-empty string, got ''
+    """
+    for name in names:
+        value = getattr(cfg, name)
+        if optional and value is None:
+            continue
+        if not isinstance(value, str) or (not empty and not value):
+            what = "a string" if empty else "a non-empty string"
+            raise ConfigError(f"{_owner(cfg)}.{name} must be {'null or ' if optional else ''}{what}, got {value!r}")
+
+
+def check_bool(cfg: object, *names: str) -> None:
+    """Each named field is ``True`` or ``False`` (not ``1``, not ``"yes"``).
+
+    Example:
+        >>> from types import SimpleNamespace as NS
+        >>> check_bool(NS(flag=1), "flag")
+        Traceback (most recent call last):
+        ...
+        turnkit.errors.ConfigError: SimpleNamespace.flag must be true or false, got 1
+    """
+    for name in names:
+        value = getattr(cfg, name)
+        if not isinstance(value, bool):
+            raise ConfigError(f"{_owner(cfg)}.{name} must be true or false, got {value!r}")
+
+
+def check_choice(cfg: object, name: str, choices: Iterable[Any]) -> None:
+    """The named field is one of ``choices``.
+
+    Example:
+        >>> from types import SimpleNamespace as NS
+        >>> check_choice(NS(mode="fast"), "mode", ("turns", "episodes"))
+        Traceback (most recent call last):
+        ...
+        turnkit.errors.ConfigError: SimpleNamespace.mode must be one of ['turns', 'episodes'], got 'fast'
+    """
+    value, options = getattr(cfg, name), list(choices)
+    if isinstance(value, bool) or value not in options:
+        raise ConfigError(f"{_owner(cfg)}.{name} must be one of {options}, got {value!r}")
+
+
+def suggest(key: str, names: Iterable[str]) -> str:
+    """`` (did you mean 'x'?)`` for the closest of ``names``, or ``""``.
+
+    Example:
+        >>> suggest("stepz", ["steps", "seed"])
+        " (did you mean 'steps'?)"
+    """
+    close = difflib.get_close_matches(key, sorted(names), n=1)
+    return f" (did you mean {close[0]!r}?)" if close else ""
+
+
+def _nested_types(cls: Any) -> dict[str, Any]:
+    """Fields of ``cls`` whose declared type (or default) is itself a dataclass: the nested tables."""
+    try:
+        hints = typing.get_type_hints(cls)
+    except Exception:  # annotations that do not resolve here: fall back on the defaults
+        hints = {}
+    nested = {}
+    for f in dataclasses.fields(cls):
+        kind = hints.get(f.name)
+        if not dataclasses.is_dataclass(kind):
+            default = f.default_factory() if f.default_factory is not dataclasses.MISSING else f.default
+            kind = type(default) if dataclasses.is_dataclass(default) else None
+        if kind is not None:
+            nested[f.name] = kind
+    return nested
+
+
+def from_dict(cls: Any, data: Mapping[str, Any], *, source: str = "config", aliases: Mapping[str, str] = {}) -> Any:
+    """``cls(**data)`` for a config dataclass, nested tables built from dicts; unknown keys name ``source``.
+
+    Args:
+        cls: The config dataclass.
+        data: Its keys (a nested table may be a dict or already an instance).
+        source: Where the data came from (a file, ``--set``), for the error message.
+        aliases: Other spellings of field names (``{"async": "async_rollout"}``).
+
+    Raises:
+        ConfigError: An unknown key (with the closest name), or an invalid value (from the class's checks).
+    """
+    if not isinstance(data, Mapping):
+        raise ConfigError(f"{source}: {cls.__name__} must be a table of keys, got {data!r}")
+    names = {f.name for f in dataclasses.fields(cls)}
+    nested = _nested_types(cls)
+    kwargs: dict[str, Any] = {}
+    for key, value in data.items():
+        key = aliases.get(key, key) if aliases.get(key) in names else key
+        if key not in names:
+            raise ConfigError(f"{source}: unknown {cls.__name__} key {key!r}{suggest(key, names)}")
+        if key in nested and isinstance(value, Mapping):
+            try:
+                value = from_dict(nested[key], value, source=f"{cls.__name__}.{key}")
+            except ConfigError as exc:
+                message = str(exc)
+                if not message.startswith(f"{cls.__name__}.{key}"):
+                    message = f"{cls.__name__}.{key}: {message}"
+                raise ConfigError(message if source == "config" else f"{source}: {message}") from exc
+        kwargs[key] = value
+    return cls(**kwargs)
+
+
+def to_dict(cfg: Any) -> dict[str, Any]:
+    """A config as JSON-ready data (nested tables as dicts, tuples as lists)."""
+    return json.loads(json.dumps(dataclasses.asdict(cfg)))
+
+
+def parse_value(raw: str) -> Any:
+    """A ``--set`` value: JSON if it parses, else the raw string.
+
+    Example:
+        >>> parse_value("3"), parse_value("true"), parse_value("runs/x"), parse_value('["a", "b"]')
+        (3, True, 'runs/x', ['a', 'b'])
+    """
+    try:
+        return json.loads(raw)
+    except json.JSONDecodeError:
+        return raw
+
+
+def apply_overrides(cfg: Any, overrides: Sequence[str], *, aliases: Mapping[str, str] = {}) -> Any:
+    """Apply ``KEY=VALUE`` overrides and re-validate; ``a.b.c=v`` sets a key inside nested tables or dicts.
+
+    A string field takes the text as it is (``out_dir=123`` is a folder name); other values are parsed by
+    :func:`parse_value`. ``cfg``'s class may define ``from_dict(data, source=...)`` (used when present, so
+    it can migrate old keys); otherwise :func:`from_dict` builds it.
+
+    Raises:
+        ConfigError: A malformed override, an unknown key, or an invalid resulting value.
+    """
+    data = to_dict(cfg)
+    kind = type(cfg).__name__
+    for item in overrides:
+        key, sep, raw = item.partition("=")
+        if not sep or not key:
+            raise ConfigError(f"--set expects KEY=VALUE, got {item!r}")
+        path = key.split(".")
+        path[0] = aliases.get(path[0], path[0]) if aliases.get(path[0]) in data else path[0]
+        table, owner = data, kind
+        for depth, part in enumerate(path[:-1]):
+            if part not in table and depth == 0:
+                table[part] = {}  # an unknown top-level key: from_dict names it (or migrates it)
+            if not isinstance(table.get(part), dict):
+                if part not in table:
+                    table[part] = {}
+                else:
+                    raise ConfigError(f"--set {item!r}: {owner}.{part} is not a table")
+            table, owner = table[part], f"{owner}.{part}"
+        leaf = path[-1]
+        table[leaf] = raw if isinstance(table.get(leaf), str) else parse_value(raw)
+    build = getattr(type(cfg), "from_dict", None)
+    try:
+        return build(data, source="--set") if callable(build) else from_dict(type(cfg), data, source="--set")
+    except ConfigError as exc:
+        if str(exc).startswith("--set"):
+            raise
+        raise ConfigError(f"--set: {exc}") from exc
+
+
+def load_config(path: str | Path, cls: Any) -> Any:
+    """Read a config of class ``cls`` from a ``.json`` or ``.toml`` file.
+
+    ``cls.from_dict(data, source=...)`` is used when the class has one, else :func:`from_dict`.
+
+    Raises:
+        ConfigError: Missing file, unknown suffix, malformed content or invalid values (naming the file).
+    """
+    path = Path(path)
+    if not path.is_file():
+        raise ConfigError(f"config file {path} does not exist")
+    text = path.read_text(encoding="utf-8")
+    try:
+        if path.suffix == ".json":
+            data = json.loads(text)
+        elif path.suffix == ".toml":
+            import tomllib
+
+            data = tomllib.loads(text)
+        else:
+            raise ConfigError(f"config file {path} must end in .json or .toml")
+    except (json.JSONDecodeError, ValueError) as exc:
+        if isinstance(exc, ConfigError):
+            raise
+        raise ConfigError(f"{path}: cannot parse ({exc})") from exc
+    if not isinstance(data, dict):
+        raise ConfigError(f"{path}: the top level must be a table/object of {cls.__name__} keys")
+    build = getattr(cls, "from_dict", None)
+    try:
+        return build(data, source=str(path)) if callable(build) else from_dict(cls, data, source=str(path))
+    except ConfigError as exc:
+        if str(exc).startswith(str(path)):
+            raise
+        raise ConfigError(f"{path}: {exc}") from exc
+
+
+__all__ = [
+    "apply_overrides",
+    "check_bool",
+    "check_choice",
+    "check_float",
+    "check_int",
+    "check_str",
+    "from_dict",
+    "load_config",
+    "parse_value",
+    "suggest",
+    "to_dict",
+]
