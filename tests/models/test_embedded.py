@@ -1,12 +1,17 @@
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 
+import pytest
 import torch
 
 from tests.train.conftest import MICRO_RECIPE
 from turnkit.cli.agents import make_agent
+from turnkit.configs import apply_overrides
+from turnkit.errors import ConfigError
 from turnkit.models.embedded import TinyRecipe, math_corpus, tiny_policy
+from turnkit.models.sft import SFTConfig
 
 
 def test_tiny_policy_is_built_once_then_loaded_from_the_cache(tmp_path: Path) -> None:
@@ -41,8 +46,23 @@ def test_the_build_is_the_same_bits_whatever_the_callers_thread_count(tmp_path: 
 
 
 def test_the_recipe_key_changes_with_any_field() -> None:
-    keys = {TinyRecipe().key(), TinyRecipe(sft_steps=151).key(), TinyRecipe(env_kwargs={"difficulty": 2}).key()}
-    assert len(keys) == 3
+    keys = {
+        TinyRecipe().key(),
+        TinyRecipe(sft=SFTConfig(steps=151)).key(),
+        TinyRecipe(env_kwargs={"difficulty": 2}).key(),
+        TinyRecipe(sft=SFTConfig(steps=400, warmup_steps=0)).key(),  # an SFT setting the old flat recipe lacked
+        TinyRecipe.from_dict({"model": {"num_layers": 3}}).key(),
+    }
+    assert len(keys) == 5
+
+
+def test_a_partial_nested_table_keeps_the_recipes_other_defaults() -> None:
+    recipe = TinyRecipe.from_dict({"model": {"num_layers": 3}, "sft": {"steps": 10}})
+    assert recipe.model == dataclasses.replace(TinyRecipe().model, num_layers=3)
+    assert recipe.sft == dataclasses.replace(TinyRecipe().sft, steps=10)
+    assert apply_overrides(TinyRecipe(), ["sft.lr=0.01"]).sft == dataclasses.replace(TinyRecipe().sft, lr=0.01)
+    with pytest.raises(ConfigError, match="unknown TinyRecipe key 'sft_steps'"):
+        TinyRecipe.from_dict({"sft_steps": 10})
 
 
 def test_corpus_covers_prompts_answers_and_feedback() -> None:

@@ -4,6 +4,7 @@ Uses a micro recipe (one 32-wide layer, a few SFT steps) so every test runs in s
 exercised by studies/sweet_collab_policy.py.
 """
 
+import dataclasses
 import json
 
 import gymnasium
@@ -16,6 +17,8 @@ from turnkit.envs.collab_code.agents import PartialClarifier
 from turnkit.errors import ConfigError
 from turnkit.models import tiny_agent as tiny_agent_module
 from turnkit.models.recipe import INFO_FILE, model_folder
+from turnkit.models.sft import SFTConfig
+from turnkit.models.tiny import TinyModelConfig
 from turnkit.models.tiny_agent import (
     TinyAgentRecipe,
     tiny_code_agent,
@@ -24,16 +27,14 @@ from turnkit.models.tiny_agent import (
 from turnkit.rollout.demos import demo_rows
 
 MICRO = TinyAgentRecipe(
-    hidden_size=32,
-    num_layers=1,
-    num_heads=2,
-    intermediate_size=64,
+    model=TinyModelConfig(
+        hidden_size=32, num_layers=1, num_heads=2, intermediate_size=64, max_position_embeddings=1024
+    ),
+    sft=SFTConfig(steps=3, batch_size=4),
     vocab_size=400,
     train_tasks=4,
     per_task=2,
     corpus_episodes=8,
-    sft_steps=3,
-    sft_batch_size=4,
     max_new_tokens=16,
     env_kwargs={"kinds": ("grade", "late_fee")},
 )
@@ -54,7 +55,7 @@ def test_build_caches_then_loads_without_training(built, cache, monkeypatch):
     info = json.loads((folder / INFO_FILE).read_text())
     assert info["recipe_version"] == tiny_agent_module.RECIPE_VERSION
     assert info["data"]["episodes"] == MICRO.train_tasks * MICRO.per_task
-    assert info["data"]["max_row_tokens"] <= MICRO.max_position_embeddings
+    assert info["data"]["max_row_tokens"] <= MICRO.model.max_position_embeddings
 
     def no_training(*args, **kwargs):
         raise AssertionError("a cached agent was trained again")
@@ -117,15 +118,25 @@ def test_policy_rolls_out_in_the_env(built):
 
 @pytest.mark.parametrize(
     "changes",
-    [{"train_tasks": 0}, {"per_task": 0}, {"slip": -0.1}, {"unasked": "never"}, {"split": "test"}, {"hidden_size": 0}],
+    [
+        {"train_tasks": 0},
+        {"per_task": 0},
+        {"slip": -0.1},
+        {"unasked": "never"},
+        {"split": "test"},
+        {"model": {"hidden_size": 0}},
+        {"sft": {"lr": 0}},
+    ],
 )
 def test_bad_recipe_raises(changes):
     with pytest.raises(ConfigError):
-        TinyAgentRecipe(**changes)
+        TinyAgentRecipe.from_dict(changes)
 
 
 def test_rows_longer_than_the_positions_raise(tmp_path):
-    short = TinyAgentRecipe(**{**MICRO.__dict__, "max_position_embeddings": 64, "train_tasks": 1, "per_task": 1})
+    short = dataclasses.replace(
+        MICRO, model=dataclasses.replace(MICRO.model, max_position_embeddings=64), train_tasks=1, per_task=1
+    )
     with pytest.raises(ConfigError, match="max_position_embeddings=64"):
         tiny_code_agent(recipe=short, cache=tmp_path, progress=False)
     assert not model_folder(short, tmp_path).exists()

@@ -4,6 +4,8 @@ Uses a micro recipe (one 32-wide layer, a few SFT steps) so every test runs in s
 default recipe is exercised by studies/collab_llm_human.py.
 """
 
+import dataclasses
+
 import pytest
 import torch
 
@@ -17,6 +19,8 @@ from turnkit.envs.collab_code.llm_human import DEFAULT_TEMPLATE, LLMHuman, hidde
 from turnkit.errors import ConfigError
 from turnkit.models import tiny_human as tiny_human_module
 from turnkit.models.recipe import model_folder
+from turnkit.models.sft import SFTConfig
+from turnkit.models.tiny import TinyModelConfig
 from turnkit.models.tiny_human import (
     TinyHumanRecipe,
     human_for,
@@ -26,16 +30,14 @@ from turnkit.models.tiny_human import (
 )
 
 MICRO = TinyHumanRecipe(
-    hidden_size=32,
-    num_layers=1,
-    num_heads=2,
-    intermediate_size=64,
+    model=TinyModelConfig(
+        hidden_size=32, num_layers=1, num_heads=2, intermediate_size=64, max_position_embeddings=1024
+    ),
+    sft=SFTConfig(steps=4, batch_size=4),
     vocab_size=300,
     splits=("id",),
     train_tasks=6,
     corpus_examples=30,
-    sft_steps=4,
-    sft_batch_size=4,
     max_new_tokens=12,
     env_kwargs={"kinds": ("grade", "late_fee")},
 )
@@ -100,7 +102,7 @@ def test_rebuild_replaces_the_cached_copy(tmp_path, monkeypatch):
 
 
 def test_recipe_key_changes_with_every_field_that_matters():
-    keys = {MICRO.key(), TinyHumanRecipe(**{**MICRO.__dict__, "sft_steps": 5}).key()}
+    keys = {MICRO.key(), dataclasses.replace(MICRO, sft=dataclasses.replace(MICRO.sft, steps=5)).key()}
     keys.add(TinyHumanRecipe(**{**MICRO.__dict__, "include_dialogue": True}).key())
     keys.add(TinyHumanRecipe(**{**MICRO.__dict__, "splits": ("ood",)}).key())
     assert len(keys) == 4

@@ -10,22 +10,18 @@ from transformers import PreTrainedTokenizerFast
 from turnkit.agents.hf import HFPolicy
 from turnkit.envs.core import TextEnv, Transition
 from turnkit.models.embedded import TinyRecipe
+from turnkit.models.sft import SFTConfig
 from turnkit.models.tiny import TinyModelConfig, build_tiny_model, build_tiny_tokenizer
 from turnkit.types import Task
 
 SMALL = TinyModelConfig(hidden_size=32, num_layers=1, num_heads=2, intermediate_size=64, max_position_embeddings=512)
 
 MICRO_RECIPE = TinyRecipe(
-    hidden_size=32,
-    num_layers=1,
-    num_heads=2,
-    intermediate_size=64,
-    max_position_embeddings=512,
+    model=SMALL,
+    sft=SFTConfig(steps=4, batch_size=16),
     vocab_size=300,
     corpus_tasks=20,
     demo_episodes=16,
-    sft_steps=4,
-    sft_batch_size=16,
     max_new_tokens=8,
 )
 """A recipe that builds in about a second (for caching and quickstart smoke tests)."""

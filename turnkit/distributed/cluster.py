@@ -18,14 +18,13 @@ Example:
 
 from __future__ import annotations
 
-import dataclasses
-import difflib
 import math
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
+from turnkit.configs import check_float, check_int, check_str, from_dict
 from turnkit.errors import ConfigError
 
 INSTALL_HINT = "Ray is not installed: pip install 'turnkit[ray]' (or pip install 'ray>=2.30')"
@@ -62,30 +61,26 @@ class RayConfig:
     object_store_mb: int = 256
 
     def __post_init__(self) -> None:
-        if not isinstance(self.address, str) or not self.address:
-            raise ConfigError(f"RayConfig.address must be 'local', 'auto' or a cluster address, got {self.address!r}")
-        for name, low in (("workers", 1), ("max_retries", 0), ("object_store_mb", 64)):
-            value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, int) or value < low:
-                raise ConfigError(f"RayConfig.{name} must be an int >= {low}, got {value!r}")
-        epw = self.envs_per_worker
-        if epw is not None and (isinstance(epw, bool) or not isinstance(epw, int) or epw < 1):
-            raise ConfigError(f"RayConfig.envs_per_worker must be null or an int >= 1, got {epw!r}")
-        cpus = self.cpus_per_worker
-        if isinstance(cpus, bool) or not isinstance(cpus, (int, float)) or not math.isfinite(cpus) or cpus <= 0:
-            raise ConfigError(f"RayConfig.cpus_per_worker must be a number > 0, got {cpus!r}")
-        object.__setattr__(self, "cpus_per_worker", float(cpus))
+        try:
+            check_str(self, "address")
+        except ConfigError:
+            raise ConfigError(
+                f"RayConfig.address must be 'local', 'auto' or a cluster address, got {self.address!r}"
+            ) from None
+        check_int(self, "workers")
+        check_int(self, "max_retries", low=0)
+        check_int(self, "object_store_mb", low=64)
+        check_int(self, "envs_per_worker", optional=True)
+        check_float(self, "cpus_per_worker", low=0.0, open_low=True)
+        object.__setattr__(self, "cpus_per_worker", float(self.cpus_per_worker))
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any], *, source: str = "ray") -> RayConfig:
-        """Build from a mapping (a TOML ``[ray]`` table, ``--set ray.KEY=VALUE``); unknown keys are errors."""
-        names = [f.name for f in dataclasses.fields(cls)]
-        for key in data:
-            if key not in names:
-                close = difflib.get_close_matches(key, names, n=1)
-                hint = f" (did you mean {close[0]!r}?)" if close else ""
-                raise ConfigError(f"{source}: unknown RayConfig key {key!r}{hint}")
-        return cls(**dict(data))
+        """Build from a mapping (a TOML ``[ray]`` table, ``--set ray.KEY=VALUE``); unknown keys are errors.
+
+        The same as :func:`turnkit.configs.from_dict` with ``source`` defaulting to ``"ray"``.
+        """
+        return from_dict(cls, data, source=source)
 
     @property
     def threads(self) -> int:

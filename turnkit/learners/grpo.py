@@ -28,13 +28,13 @@ Example:
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 from typing import Literal, get_args
 
 import torch
 from torch import Tensor
 
+from turnkit.configs import check_bool, check_choice, check_float, check_int
 from turnkit.errors import ConfigError
 from turnkit.learners.advantages import ESTIMATORS, Estimator
 from turnkit.learners.kl import KL_ESTIMATORS, KLEstimator, kl_estimate
@@ -84,25 +84,22 @@ class GRPOConfig:
     """Constant per-row token budget for ``"seq_sum_norm"`` (e.g. the generation limit); required there."""
 
     def __post_init__(self) -> None:
-        if isinstance(self.group_size, bool) or not isinstance(self.group_size, int) or self.group_size < 2:
+        try:
+            check_int(self, "group_size", low=2)
+        except ConfigError:
             raise ConfigError(
                 f"GRPOConfig.group_size must be an int >= 2 (a lone sample has no baseline), got {self.group_size!r}"
-            )
-        _check_choice("estimator", self.estimator, ESTIMATORS)
-        _check_choice("kl_estimator", self.kl_estimator, KL_ESTIMATORS)
-        _check_choice("loss_agg", self.loss_agg, LOSS_AGGREGATIONS)
-        if not isinstance(self.per_turn, bool):
-            raise ConfigError(f"GRPOConfig.per_turn must be a bool, got {self.per_turn!r}")
-        _check_range("gamma", self.gamma, 0.0, 1.0)
-        _check_range("clip_eps", self.clip_eps, 0.0, 1.0, open_low=True, open_high=True)
-        if self.clip_eps_high is not None:
-            _check_range("clip_eps_high", self.clip_eps_high, 0.0, math.inf, open_low=True, open_high=True)
-        _check_range("kl_coef", self.kl_coef, 0.0, math.inf, open_high=True)
-        _check_range("adv_eps", self.adv_eps, 0.0, 1.0, open_low=True)
-        if self.max_tokens is not None and (
-            isinstance(self.max_tokens, bool) or not isinstance(self.max_tokens, int) or self.max_tokens < 1
-        ):
-            raise ConfigError(f"GRPOConfig.max_tokens must be a positive int or None, got {self.max_tokens!r}")
+            ) from None
+        check_choice(self, "estimator", ESTIMATORS)
+        check_choice(self, "kl_estimator", KL_ESTIMATORS)
+        check_choice(self, "loss_agg", LOSS_AGGREGATIONS)
+        check_bool(self, "per_turn")
+        check_float(self, "gamma", low=0.0, high=1.0)
+        check_float(self, "clip_eps", low=0.0, high=1.0, open_low=True, open_high=True)
+        check_float(self, "clip_eps_high", low=0.0, open_low=True, optional=True)
+        check_float(self, "kl_coef", low=0.0)
+        check_float(self, "adv_eps", low=0.0, high=1.0, open_low=True)
+        check_int(self, "max_tokens", optional=True)
         if self.loss_agg == "seq_sum_norm" and self.max_tokens is None:
             raise ConfigError("GRPOConfig.max_tokens is required when loss_agg='seq_sum_norm'")
 
@@ -110,23 +107,6 @@ class GRPOConfig:
     def clip_high(self) -> float:
         """The upper clip ``ε_high`` in effect."""
         return self.clip_eps if self.clip_eps_high is None else self.clip_eps_high
-
-
-def _check_choice(name: str, value: object, choices: tuple[str, ...]) -> None:
-    if value not in choices:
-        raise ConfigError(f"GRPOConfig.{name} must be one of {choices}, got {value!r}")
-
-
-def _check_range(
-    name: str, value: object, low: float, high: float, *, open_low: bool = False, open_high: bool = False
-) -> None:
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
-        ok = False
-    else:
-        ok = (value > low if open_low else value >= low) and (value < high if open_high else value <= high)
-    if not ok:
-        lo, hi = "(" if open_low else "[", ")" if open_high else "]"
-        raise ConfigError(f"GRPOConfig.{name} must be a finite number in {lo}{low}, {high}{hi}, got {value!r}")
 
 
 def aggregate_tokens(

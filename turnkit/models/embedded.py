@@ -17,8 +17,8 @@ runs on one torch thread whatever the caller's setting, so its weights are the s
 (:mod:`turnkit.models.recipe`).
 
 Example:
-    >>> recipe = TinyRecipe(hidden_size=32, num_layers=1, intermediate_size=64, demo_episodes=16,
-    ...                     sft_steps=2, corpus_tasks=40, vocab_size=300)
+    >>> recipe = TinyRecipe.from_dict({"model": {"hidden_size": 32, "num_layers": 1, "intermediate_size": 64},
+    ...                                "sft": {"steps": 2}, "demo_episodes": 16, "corpus_tasks": 40, "vocab_size": 300})
     >>> import tempfile
     >>> with tempfile.TemporaryDirectory() as d:
     ...     policy = tiny_policy(recipe=recipe, cache=d, progress=False)
@@ -37,12 +37,13 @@ import numpy as np
 from transformers import PreTrainedTokenizerFast
 
 from turnkit.agents.hf import HFPolicy
+from turnkit.configs import check_int
 from turnkit.envs.math.env import FORMAT_LINE
 from turnkit.envs.math.generator import SPLITS, generate
 from turnkit.errors import ConfigError
 from turnkit.models.recipe import TinyTrainingRecipe, recipe_policy
-from turnkit.models.sft import train_sft
-from turnkit.models.tiny import build_tiny_model, build_tiny_tokenizer
+from turnkit.models.sft import SFTConfig, train_sft
+from turnkit.models.tiny import TinyModelConfig, build_tiny_model, build_tiny_tokenizer
 from turnkit.rollout.demos import collect_demos, demo_rows
 
 RECIPE_VERSION = 2
@@ -64,24 +65,20 @@ class TinyRecipe(TinyTrainingRecipe):
     """Everything that determines the embedded tiny policy (its hash is the cache key).
 
     Example:
-        >>> TinyRecipe().model_config().hidden_size
-        128
-        >>> TinyRecipe(sft_steps=0)
+        >>> TinyRecipe().model.hidden_size, TinyRecipe().sft.steps
+        (128, 400)
+        >>> TinyRecipe.from_dict({"sft": {"steps": 0}})
         Traceback (most recent call last):
         ...
-        turnkit.errors.ConfigError: SFTConfig.steps must be >= 1, got 0
+        turnkit.errors.ConfigError: recipe: TinyRecipe.sft: SFTConfig.steps must be an int >= 1, got 0
     """
 
-    hidden_size: int = 128
-    """Model width."""
-    num_layers: int = 2
-    """Transformer blocks."""
-    num_heads: int = 4
-    """Attention heads."""
-    intermediate_size: int = 384
-    """MLP width."""
-    max_position_embeddings: int = 1024
-    """Longest prompt + completion, in tokens."""
+    model: TinyModelConfig = field(
+        default_factory=lambda: TinyModelConfig(
+            hidden_size=128, num_layers=2, num_heads=4, intermediate_size=384, max_position_embeddings=1024
+        )
+    )
+    """Model shape (``max_position_embeddings``: the longest prompt + completion, in tokens)."""
     vocab_size: int = 1024
     """BPE vocabulary size (byte alphabet and special tokens included)."""
     corpus_tasks: int = 3000
@@ -90,23 +87,17 @@ class TinyRecipe(TinyTrainingRecipe):
     """``gymnasium.make`` arguments of the demonstration env (``turnkit/MathEpisodes-v0``)."""
     demo_episodes: int = 2000
     """Oracle episodes (seeds ``0 .. demo_episodes - 1``, split ``id``) used as SFT data."""
-    sft_steps: int = 400
-    """SFT optimizer steps (not many on purpose: the start policy should leave room for RL)."""
-    sft_batch_size: int = 32
-    """SFT rows per step."""
-    sft_lr: float = 3e-3
-    """SFT peak learning rate."""
+    sft: SFTConfig = field(default_factory=lambda: SFTConfig(steps=400, batch_size=32, lr=3e-3))
+    """SFT on the demonstrations (not many steps on purpose: the start policy should leave room for RL);
+    ``sft.seed`` shuffles the rows."""
     seed: int = 0
-    """Model initialisation and SFT shuffling seed."""
+    """Model initialisation and BPE corpus seed."""
     max_new_tokens: int = 24
     """Generation limit per turn of the returned policy."""
 
     def __post_init__(self) -> None:
-        self.model_config()
-        self.sft_config()
-        for name in ("vocab_size", "corpus_tasks", "demo_episodes", "max_new_tokens"):
-            if getattr(self, name) < 1:
-                raise ConfigError(f"TinyRecipe.{name} must be >= 1, got {getattr(self, name)}")
+        self.check_common()
+        check_int(self, "vocab_size", "corpus_tasks", "demo_episodes")
 
     kind: ClassVar[str] = "tiny"
     version: ClassVar[int] = RECIPE_VERSION
@@ -115,7 +106,7 @@ class TinyRecipe(TinyTrainingRecipe):
         """Train the policy (:func:`train_tiny`); the info records the final SFT loss.
 
         Example:
-            >>> TinyRecipe().key() == TinyRecipe().key() != TinyRecipe(sft_steps=10).key()
+            >>> TinyRecipe().key() == TinyRecipe().key() != TinyRecipe(sft=SFTConfig(steps=10)).key()
             True
         """
         model, tokenizer, history = train_tiny(self, progress=progress)
@@ -161,8 +152,8 @@ def train_tiny(recipe: TinyRecipe, *, progress: bool = True) -> tuple[Any, PreTr
     """Build the tokenizer and model and run the recipe's SFT; returns ``(model, tokenizer, sft_history)``.
 
     Example:
-        >>> r = TinyRecipe(hidden_size=32, num_layers=1, intermediate_size=64, demo_episodes=8, sft_steps=3,
-        ...                corpus_tasks=30, vocab_size=300)
+        >>> r = TinyRecipe.from_dict({"model": {"hidden_size": 32, "num_layers": 1, "intermediate_size": 64},
+        ...                           "sft": {"steps": 3}, "demo_episodes": 8, "corpus_tasks": 30, "vocab_size": 300})
         >>> model, tok, history = train_tiny(r, progress=False)
         >>> len(history), model.config.vocab_size
         (3, 300)

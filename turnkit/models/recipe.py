@@ -28,14 +28,16 @@ import json
 import shutil
 import tempfile
 import time
-from collections.abc import Callable
-from dataclasses import asdict
+from collections.abc import Callable, Mapping
+from dataclasses import MISSING, asdict, fields, is_dataclass
 from pathlib import Path
 from typing import Any, ClassVar
 
 from transformers import PreTrainedTokenizerFast
 
 from turnkit.agents.hf import HFPolicy
+from turnkit.configs import check_int, from_dict, to_dict
+from turnkit.errors import ConfigError
 from turnkit.models.sft import SFTConfig
 from turnkit.models.threads import torch_threads
 from turnkit.models.tiny import TinyModelConfig, cache_dir, load_tiny, save_tiny
@@ -52,36 +54,33 @@ Trainer = Callable[[], tuple[Any, PreTrainedTokenizerFast, dict[str, Any]]]
 class TinyTrainingRecipe:
     """Base of the recipe dataclasses that train a tiny model: model and SFT configs, cache key, build.
 
-    A recipe must have the fields ``hidden_size``, ``num_layers``, ``num_heads``, ``intermediate_size``,
-    ``max_position_embeddings``, ``sft_steps``, ``sft_batch_size``, ``sft_lr``, ``seed`` and
-    ``max_new_tokens``; to be built by :func:`load_or_build` it also sets the class variables :attr:`kind`
-    and :attr:`version` and implements :meth:`build`.
+    A recipe has the fields ``model`` (a :class:`~turnkit.models.tiny.TinyModelConfig`, the model's shape),
+    ``sft`` (a :class:`~turnkit.models.sft.SFTConfig`, its training), ``seed`` (model initialisation and the
+    recipe's own data sampling) and ``max_new_tokens``, and calls :meth:`check_common` in ``__post_init__``;
+    to be built by :func:`load_or_build` it also sets the class variables :attr:`kind` and :attr:`version`
+    and implements :meth:`build`. :meth:`from_dict` reads one from nested tables (a file, ``--set``).
 
     Example:
-        >>> from dataclasses import dataclass
+        >>> from dataclasses import dataclass, field
         >>> @dataclass(frozen=True)
         ... class Recipe(TinyTrainingRecipe):
-        ...     hidden_size: int = 32
-        ...     num_layers: int = 1
-        ...     num_heads: int = 2
-        ...     intermediate_size: int = 64
-        ...     max_position_embeddings: int = 256
-        ...     sft_steps: int = 5
-        ...     sft_batch_size: int = 4
-        ...     sft_lr: float = 1e-3
+        ...     model: TinyModelConfig = field(default_factory=lambda: TinyModelConfig(32, num_layers=1, num_heads=2))
+        ...     sft: SFTConfig = field(default_factory=lambda: SFTConfig(steps=5))
         ...     seed: int = 0
-        >>> Recipe().model_config().hidden_size, Recipe().sft_config().steps
-        (32, 5)
+        ...     max_new_tokens: int = 8
+        ...     def __post_init__(self):
+        ...         self.check_common()
+        >>> r = Recipe.from_dict({"model": {"num_layers": 2}, "sft": {"lr": 1e-3}})
+        >>> r.model.hidden_size, r.model.num_layers, r.sft.steps, r.sft.lr
+        (32, 2, 5, 0.001)
+        >>> Recipe(sft={"steps": 5})
+        Traceback (most recent call last):
+        ...
+        turnkit.errors.ConfigError: Recipe.sft must be of type SFTConfig, got {'steps': 5}
     """
 
-    hidden_size: int
-    num_layers: int
-    num_heads: int
-    intermediate_size: int
-    max_position_embeddings: int
-    sft_steps: int
-    sft_batch_size: int
-    sft_lr: float
+    model: TinyModelConfig
+    sft: SFTConfig
     seed: int
     max_new_tokens: int
 
@@ -92,6 +91,38 @@ class TinyTrainingRecipe:
     policy_defaults: ClassVar[dict[str, Any]] = {}
     """:class:`~turnkit.agents.hf.HFPolicy` arguments of :func:`recipe_policy` (callers' arguments win)."""
 
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any], *, source: str = "recipe") -> Any:
+        """Build from a mapping; a partial ``model`` or ``sft`` table changes only its keys of this recipe's defaults.
+
+        (:func:`turnkit.configs.from_dict` would start a nested table from the nested class's own defaults.)
+        """
+        if isinstance(data, Mapping):
+            defaults = {}
+            for f in fields(cls):
+                default = f.default_factory() if f.default_factory is not MISSING else f.default
+                if is_dataclass(default):
+                    defaults[f.name] = default
+            data = {
+                key: {**to_dict(defaults[key]), **value} if key in defaults and isinstance(value, Mapping) else value
+                for key, value in data.items()
+            }
+        return from_dict(cls, data, source=source)
+
+    def check_common(self) -> None:
+        """Check the fields every recipe has (call from ``__post_init__``).
+
+        Raises:
+            ConfigError: ``model`` or ``sft`` of the wrong class, or an invalid ``seed`` or ``max_new_tokens``.
+        """
+        for name, kind in (("model", TinyModelConfig), ("sft", SFTConfig)):
+            if not isinstance(getattr(self, name), kind):
+                raise ConfigError(
+                    f"{type(self).__name__}.{name} must be of type {kind.__name__}, got {getattr(self, name)!r}"
+                )
+        check_int(self, "seed", low=0)
+        check_int(self, "max_new_tokens")
+
     def key(self) -> str:
         """A short hash of the recipe and its :attr:`version`: the cache folder name."""
         return recipe_key(self, version=self.version)
@@ -101,18 +132,12 @@ class TinyTrainingRecipe:
         raise NotImplementedError(f"{type(self).__name__} does not say how to build itself")
 
     def model_config(self) -> TinyModelConfig:
-        """The :class:`~turnkit.models.tiny.TinyModelConfig` of this recipe."""
-        return TinyModelConfig(
-            hidden_size=self.hidden_size,
-            num_layers=self.num_layers,
-            num_heads=self.num_heads,
-            intermediate_size=self.intermediate_size,
-            max_position_embeddings=self.max_position_embeddings,
-        )
+        """The :class:`~turnkit.models.tiny.TinyModelConfig` of this recipe (its ``model``)."""
+        return self.model
 
     def sft_config(self) -> SFTConfig:
-        """The :class:`~turnkit.models.sft.SFTConfig` of this recipe."""
-        return SFTConfig(steps=self.sft_steps, batch_size=self.sft_batch_size, lr=self.sft_lr, seed=self.seed)
+        """The :class:`~turnkit.models.sft.SFTConfig` of this recipe (its ``sft``)."""
+        return self.sft
 
 
 def recipe_key(recipe: Any, *, version: int) -> str:
@@ -196,8 +221,9 @@ def load_or_build(
     Example:
         >>> import tempfile
         >>> from turnkit.models.embedded import TinyRecipe
-        >>> micro = TinyRecipe(hidden_size=32, num_layers=1, intermediate_size=64, demo_episodes=8, sft_steps=2,
-        ...                    corpus_tasks=30, vocab_size=300)
+        >>> micro = TinyRecipe.from_dict({"model": {"hidden_size": 32, "num_layers": 1, "intermediate_size": 64},
+        ...                               "sft": {"steps": 2}, "demo_episodes": 8, "corpus_tasks": 30,
+        ...                               "vocab_size": 300})
         >>> with tempfile.TemporaryDirectory() as d:
         ...     model, tokenizer = load_or_build(micro, cache=d, progress=False)  # trained and cached
         ...     cached = (model_folder(micro, d) / INFO_FILE).is_file()
@@ -230,8 +256,9 @@ def recipe_policy(
     Example:
         >>> import tempfile
         >>> from turnkit.models.tiny_agent import TinyAgentRecipe
-        >>> micro = TinyAgentRecipe(hidden_size=32, num_layers=1, intermediate_size=64, vocab_size=300,
-        ...                         train_tasks=1, per_task=1, sft_steps=1, sft_batch_size=2)
+        >>> micro = TinyAgentRecipe.from_dict({"model": {"hidden_size": 32, "num_layers": 1, "intermediate_size": 64},
+        ...                                    "sft": {"steps": 1, "batch_size": 2}, "vocab_size": 300,
+        ...                                    "train_tasks": 1, "per_task": 1})
         >>> with tempfile.TemporaryDirectory() as d:
         ...     default = recipe_policy(micro, cache=d, progress=False)
         ...     greedy = recipe_policy(micro, cache=d, progress=False, temperature=0.0, max_new_tokens=8)

@@ -25,14 +25,16 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 import torch
 from tqdm.auto import tqdm
 
+from turnkit.configs import check_float, check_int
 from turnkit.errors import ConfigError
+from turnkit.learners.optim import optimizer_step
 from turnkit.learners.sft import sft_loss
 from turnkit.rollout.batch import TokenRow, collate, gather_token_logprobs
 
@@ -45,7 +47,7 @@ class SFTConfig:
         >>> SFTConfig(steps=0)
         Traceback (most recent call last):
         ...
-        turnkit.errors.ConfigError: SFTConfig.steps must be >= 1, got 0
+        turnkit.errors.ConfigError: SFTConfig.steps must be an int >= 1, got 0
     """
 
     steps: int = 300
@@ -66,15 +68,11 @@ class SFTConfig:
     """Seed of the row permutation."""
 
     def __post_init__(self) -> None:
-        for name in ("steps", "batch_size"):
-            if getattr(self, name) < 1:
-                raise ConfigError(f"SFTConfig.{name} must be >= 1, got {getattr(self, name)}")
-        if not self.lr > 0:
-            raise ConfigError(f"SFTConfig.lr must be > 0, got {self.lr}")
-        if self.warmup_steps < 0 or self.weight_decay < 0 or self.max_grad_norm < 0:
-            raise ConfigError("SFTConfig.warmup_steps, weight_decay and max_grad_norm must be >= 0")
-        if not 0 <= self.min_lr_ratio <= 1:
-            raise ConfigError(f"SFTConfig.min_lr_ratio must be in [0, 1], got {self.min_lr_ratio}")
+        check_int(self, "steps", "batch_size")
+        check_int(self, "warmup_steps", "seed", low=0)
+        check_float(self, "lr", low=0.0, open_low=True)
+        check_float(self, "weight_decay", "max_grad_norm", low=0.0)
+        check_float(self, "min_lr_ratio", low=0.0, high=1.0)
 
 
 def lr_factor(step: int, *, total: int, warmup: int, min_ratio: float) -> float:
@@ -157,16 +155,13 @@ def train_sft(
         logits = model(input_ids=batch.input_ids, attention_mask=batch.attention_mask).logits
         logp = gather_token_logprobs(logits, batch.input_ids, batch.loss_mask)
         loss, metrics = sft_loss(logp, batch.loss_mask)
-        optimizer.zero_grad(set_to_none=True)
-        loss.backward()
-        norm = torch.nn.utils.clip_grad_norm_(params, cfg.max_grad_norm if cfg.max_grad_norm > 0 else math.inf)
-        optimizer.step()
+        norm = optimizer_step(optimizer, params, loss, max_grad_norm=cfg.max_grad_norm)
         tokens = int(batch.attention_mask.sum())
         record = {
             "step": step + 1,
             "loss": metrics["nll"],
             "lr": lr,
-            "grad_norm": float(norm),
+            "grad_norm": norm,
             "tokens": tokens,
             "tokens_per_s": tokens / max(time.perf_counter() - start, 1e-9),
         }
@@ -176,13 +171,3 @@ def train_sft(
         bar.set_postfix(loss=f"{metrics['nll']:.3f}")
     model.eval()
     return history
-
-
-def config_dict(cfg: SFTConfig) -> dict[str, Any]:
-    """The config as a plain dict (for hashing and summaries).
-
-    Example:
-        >>> config_dict(SFTConfig(steps=5))["steps"]
-        5
-    """
-    return asdict(cfg)

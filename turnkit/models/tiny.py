@@ -36,6 +36,7 @@ import torch
 from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
 from transformers import LlamaConfig, LlamaForCausalLM, PreTrainedTokenizerFast
 
+from turnkit.configs import check_bool, check_int
 from turnkit.errors import ConfigError
 
 PAD, BOS, END = "<|pad|>", "<|bos|>", "<|end|>"
@@ -85,9 +86,8 @@ class TinyModelConfig:
     tie_word_embeddings: bool = True
 
     def __post_init__(self) -> None:
-        for name in ("hidden_size", "num_layers", "num_heads", "intermediate_size", "max_position_embeddings"):
-            if getattr(self, name) < 1:
-                raise ConfigError(f"TinyModelConfig.{name} must be >= 1, got {getattr(self, name)}")
+        check_int(self, "hidden_size", "num_layers", "num_heads", "intermediate_size", "max_position_embeddings")
+        check_bool(self, "tie_word_embeddings")
         if self.hidden_size % self.num_heads:
             raise ConfigError(
                 f"TinyModelConfig.hidden_size={self.hidden_size} is not divisible by num_heads={self.num_heads}"

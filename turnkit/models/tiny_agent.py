@@ -21,8 +21,9 @@ load it. Studies evaluate on seeds below ``first_seed`` (1,000,000 by default), 
 
 Example:
     >>> import tempfile
-    >>> recipe = TinyAgentRecipe(hidden_size=32, num_layers=1, intermediate_size=64, vocab_size=300,
-    ...                          train_tasks=3, per_task=1, sft_steps=2, sft_batch_size=4)
+    >>> recipe = TinyAgentRecipe.from_dict({"model": {"hidden_size": 32, "num_layers": 1, "intermediate_size": 64},
+    ...                                     "sft": {"steps": 2, "batch_size": 4}, "vocab_size": 300, "train_tasks": 3,
+    ...                                     "per_task": 1})
     >>> with tempfile.TemporaryDirectory() as d:
     ...     agent = tiny_code_agent(recipe=recipe, cache=d, progress=False)
     ...     again = tiny_code_agent(recipe=recipe, cache=d, progress=False, temperature=0.0)  # loaded
@@ -43,12 +44,13 @@ from transformers import PreTrainedTokenizerFast
 
 import turnkit  # noqa: F401  (registers the envs)
 from turnkit.agents.hf import HFPolicy
+from turnkit.configs import check_choice, check_float, check_int
 from turnkit.envs.collab_code.agents import PartialClarifier
 from turnkit.envs.collab_code.generator import SPLITS
 from turnkit.errors import ConfigError
 from turnkit.models.recipe import TinyTrainingRecipe, recipe_policy
-from turnkit.models.sft import train_sft
-from turnkit.models.tiny import build_tiny_model, build_tiny_tokenizer
+from turnkit.models.sft import SFTConfig, train_sft
+from turnkit.models.tiny import TinyModelConfig, build_tiny_model, build_tiny_tokenizer
 from turnkit.rollout.batch import TokenRow
 from turnkit.rollout.collect import collect_batch
 from turnkit.rollout.demos import demo_rows
@@ -65,24 +67,20 @@ class TinyAgentRecipe(TinyTrainingRecipe):
     """Everything that determines the tiny CollabCode agent (its hash is the cache key).
 
     Example:
-        >>> TinyAgentRecipe().model_config().num_layers
+        >>> TinyAgentRecipe().model.num_layers
         2
         >>> TinyAgentRecipe(slip=2.0)
         Traceback (most recent call last):
         ...
-        turnkit.errors.ConfigError: TinyAgentRecipe.slip must be in [0, 1], got 2.0
+        turnkit.errors.ConfigError: TinyAgentRecipe.slip must be a finite number >= 0 and <= 1, got 2.0
     """
 
-    hidden_size: int = 128
-    """Model width."""
-    num_layers: int = 2
-    """Transformer blocks."""
-    num_heads: int = 4
-    """Attention heads."""
-    intermediate_size: int = 384
-    """MLP width."""
-    max_position_embeddings: int = 1024
-    """Longest prompt + turn, in tokens (every training row is checked against it)."""
+    model: TinyModelConfig = field(
+        default_factory=lambda: TinyModelConfig(
+            hidden_size=128, num_layers=2, num_heads=4, intermediate_size=384, max_position_embeddings=1024
+        )
+    )
+    """Model shape (``max_position_embeddings``: the longest prompt + turn, in tokens; every row is checked)."""
     vocab_size: int = 1024
     """BPE vocabulary size (byte alphabet and special tokens included)."""
     split: str = "id"
@@ -99,33 +97,22 @@ class TinyAgentRecipe(TinyTrainingRecipe):
     """``PartialClarifier.unasked``: ``"default"`` or ``"guess"``."""
     corpus_episodes: int = 1000
     """Episodes whose text trains the BPE merges."""
-    sft_steps: int = 800
-    """SFT optimizer steps."""
-    sft_batch_size: int = 32
-    """SFT rows per step."""
-    sft_lr: float = 3e-3
-    """SFT peak learning rate."""
+    sft: SFTConfig = field(default_factory=lambda: SFTConfig(steps=800, batch_size=32, lr=3e-3))
+    """SFT on the training rows; ``sft.seed`` shuffles the rows."""
     seed: int = 0
-    """Model initialisation and SFT shuffling seed."""
+    """Model initialisation seed."""
     max_new_tokens: int = 128
     """Generation limit per turn of the returned policy."""
     env_kwargs: dict[str, Any] = field(default_factory=dict)
     """Extra ``gymnasium.make`` arguments of the data episodes (e.g. ``{"kinds": ("grade",)}``)."""
 
     def __post_init__(self) -> None:
-        self.model_config()
-        self.sft_config()
-        if self.split not in SPLITS:
-            raise ConfigError(f"TinyAgentRecipe.split must be one of {SPLITS}, got {self.split!r}")
-        for name in ("vocab_size", "train_tasks", "per_task", "corpus_episodes", "max_new_tokens"):
-            if getattr(self, name) < 1:
-                raise ConfigError(f"TinyAgentRecipe.{name} must be >= 1, got {getattr(self, name)}")
-        if self.first_seed < 0:
-            raise ConfigError(f"TinyAgentRecipe.first_seed must be >= 0, got {self.first_seed}")
-        if not 0.0 <= self.slip <= 1.0:
-            raise ConfigError(f"TinyAgentRecipe.slip must be in [0, 1], got {self.slip}")
-        if self.unasked not in ("default", "guess"):
-            raise ConfigError(f"TinyAgentRecipe.unasked must be 'default' or 'guess', got {self.unasked!r}")
+        self.check_common()
+        check_choice(self, "split", SPLITS)
+        check_int(self, "vocab_size", "train_tasks", "per_task", "corpus_episodes")
+        check_int(self, "first_seed", low=0)
+        check_float(self, "slip", low=0.0, high=1.0)
+        check_choice(self, "unasked", ("default", "guess"))
 
     kind: ClassVar[str] = "tiny_agent"
     version: ClassVar[int] = RECIPE_VERSION
@@ -135,7 +122,7 @@ class TinyAgentRecipe(TinyTrainingRecipe):
         """Train the model (:func:`train_tiny_agent`); the info records the data and the SFT losses.
 
         Example:
-            >>> TinyAgentRecipe().key() == TinyAgentRecipe().key() != TinyAgentRecipe(sft_steps=10).key()
+            >>> TinyAgentRecipe().key() == TinyAgentRecipe().key() != TinyAgentRecipe(sft=SFTConfig(steps=10)).key()
             True
         """
         model, tokenizer, history, data_info = train_tiny_agent(self, progress=progress)
@@ -198,8 +185,9 @@ def train_tiny_agent(
         ConfigError: A training row (prompt + turn + EOS) longer than ``max_position_embeddings``.
 
     Example:
-        >>> recipe = TinyAgentRecipe(hidden_size=32, num_layers=1, intermediate_size=64, vocab_size=300,
-        ...                          train_tasks=1, per_task=1, sft_steps=1, sft_batch_size=2)
+        >>> recipe = TinyAgentRecipe.from_dict({"model": {"hidden_size": 32, "num_layers": 1, "intermediate_size": 64},
+        ...                                     "sft": {"steps": 1, "batch_size": 2}, "vocab_size": 300,
+        ...                                     "train_tasks": 1, "per_task": 1})
         >>> model, tok, history, info = train_tiny_agent(recipe, progress=False)
         >>> len(history), info["episodes"], info["rows"] >= 1
         (1, 1, True)
@@ -213,7 +201,7 @@ def train_tiny_agent(
         episode_texts([episodes[i] for i in sorted(corpus_idx)]), vocab_size=recipe.vocab_size
     )
     rows = demo_rows(episodes, tokenizer)
-    check_rows(rows, recipe.max_position_embeddings)
+    check_rows(rows, recipe.model.max_position_embeddings)
     model = build_tiny_model(tokenizer, recipe.model_config(), seed=recipe.seed)
     history = train_sft(
         model, rows, recipe.sft_config(), pad_id=int(tokenizer.pad_token_id), progress=progress, desc="tiny agent sft"
@@ -271,8 +259,9 @@ def tiny_code_agent(
 
     Example:
         >>> import tempfile
-        >>> micro = TinyAgentRecipe(hidden_size=32, num_layers=1, intermediate_size=64, vocab_size=300,
-        ...                         train_tasks=2, per_task=1, sft_steps=1, sft_batch_size=2)
+        >>> micro = TinyAgentRecipe.from_dict({"model": {"hidden_size": 32, "num_layers": 1, "intermediate_size": 64},
+        ...                                    "sft": {"steps": 1, "batch_size": 2}, "vocab_size": 300,
+        ...                                    "train_tasks": 2, "per_task": 1})
         >>> with tempfile.TemporaryDirectory() as d:
         ...     agent = tiny_code_agent(recipe=micro, cache=d, progress=False, max_new_tokens=8)
         >>> agent.sampling.temperature, agent.sampling.max_new_tokens

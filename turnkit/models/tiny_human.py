@@ -20,8 +20,8 @@ overlap the training seeds (``first_seed`` = 1,000,000 by default).
 
 Example:
     >>> import tempfile
-    >>> recipe = TinyHumanRecipe(hidden_size=32, num_layers=1, intermediate_size=64, vocab_size=300,
-    ...                          train_tasks=6, sft_steps=2, sft_batch_size=4)
+    >>> recipe = TinyHumanRecipe.from_dict({"model": {"hidden_size": 32, "num_layers": 1, "intermediate_size": 64},
+    ...                                     "sft": {"steps": 2, "batch_size": 4}, "vocab_size": 300, "train_tasks": 6})
     >>> with tempfile.TemporaryDirectory() as d:
     ...     human = tiny_llm_human(recipe=recipe, cache=d, progress=False)
     ...     again = tiny_human_policy(recipe=recipe, cache=d, progress=False)   # loaded, not trained
@@ -39,13 +39,14 @@ import numpy as np
 from transformers import PreTrainedTokenizerFast
 
 from turnkit.agents.hf import HFPolicy, chat_prompt_ids
+from turnkit.configs import check_bool, check_int
 from turnkit.envs.collab_code.generator import SPLITS
 from turnkit.envs.collab_code.human_data import TRAIN_PROBES, HumanExample, clarify_examples, probe_examples
 from turnkit.envs.collab_code.llm_human import LLMHuman
 from turnkit.errors import ConfigError
 from turnkit.models.recipe import TinyTrainingRecipe, recipe_policy
-from turnkit.models.sft import train_sft
-from turnkit.models.tiny import build_tiny_model, build_tiny_tokenizer
+from turnkit.models.sft import SFTConfig, train_sft
+from turnkit.models.tiny import TinyModelConfig, build_tiny_model, build_tiny_tokenizer
 from turnkit.rollout.batch import TokenRow
 from turnkit.rollout.demos import completion_ids
 
@@ -58,7 +59,7 @@ class TinyHumanRecipe(TinyTrainingRecipe):
     """Everything that determines the tiny simulated human (its hash is the cache key).
 
     Example:
-        >>> TinyHumanRecipe().model_config().num_layers
+        >>> TinyHumanRecipe().model.num_layers
         2
         >>> TinyHumanRecipe(splits=("train",))  # doctest: +ELLIPSIS
         Traceback (most recent call last):
@@ -66,16 +67,12 @@ class TinyHumanRecipe(TinyTrainingRecipe):
         turnkit.errors.ConfigError: TinyHumanRecipe.splits must be a non-empty subset of ('id', 'ood', ...
     """
 
-    hidden_size: int = 128
-    """Model width."""
-    num_layers: int = 2
-    """Transformer blocks."""
-    num_heads: int = 4
-    """Attention heads."""
-    intermediate_size: int = 384
-    """MLP width."""
-    max_position_embeddings: int = 1024
-    """Longest prompt + reply, in tokens."""
+    model: TinyModelConfig = field(
+        default_factory=lambda: TinyModelConfig(
+            hidden_size=128, num_layers=2, num_heads=4, intermediate_size=384, max_position_embeddings=1024
+        )
+    )
+    """Model shape (``max_position_embeddings``: the longest prompt + reply, in tokens.)."""
     vocab_size: int = 1024
     """BPE vocabulary size (byte alphabet and special tokens included)."""
     splits: tuple[str, ...] = SPLITS
@@ -90,31 +87,24 @@ class TinyHumanRecipe(TinyTrainingRecipe):
     """Show the whole dialogue to the model (``False``: the latest question only, like the rule-based human)."""
     corpus_examples: int = 1500
     """Examples whose text trains the BPE merges."""
-    sft_steps: int = 600
-    """SFT optimizer steps."""
-    sft_batch_size: int = 16
-    """SFT rows per step."""
-    sft_lr: float = 3e-3
-    """SFT peak learning rate."""
+    sft: SFTConfig = field(default_factory=lambda: SFTConfig(steps=600, batch_size=16, lr=3e-3))
+    """SFT on the training rows; ``sft.seed`` shuffles the rows."""
     seed: int = 0
-    """Model initialisation, probe and SFT shuffling seed."""
+    """Model initialisation, probe seed."""
     max_new_tokens: int = 64
     """Generation limit per reply of the returned policy."""
     env_kwargs: dict[str, Any] = field(default_factory=dict)
     """Extra :class:`~turnkit.envs.collab_code.env.CollabCodeEnv` arguments of the data episodes (``kinds``)."""
 
     def __post_init__(self) -> None:
-        self.model_config()
-        self.sft_config()
+        self.check_common()
         if not self.splits or any(s not in SPLITS for s in self.splits):
             raise ConfigError(
                 f"TinyHumanRecipe.splits must be a non-empty subset of {SPLITS}, got {tuple(self.splits)}"
             )
-        for name in ("vocab_size", "train_tasks", "corpus_examples", "max_new_tokens"):
-            if getattr(self, name) < 1:
-                raise ConfigError(f"TinyHumanRecipe.{name} must be >= 1, got {getattr(self, name)}")
-        if self.probes_per_task < 0 or self.first_seed < 0:
-            raise ConfigError("TinyHumanRecipe.probes_per_task and first_seed must be >= 0")
+        check_int(self, "vocab_size", "train_tasks", "corpus_examples")
+        check_int(self, "probes_per_task", "first_seed", low=0)
+        check_bool(self, "include_dialogue")
 
     kind: ClassVar[str] = "tiny_human"
     version: ClassVar[int] = RECIPE_VERSION
@@ -124,7 +114,7 @@ class TinyHumanRecipe(TinyTrainingRecipe):
         """Train the model (:func:`train_tiny_human`); the info records the data and the SFT losses.
 
         Example:
-            >>> TinyHumanRecipe().key() == TinyHumanRecipe().key() != TinyHumanRecipe(sft_steps=10).key()
+            >>> TinyHumanRecipe().key() == TinyHumanRecipe().key() != TinyHumanRecipe(sft=SFTConfig(steps=10)).key()
             True
         """
         model, tokenizer, history, data_info = train_tiny_human(self, progress=progress)
@@ -198,8 +188,9 @@ def train_tiny_human(
         ConfigError: A prompt + reply longer than ``max_position_embeddings``.
 
     Example:
-        >>> recipe = TinyHumanRecipe(hidden_size=32, num_layers=1, intermediate_size=64, vocab_size=300,
-        ...                          train_tasks=4, splits=("id",), sft_steps=2, sft_batch_size=4)
+        >>> recipe = TinyHumanRecipe.from_dict({"model": {"hidden_size": 32, "num_layers": 1, "intermediate_size": 64},
+        ...                                     "sft": {"steps": 2, "batch_size": 4}, "vocab_size": 300,
+        ...                                     "train_tasks": 4, "splits": ["id"]})
         >>> model, tok, history, info = train_tiny_human(recipe, progress=False)
         >>> len(history), info["examples"] == info["clarify_examples"] + info["probe_examples"]
         (2, True)
@@ -213,7 +204,7 @@ def train_tiny_human(
     tokenizer = build_tiny_tokenizer(corpus, vocab_size=recipe.vocab_size)
     rows = example_rows(examples, tokenizer, template_human)
     longest = max(len(r.input_ids) for r in rows)
-    if longest > recipe.max_position_embeddings:
+    if longest > recipe.model.max_position_embeddings:
         raise ConfigError(f"a training row has {longest} tokens > max_position_embeddings")
     model = build_tiny_model(tokenizer, recipe.model_config(), seed=recipe.seed)
     history = train_sft(

@@ -19,8 +19,9 @@ The model is saved under ``cache_dir()/tiny_shopper/<key>``.
 
 Example:
     >>> import tempfile
-    >>> micro = TinyShopperRecipe(hidden_size=32, num_layers=1, intermediate_size=64, vocab_size=300,
-    ...                           train_tasks=2, corpus_episodes=2, sft_steps=1, sft_batch_size=2)
+    >>> micro = TinyShopperRecipe.from_dict({"model": {"hidden_size": 32, "num_layers": 1, "intermediate_size": 64},
+    ...                                      "sft": {"steps": 1, "batch_size": 2}, "vocab_size": 300, "train_tasks": 2,
+    ...                                      "corpus_episodes": 2})
     >>> with tempfile.TemporaryDirectory() as d:
     ...     shopper = tiny_shopper(recipe=micro, cache=d, progress=False)
     >>> shopper.sampling.temperature, len(shopper.tokenizer)
@@ -30,7 +31,7 @@ Example:
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -38,11 +39,12 @@ import numpy as np
 from transformers import PreTrainedTokenizerFast
 
 from turnkit.agents.hf import HFPolicy
+from turnkit.configs import check_choice, check_int
 from turnkit.envs.web.webshop.catalogue import SPLITS
 from turnkit.errors import ConfigError
 from turnkit.models.recipe import TinyTrainingRecipe, recipe_policy
-from turnkit.models.sft import train_sft
-from turnkit.models.tiny import build_tiny_model, build_tiny_tokenizer
+from turnkit.models.sft import SFTConfig, train_sft
+from turnkit.models.tiny import TinyModelConfig, build_tiny_model, build_tiny_tokenizer
 from turnkit.models.tiny_agent import check_rows, episode_texts
 from turnkit.rollout.demos import collect_demos, demo_rows
 
@@ -59,24 +61,20 @@ class TinyShopperRecipe(TinyTrainingRecipe):
     """Everything that determines the tiny shopper (its hash is the cache key).
 
     Example:
-        >>> TinyShopperRecipe().model_config().max_position_embeddings
+        >>> TinyShopperRecipe().model.max_position_embeddings
         2048
         >>> TinyShopperRecipe(split="test")
         Traceback (most recent call last):
         ...
-        turnkit.errors.ConfigError: TinyShopperRecipe.split must be one of ('id', 'ood', 'combo'), got 'test'
+        turnkit.errors.ConfigError: TinyShopperRecipe.split must be one of ['id', 'ood', 'combo'], got 'test'
     """
 
-    hidden_size: int = 128
-    """Model width."""
-    num_layers: int = 2
-    """Transformer blocks."""
-    num_heads: int = 4
-    """Attention heads."""
-    intermediate_size: int = 384
-    """MLP width."""
-    max_position_embeddings: int = 2048
-    """Longest prompt + turn, in tokens (every training row is checked against it)."""
+    model: TinyModelConfig = field(
+        default_factory=lambda: TinyModelConfig(
+            hidden_size=128, num_layers=2, num_heads=4, intermediate_size=384, max_position_embeddings=2048
+        )
+    )
+    """Model shape (``max_position_embeddings``: the longest prompt + turn, in tokens; every row is checked)."""
     vocab_size: int = 1024
     """BPE vocabulary size (byte alphabet and special tokens included)."""
     split: str = "id"
@@ -87,14 +85,10 @@ class TinyShopperRecipe(TinyTrainingRecipe):
     """First demonstration seed."""
     corpus_episodes: int = 400
     """Episodes whose text trains the BPE merges."""
-    sft_steps: int = 1500
-    """SFT optimizer steps (short on purpose: see the module docstring)."""
-    sft_batch_size: int = 16
-    """SFT rows per step."""
-    sft_lr: float = 3e-3
-    """SFT peak learning rate."""
+    sft: SFTConfig = field(default_factory=lambda: SFTConfig(steps=1500, batch_size=16, lr=3e-3))
+    """SFT on the training rows (short on purpose: see the module docstring); ``sft.seed`` shuffles the rows."""
     seed: int = 0
-    """Model initialisation and SFT shuffling seed."""
+    """Model initialisation seed."""
     max_new_tokens: int = 48
     """Generation limit per turn of the returned policy."""
 
@@ -103,13 +97,10 @@ class TinyShopperRecipe(TinyTrainingRecipe):
     policy_defaults: ClassVar[dict[str, Any]] = {"temperature": 1.0}
 
     def __post_init__(self) -> None:
-        self.model_config()
-        self.sft_config()
-        if self.split not in SPLITS:
-            raise ConfigError(f"TinyShopperRecipe.split must be one of {SPLITS}, got {self.split!r}")
-        for name in ("vocab_size", "train_tasks", "corpus_episodes", "max_new_tokens"):
-            if getattr(self, name) < 1:
-                raise ConfigError(f"TinyShopperRecipe.{name} must be >= 1, got {getattr(self, name)}")
+        self.check_common()
+        check_choice(self, "split", SPLITS)
+        check_int(self, "vocab_size", "train_tasks", "corpus_episodes")
+        check_int(self, "first_seed", low=0)
 
     def build(self, *, progress: bool) -> tuple[Any, PreTrainedTokenizerFast, dict[str, Any]]:
         """Collect oracle demonstrations, learn the tokenizer, SFT; the info records the data and the losses."""
@@ -121,7 +112,7 @@ class TinyShopperRecipe(TinyTrainingRecipe):
         corpus = [_PRODUCT_ID.sub(" ", text) for text in episode_texts([episodes[i] for i in sorted(corpus_idx)])]
         tokenizer = build_tiny_tokenizer(corpus, vocab_size=self.vocab_size)
         rows = demo_rows(episodes, tokenizer)
-        check_rows(rows, self.max_position_embeddings)
+        check_rows(rows, self.model.max_position_embeddings)
         model = build_tiny_model(tokenizer, self.model_config(), seed=self.seed)
         history = train_sft(
             model, rows, self.sft_config(), pad_id=int(tokenizer.pad_token_id), progress=progress, desc="shopper sft"
