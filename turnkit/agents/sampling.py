@@ -33,7 +33,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from turnkit.agents.base import Context
-from turnkit.errors import ConfigError
+from turnkit.configs import check_float, check_int
 
 _MASK63 = (1 << 63) - 1
 
@@ -54,7 +54,7 @@ class SamplingConfig:
         >>> SamplingConfig(top_p=0.0)
         Traceback (most recent call last):
         ...
-        turnkit.errors.ConfigError: SamplingConfig.top_p must be in (0, 1], got 0.0
+        turnkit.errors.ConfigError: SamplingConfig.top_p must be a finite number > 0 and <= 1, got 0.0
     """
 
     temperature: float = 1.0
@@ -63,12 +63,9 @@ class SamplingConfig:
     seed: int = 0
 
     def __post_init__(self) -> None:
-        if not self.temperature >= 0:
-            raise ConfigError(f"SamplingConfig.temperature must be >= 0, got {self.temperature}")
-        if not 0 < self.top_p <= 1:
-            raise ConfigError(f"SamplingConfig.top_p must be in (0, 1], got {self.top_p}")
-        if self.max_new_tokens < 1:
-            raise ConfigError(f"SamplingConfig.max_new_tokens must be >= 1, got {self.max_new_tokens}")
+        check_float(self, "temperature", low=0.0)
+        check_float(self, "top_p", low=0.0, high=1.0, open_low=True)
+        check_int(self, "max_new_tokens")
 
 
 def conversation_digest(ctx: Context) -> int:

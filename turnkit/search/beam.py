@@ -25,7 +25,7 @@ from dataclasses import asdict, dataclass
 import gymnasium
 
 from turnkit.agents.base import Agent
-from turnkit.errors import ConfigError
+from turnkit.configs import check_bool, check_int
 from turnkit.search.expand import Expander, check_step_options
 from turnkit.search.mcts import SearchResult
 from turnkit.search.values import ValueFn, outcome_value
@@ -60,10 +60,9 @@ class BeamConfig:
     """With steps: most steps in one turn."""
 
     def __post_init__(self) -> None:
-        for name in ("width", "expansions", "max_depth"):
-            value = getattr(self, name)
-            if not isinstance(value, int) or value < 1:
-                raise ConfigError(f"BeamConfig.{name} must be an int >= 1, got {value!r}")
+        check_int(self, "width", "expansions", "max_depth")
+        check_bool(self, "dedupe")
+        check_int(self, "seed", low=0)
         check_step_options(self.step_delimiter, self.final_markers, self.max_turn_steps, owner="BeamConfig")
 
 

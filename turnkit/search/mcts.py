@@ -47,12 +47,13 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from typing import Any
 
 import gymnasium
 
 from turnkit.agents.base import Agent
+from turnkit.configs import check_bool, check_float, check_int, to_dict
 from turnkit.errors import ConfigError
 from turnkit.search.expand import Expander, SearchStats, check_step_options, expand_many
 from turnkit.search.tree import SearchTree
@@ -117,32 +118,24 @@ class MCTSConfig:
     """With steps: most steps in one turn (the step reaching it finishes the turn)."""
 
     def __post_init__(self) -> None:
-        positive = ("iterations", "root_multiplier", "n_actions", "breadth_limit", "depth_limit", "parallel")
-        for name in positive:
-            value = getattr(self, name)
-            if not isinstance(value, int) or value < 1:
-                raise ConfigError(f"MCTSConfig.{name} must be an int >= 1, got {value!r}")
-        for name in ("root_n_actions", "max_turns"):
-            value = getattr(self, name)
-            if value is not None and (not isinstance(value, int) or value < 1):
-                raise ConfigError(f"MCTSConfig.{name} must be an int >= 1 or None, got {value!r}")
+        check_int(self, "iterations", "root_multiplier", "n_actions", "breadth_limit", "depth_limit", "parallel")
+        check_int(self, "root_n_actions", "max_turns", optional=True)
         for name in ("n_actions", "root_n_actions"):
             value = getattr(self, name)
             if value is not None and value > self.breadth_limit:
                 raise ConfigError(f"MCTSConfig.{name}={value} exceeds breadth_limit={self.breadth_limit}")
-        for name in ("w_exp", "prior_exponent", "virtual_loss", "outcome_weight", "critic_weight", "reward_weight"):
-            value = getattr(self, name)
-            if not math.isfinite(value) or value < 0:
-                raise ConfigError(f"MCTSConfig.{name} must be a finite number >= 0, got {value!r}")
-        if not 0 < self.gamma <= 1:
-            raise ConfigError(f"MCTSConfig.gamma must be in (0, 1], got {self.gamma!r}")
+        weights = ("w_exp", "prior_exponent", "virtual_loss", "outcome_weight", "critic_weight", "reward_weight")
+        check_float(self, *weights, low=0.0)
+        check_float(self, "gamma", low=0.0, high=1.0, open_low=True)
+        check_bool(self, "dedupe")
+        check_int(self, "seed", low=0)
         check_step_options(self.step_delimiter, self.final_markers, self.max_turn_steps, owner="MCTSConfig")
         if self.final_markers is not None:
             object.__setattr__(self, "final_markers", tuple(self.final_markers))
 
     def to_dict(self) -> dict[str, Any]:
-        """The config as a JSON-ready dict."""
-        return asdict(self)
+        """The config as a JSON-ready dict (:func:`turnkit.configs.to_dict`)."""
+        return to_dict(self)
 
 
 @dataclass

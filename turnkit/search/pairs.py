@@ -44,7 +44,6 @@ Example:
 from __future__ import annotations
 
 import json
-import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -52,6 +51,7 @@ from typing import TYPE_CHECKING, Any, Literal, get_args
 
 import numpy as np
 
+from turnkit.configs import check_bool, check_choice, check_float, check_int
 from turnkit.errors import ConfigError, DataError
 from turnkit.jsonl import json_objects
 from turnkit.search.expand import mix_seed
@@ -75,7 +75,7 @@ class PairConfig:
         >>> PairConfig(rejected="worst")
         Traceback (most recent call last):
         ...
-        turnkit.errors.ConfigError: PairConfig.rejected must be one of ('lowest_q', 'random'), got 'worst'
+        turnkit.errors.ConfigError: PairConfig.rejected must be one of ['lowest_q', 'random'], got 'worst'
     """
 
     rejected: RejectedRule = "lowest_q"
@@ -95,12 +95,11 @@ class PairConfig:
     last answer (``−1``) it wins: with retries, such pairs teach the policy to reply without answering."""
 
     def __post_init__(self) -> None:
-        if self.rejected not in get_args(RejectedRule):
-            raise ConfigError(f"PairConfig.rejected must be one of {get_args(RejectedRule)}, got {self.rejected!r}")
-        if self.scope not in get_args(PairScope):
-            raise ConfigError(f"PairConfig.scope must be one of {get_args(PairScope)}, got {self.scope!r}")
-        if not math.isfinite(self.min_q_gap) or self.min_q_gap < 0:
-            raise ConfigError(f"PairConfig.min_q_gap must be a finite number >= 0, got {self.min_q_gap!r}")
+        check_choice(self, "rejected", get_args(RejectedRule))
+        check_choice(self, "scope", get_args(PairScope))
+        check_float(self, "min_q_gap", low=0.0)
+        check_bool(self, "require_success", "require_value")
+        check_int(self, "seed", low=0)
 
 
 @dataclass(frozen=True)

@@ -30,6 +30,7 @@ from typing import Any
 import torch
 
 from turnkit.agents.hf import HFPolicy
+from turnkit.configs import check_int, check_str
 from turnkit.errors import ConfigError
 from turnkit.models import embedded
 from turnkit.models.embedded import TinyRecipe, tiny_policy
@@ -63,7 +64,7 @@ class QuickstartConfig:
         >>> QuickstartConfig(steps=0)
         Traceback (most recent call last):
         ...
-        turnkit.errors.ConfigError: QuickstartConfig.steps must be None or >= 1, got 0
+        turnkit.errors.ConfigError: QuickstartConfig.steps must be null or an int >= 1, got 0
     """
 
     out_dir: str = "runs/quickstart"
@@ -85,10 +86,14 @@ class QuickstartConfig:
     makes more much slower, and results then do not depend on the machine's core count."""
 
     def __post_init__(self) -> None:
-        for name in ("eval_episodes", "steps", "threads"):
-            value = getattr(self, name)
-            if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 1):
-                raise ConfigError(f"QuickstartConfig.{name} must be None or >= 1, got {value!r}")
+        check_str(self, "out_dir")
+        check_int(self, "seed", low=0)
+        check_int(self, "eval_episodes", "steps", "threads", optional=True)
+        check_str(self, "cache", optional=True)
+        if self.recipe is not None and not isinstance(self.recipe, TinyRecipe):
+            raise ConfigError(f"QuickstartConfig.recipe must be null or a TinyRecipe, got {self.recipe!r}")
+        if not isinstance(self.train_overrides, dict):
+            raise ConfigError(f"QuickstartConfig.train_overrides must be a table, got {self.train_overrides!r}")
 
 
 def quickstart_train_config(qcfg: QuickstartConfig) -> TrainConfig:
