@@ -45,7 +45,7 @@ def prompts(n: int) -> list[Context]:
     out = []
     for i in range(n):
         obs, _ = env.reset(seed=10_000 + i)
-        out.append(Context(messages=(Message("user", obs),), episode_seed=10_000 + i))
+        out.append(Context(messages=(Message("user", obs)), episode_seed=10_000 + i))
     return out
 
 
@@ -110,7 +110,7 @@ def rollout_overhead(
 
 
 def training_tps(policy, trajs, repeats: int) -> float:
-    cfg = TrainConfig(group_size=8, lr=1e-6, skip_zero_advantage=False)
+    cfg = TrainConfig(grpo={"group_size": 8}, lr=1e-6, skip_zero_advantage=False)
     prepare_policy(policy, cfg)
     optimizer = torch.optim.AdamW([p for p in policy.model.parameters() if p.requires_grad], lr=cfg.lr)
     rates = []

@@ -181,6 +181,15 @@ def _nested_types(cls: Any) -> dict[str, Any]:
     return nested
 
 
+def _default_table(cls: Any, name: str) -> dict[str, Any]:
+    """The default of field ``name`` of ``cls`` as a table (``{}`` when it has no dataclass default)."""
+    f = next(f for f in dataclasses.fields(cls) if f.name == name)
+    default = f.default_factory() if f.default_factory is not dataclasses.MISSING else f.default
+    if not dataclasses.is_dataclass(default) or isinstance(default, type):
+        return {}
+    return {k.name: getattr(default, k.name) for k in dataclasses.fields(default)}
+
+
 def from_dict(cls: Any, data: Mapping[str, Any], *, source: str = "config", aliases: Mapping[str, str] = {}) -> Any:
     """``cls(**data)`` for a config dataclass, nested tables built from dicts; unknown keys name ``source``.
 
@@ -203,6 +212,7 @@ def from_dict(cls: Any, data: Mapping[str, Any], *, source: str = "config", alia
         if key not in names:
             raise ConfigError(f"{source}: unknown {cls.__name__} key {key!r}{suggest(key, names)}")
         if key in nested and isinstance(value, Mapping):
+            value = {**_default_table(cls, key), **value}  # a partial table keeps the field's own defaults
             try:
                 value = from_dict(nested[key], value, source=f"{cls.__name__}.{key}")
             except ConfigError as exc:

@@ -174,13 +174,13 @@ class TurnkitSide:
             env_id=ENV,
             env_kwargs=dict(ENV_KWARGS),
             max_turns=1,
-            group_size=args.group_size,
+            grpo={"group_size": args.group_size, "kl_coef": 0.0}, 
             groups_per_step=args.groups,
             max_new_tokens=args.max_new_tokens,
             temperature=1.0,
             top_p=1.0,
             lora_r=0,
-            kl_coef=0.0,
+            
             lr=args.lr,
             weight_decay=0.0,
             max_grad_norm=1.0,
@@ -195,7 +195,7 @@ class TurnkitSide:
         self.optimizer = torch.optim.AdamW(params, lr=self.cfg.lr, weight_decay=self.cfg.weight_decay)
         self.envs = [
             TimedEnv(gymnasium.make(ENV, split=self.cfg.split, **self.cfg.env_kwargs))
-            for _ in range(self.cfg.group_size * self.cfg.groups_per_step)
+            for _ in range(self.cfg.grpo.group_size * self.cfg.groups_per_step)
         ]
         self.chat = token_exact_chat(self.policy, self.cfg)
         self.profiled = profiled

@@ -17,7 +17,7 @@ from turnkit.critics.afd import (
     collate_samples,
     turn_samples,
 )
-from turnkit.critics.base import Critic, LearnedCritic, score_all
+from turnkit.critics.base import Critic, StatefulCritic, score_all
 from turnkit.errors import ConfigError, DataError
 from turnkit.learners.irl import discriminator_reward
 from turnkit.models.tiny import TinyModelConfig, build_tiny_model, build_tiny_tokenizer
@@ -133,9 +133,10 @@ def test_out_of_vocabulary_ids_are_a_data_error(lm):
 # ---------------------------------------------------------------------------------------------- AfDCritic
 
 
-def test_afd_critic_is_a_learned_critic(tok, lm):
+def test_afd_critic_is_a_frozen_critic_in_training(tok, lm):
+    """Trained offline (``fit``), frozen in a run: no per-batch update, so no state in the run's checkpoints."""
     critic = AfDCritic(RewardModel.from_causal_lm(lm), tok)
-    assert isinstance(critic, Critic) and isinstance(critic, LearnedCritic) and critic.name == "afd"
+    assert isinstance(critic, Critic) and not isinstance(critic, StatefulCritic) and critic.name == "afd"
 
 
 def test_afd_reward_is_the_reward_model_logit_per_turn(tok, lm):

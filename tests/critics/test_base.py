@@ -6,7 +6,15 @@ import math
 
 import pytest
 
-from turnkit.critics.base import Critic, CriticResult, LearnedCritic, WeightedSum, checked, critic_name, score_all
+from turnkit.critics.base import (
+    Critic,
+    CriticResult,
+    StatefulCritic,
+    WeightedSum,
+    checked,
+    critic_name,
+    score_all,
+)
 from turnkit.errors import ConfigError, CriticError
 from turnkit.types import AgentTurn, Step, Trajectory
 
@@ -43,13 +51,23 @@ def test_a_class_with_score_is_a_critic() -> None:
     assert not isinstance(object(), Critic)
 
 
-def test_learned_critic_needs_fit() -> None:
-    class Fit(Const):
-        def fit(self, trajectories, **kwargs):
+def test_a_stateful_critic_needs_update_save_and_load() -> None:
+    class Learns(Const):
+        def update(self, trajectories):
             return {"loss": 0.0}
 
-    assert isinstance(Fit((0.0,)), LearnedCritic)
-    assert not isinstance(Const((0.0,)), LearnedCritic)
+        def save(self, folder):
+            pass
+
+        def load(self, folder):
+            pass
+
+    class SavesOnly(Const):
+        def save(self, folder):
+            pass
+
+    assert isinstance(Learns((0.0,)), StatefulCritic)
+    assert not isinstance(SavesOnly((0.0,)), StatefulCritic) and not isinstance(Const((0.0,)), StatefulCritic)
 
 
 def test_result_total_sums_rewards() -> None:

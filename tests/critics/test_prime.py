@@ -9,7 +9,7 @@ import pytest
 import torch
 
 from turnkit.agents.hf import HFPolicy
-from turnkit.critics.base import Critic, LearnedCritic
+from turnkit.critics.base import Critic, StatefulCritic
 from turnkit.critics.prime import (
     ImplicitPRM,
     PrimeConfig,
@@ -150,7 +150,7 @@ def test_config_validation() -> None:
 
 def test_fresh_prm_gives_zero_rewards_and_is_a_learned_critic(tok) -> None:
     prm = ImplicitPRM(_policy(tok))
-    assert isinstance(prm, Critic) and isinstance(prm, LearnedCritic)
+    assert isinstance(prm, Critic) and isinstance(prm, StatefulCritic)
     assert prm.score(_traj([(60, 2), (61, 2)], True)).step_rewards == (0.0, 0.0)
 
 

@@ -16,6 +16,7 @@ import torch
 import turnkit
 from turnkit.agents.scripted import ScriptedAgent
 from turnkit.critics.base import WeightedSum
+from turnkit.critics.mrt import mrt_critic
 from turnkit.critics.progress import (
     ProgressCritic,
     ProgressVerifier,
@@ -26,7 +27,6 @@ from turnkit.critics.progress import (
     effective_rewards,
     force_answer,
     mean_normalized_regret,
-    mrt_critic,
     mrt_objective,
     normalized_regret,
     plot_regret,
@@ -37,6 +37,7 @@ from turnkit.critics.progress import (
     replay_snapshots,
 )
 from turnkit.critics.rules import OutcomeReward
+from turnkit.envs.core import TextEnv, Transition
 from turnkit.envs.pav_didactic.agents import ProverAgent
 from turnkit.envs.pav_didactic.env import PAVDidacticEnv
 from turnkit.envs.pav_didactic.prover import (
@@ -49,7 +50,7 @@ from turnkit.envs.pav_didactic.prover import (
 from turnkit.errors import ConfigError, CriticError
 from turnkit.learners.advantages import returns_to_go
 from turnkit.rollout.collect import collect_batch
-from turnkit.types import AgentTurn, ErrorCause, Message, Step, Trajectory, TrajectoryError
+from turnkit.types import AgentTurn, ErrorCause, Message, Step, Task, Trajectory, TrajectoryError
 
 # ---------------------------------------------------------------------------------------------- pure math
 
@@ -358,6 +359,63 @@ def test_replay_refuses_errored_trajectories() -> None:
     )
     with pytest.raises(CriticError, match="errored"):
         replay_snapshots(env, broken)
+
+
+class Fragile(TextEnv):
+    """One answer ends the episode ("win" succeeds); "boom" breaks the env (an infrastructure fault)."""
+
+    def generate_task(self, rng):
+        return Task("fragile", "Go.", {}, family="fragile")
+
+    def begin(self, task):
+        return task.prompt
+
+    def respond(self, action):
+        if action == "boom":
+            raise RuntimeError("the env broke")
+        if action == "think":
+            return Transition("Go on.", 0.0, False)
+        return Transition("Done.", float(action == "win"), True, {"success": action == "win"})
+
+
+class ByRank:
+    """Replies ``texts[rank % len(texts)]`` to the context at ``rank`` of each batch."""
+
+    uses_privileged = False
+
+    def __init__(self, *texts: str) -> None:
+        self.texts = texts
+
+    def act(self, contexts):
+        return [AgentTurn(self.texts[r % len(self.texts)]) for r in range(len(contexts))]
+
+
+def test_failed_branches_are_left_out_of_the_values_and_counted() -> None:
+    env = Fragile()
+    traj = turnkit.collect(env, ScriptedAgent(["think", "lose"]), seed=0)
+    values = RolloutValue(env, ByRank("win", "boom", "lose"), samples=3)
+    got = values.values(traj)
+    assert got.tolist() == [0.5, 0.5, 0.0]  # per point: one win, one loss, one failure left out; then the outcome
+    assert values.failed_branches == 2
+    assert {e.cause for e in values.branch_errors} == {ErrorCause.ENV}
+    assert all("the env broke" in e.message for e in values.branch_errors)
+    clean = RolloutValue(env, ByRank("win", "lose"), samples=2)
+    assert clean.values(traj).tolist() == [0.5, 0.5, 0.0] and clean.failed_branches == 0
+    values.close()
+
+
+def test_a_point_without_a_clean_branch_raises() -> None:
+    env = Fragile()
+    traj = turnkit.collect(env, ScriptedAgent(["lose"]), seed=0)
+    with pytest.raises(CriticError, match=r"every branch from step 0 .* env: step: RuntimeError: the env broke"):
+        RolloutValue(env, ByRank("boom"), samples=2).values(traj)
+
+    class Down:
+        def act(self, contexts):
+            raise TimeoutError("prover server down")
+
+    with pytest.raises(CriticError, match="agent: TimeoutError: prover server down"):
+        RolloutValue(env, Down(), samples=2).values(traj)
 
 
 class _Thinker:

@@ -10,7 +10,7 @@ import pytest
 import torch
 
 from turnkit.agents.hf import HFPolicy, chat_prompt_ids
-from turnkit.critics.base import Critic, LearnedCritic, score_all
+from turnkit.critics.base import Critic, StatefulCritic, score_all
 from turnkit.critics.sweet import (
     SweetConfig,
     SweetCritic,
@@ -214,7 +214,7 @@ def test_critic_missing_reference_is_a_critic_error(tok) -> None:
 
 def test_fresh_critic_gives_zero_advantage_and_is_a_learned_critic(tok) -> None:
     critic = SweetCritic(_policy(tok))
-    assert isinstance(critic, Critic) and isinstance(critic, LearnedCritic)
+    assert isinstance(critic, Critic) and isinstance(critic, StatefulCritic)
     result = score_all(critic, [_traj("1", "3", ["ANSWER: 1", "ANSWER: 3"], 1.0)])[0]
     assert result.step_rewards == (0.0, 0.0)
 

@@ -67,7 +67,7 @@ def test_an_update_on_cuda_matches_the_cpu(tokenizer: PreTrainedTokenizerFast) -
     assert gpu.device.type == "cuda"
     cpu_logp, gpu_logp = (p.sequence_logprobs([prompt], [good])[0] for p in (cpu, gpu))
     assert torch.allclose(gpu_logp.cpu(), cpu_logp, atol=1e-5)
-    cfg = TrainConfig(group_size=2)
+    cfg = TrainConfig(grpo={"group_size": 2})
     results = [update(p, torch.optim.SGD(p.model.parameters(), lr=0.5), trajs, cfg) for p in (cpu, gpu)]
     assert results[0]["optimizer_steps"] == results[1]["optimizer_steps"] == 1
     assert results[1]["loss"] == pytest.approx(results[0]["loss"], rel=1e-4, abs=1e-6)
@@ -83,7 +83,7 @@ CUDA = pytest.param("cuda", marks=CUDA_MARKS)
 
 def device_run(out: Path, steps: int, device: str, critic: str | None) -> TrainConfig:
     return TrainConfig(
-        env_id=LETTER_ENV, env_kwargs={}, steps=steps, group_size=4, groups_per_step=2, max_new_tokens=6, lr=1e-3,
+        env_id=LETTER_ENV, env_kwargs={}, steps=steps, grpo={"group_size": 4}, groups_per_step=2, max_new_tokens=6, lr=1e-3,
         checkpoint_every=1, out_dir=str(out), seed=5, device=device, critic=critic, critic_samples=2,
         critic_best_of=2, critic_fit_steps=2, critic_reference_key="",
     )  # fmt: skip

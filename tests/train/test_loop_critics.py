@@ -32,9 +32,18 @@ class Shouty:
 
 
 def make(context):
-    assert context.config.critic_parts()[0][0] == "my_critics:make"
+    assert context.seed == 3 and context.max_new_tokens == 6
     return Shouty()
 '''
+
+
+SMALL_CRITIC = {
+    "mrt": {"samples": 2},
+    "pav": {"samples": 2, "best_of": 2},
+    "prime": {},
+    "sweet": {"steps": 2, "reference_key": None},
+}
+"""Each built-in critic at test size (few samples, few critic steps; the test env has no privileged answer)."""
 
 
 @pytest.fixture(scope="module")
@@ -43,9 +52,8 @@ def model_dir(tokenizer: PreTrainedTokenizerFast, tmp_path_factory: pytest.TempP
 
 
 def run_train(model_dir: Path, out: Path, *sets: str, resume: bool = False) -> list[dict]:
-    base = [f"model={model_dir}", f"env_id={LETTER_ENV}", "env_kwargs={}", "steps=2", "group_size=4",
-            "groups_per_step=2", "max_new_tokens=6", "lr=1e-3", "checkpoint_every=1", "critic_samples=2",
-            "critic_best_of=2", "critic_fit_steps=2", "critic_reference_key=", "seed=3"]  # fmt: skip
+    base = [f"model={model_dir}", f"env_id={LETTER_ENV}", "env_kwargs={}", "steps=2", "grpo.group_size=4",
+            "groups_per_step=2", "max_new_tokens=6", "lr=1e-3", "checkpoint_every=1", "seed=3"]  # fmt: skip
     argv = ["train", "--out", str(out), "--quiet", "--threads", "1"]
     for item in [*base, *sets] if not resume else sets:
         argv += ["--set", item]
@@ -63,7 +71,7 @@ def run_train(model_dir: Path, out: Path, *sets: str, resume: bool = False) -> l
     ],
 )
 def test_each_builtin_critic_trains_a_few_steps(model_dir: Path, tmp_path: Path, critic: str, keys: list[str]) -> None:
-    records = run_train(model_dir, tmp_path / critic, f"critic={critic}")
+    records = run_train(model_dir, tmp_path / critic, f"critic={json.dumps({critic: SMALL_CRITIC[critic]})}")
     assert len(records) == 2
     for record in records:
         assert all(k in record for k in keys), sorted(k for k in record if "/" in k)
@@ -77,7 +85,8 @@ def test_each_builtin_critic_trains_a_few_steps(model_dir: Path, tmp_path: Path,
 
 def test_the_learned_critics_really_update(model_dir: Path, tmp_path: Path) -> None:
     """PRIME fits on groups with mixed outcomes and SWEET on pairs with different rewards: both take steps."""
-    records = run_train(model_dir, tmp_path / "both", 'critic={"prime": 1.0, "sweet": 0.5}', "steps=2")
+    table = {"prime": {"weight": 1.0}, "sweet": {"weight": 0.5, **SMALL_CRITIC["sweet"]}}
+    records = run_train(model_dir, tmp_path / "both", f"critic={json.dumps(table)}", "steps=2")
     assert any(r["prime/prm_kept"] > 0 and "prime/prm_loss" in r for r in records)
     assert any(r.get("sweet/pairs", 0) > 0 and "sweet/loss" in r for r in records)
     first = torch.load(tmp_path / "both/checkpoints/step-000001/critics/prime/optimizer.pt")
@@ -86,7 +95,8 @@ def test_the_learned_critics_really_update(model_dir: Path, tmp_path: Path) -> N
 
 
 def test_a_weighted_sum_adds_each_critic_times_its_weight(model_dir: Path, tmp_path: Path) -> None:
-    records = run_train(model_dir, tmp_path / "sum", 'critic={"mrt": 0.5, "pav": 2.0}')
+    table = {"mrt": {"weight": 0.5, **SMALL_CRITIC["mrt"]}, "pav": {"weight": 2.0, **SMALL_CRITIC["pav"]}}
+    records = run_train(model_dir, tmp_path / "sum", f"critic={json.dumps(table)}")
     for r in records:
         total = r["env/total"] + r["mrt/total"] + r["pav/total"]
         assert r["critic_reward_mean"] == pytest.approx(total)
@@ -96,7 +106,7 @@ def test_a_weighted_sum_adds_each_critic_times_its_weight(model_dir: Path, tmp_p
 
 def test_a_judge_over_http_scores_the_episodes(model_dir: Path, tmp_path: Path) -> None:
     with AgentServer(ScriptedAgent(["Fine work. SCORE: 7"]), model_name="judge") as server:
-        records = run_train(model_dir, tmp_path / "judge", "critic=judge", f"judge_url={server.base_url}")
+        records = run_train(model_dir, tmp_path / "judge", "critic=judge", f"critic.judge.url={server.base_url}")
     for r in records:
         assert r["judge/judge_score"] == 7.0 and r["judge/malformed"] == 0.0
         assert r["judge/total"] == pytest.approx(0.7)
@@ -108,7 +118,7 @@ def test_a_module_callable_factory_is_a_critic(
     (tmp_path / "plugins").mkdir()
     (tmp_path / "plugins" / "my_critics.py").write_text(FACTORY_MODULE)
     monkeypatch.syspath_prepend(str(tmp_path / "plugins"))
-    records = run_train(model_dir, tmp_path / "own", "critic=my_critics:make", "critic_weight=2")
+    records = run_train(model_dir, tmp_path / "own", "critic.my_critics:make.weight=2")
     assert all(r["my_critics:make/total"] == pytest.approx(2 * r["my_critics:make/upper"]) for r in records)
 
 
@@ -120,7 +130,7 @@ def test_an_unloadable_factory_is_named(model_dir: Path, tmp_path: Path, capsys:
 
 def test_a_judge_without_url_is_a_config_error(model_dir: Path, tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
     assert main(["train", "--out", str(tmp_path), "--set", f"model={model_dir}", "--set", "critic=judge"]) == 2
-    assert "critic=judge needs judge_url" in capsys.readouterr().err
+    assert "critic.judge needs url" in capsys.readouterr().err
 
 
 def test_resume_with_no_flags_continues_a_learned_critic_exactly(model_dir: Path, tmp_path: Path) -> None:

@@ -19,19 +19,19 @@ def test_tensorboard_run_writes_the_logged_scalars(tokenizer: PreTrainedTokenize
     from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
     cfg = TrainConfig(
-        env_id=LETTER_ENV, env_kwargs={}, steps=1, group_size=2, groups_per_step=2, max_new_tokens=4,
+        env_id=LETTER_ENV, env_kwargs={}, steps=1, grpo={"group_size": 2}, groups_per_step=2, max_new_tokens=4,
         tensorboard=True, out_dir=str(tmp_path),
     )  # fmt: skip
     train(cfg, policy=make_policy(tokenizer, max_new_tokens=4), progress=False)
 
     assert list((tmp_path / "tb").glob("events.out.tfevents.*")), "no TensorBoard event file under out_dir/tb"
-    (record,) = read_metrics(tmp_path / "metrics.jsonl")
+    (record) = read_metrics(tmp_path / "metrics.jsonl")
     events = EventAccumulator(str(tmp_path / "tb"))
     events.Reload()
     scalars = set(events.Tags()["scalars"])
     assert {"reward_mean", "success_rate", "loss"} <= scalars
     assert "step" not in scalars
-    (point,) = events.Scalars("reward_mean")
+    (point) = events.Scalars("reward_mean")
     assert point.step == 1
     assert point.value == pytest.approx(record["reward_mean"], rel=1e-6, abs=1e-7)
 

@@ -26,7 +26,7 @@ def iqlearn_config(args: argparse.Namespace) -> Any:
     from pathlib import Path
 
     from turnkit.errors import ConfigError
-    from turnkit.train.config import apply_overrides, load_config
+    from turnkit.configs import apply_overrides, load_config
     from turnkit.train.iqlearn import IQLearnConfig
 
     overrides = list(args.overrides) + ([f"out_dir={args.out}"] if args.out else [])

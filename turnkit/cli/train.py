@@ -30,13 +30,14 @@ def run_config(args: argparse.Namespace) -> Any:
     """
     from pathlib import Path
 
+    from turnkit.configs import apply_overrides, load_config
     from turnkit.errors import ConfigError
-    from turnkit.train.config import TrainConfig, apply_overrides, load_config
+    from turnkit.train.config import TrainConfig
 
     overrides = list(args.overrides)
     if args.out:
         overrides.append(f"out_dir={args.out}")
-    cfg = apply_overrides(load_config(args.config) if args.config else TrainConfig(), overrides)
+    cfg = apply_overrides(load_config(args.config, TrainConfig) if args.config else TrainConfig(), overrides)
     saved = Path(cfg.out_dir) / "config.json"
     if not (args.resume and saved.is_file()):
         return cfg
@@ -44,7 +45,7 @@ def run_config(args: argparse.Namespace) -> Any:
         raise ConfigError(
             f"--resume reads the run's saved config {saved}; drop --config (use --set to change what may change)"
         )
-    return apply_overrides(load_config(saved), overrides)
+    return apply_overrides(load_config(saved, TrainConfig), overrides)
 
 
 def cmd_train(args: argparse.Namespace) -> int:
@@ -80,7 +81,7 @@ def eval_line(record: dict[str, Any], what: str = "held-out success") -> str:
 
 def cmd_quickstart(args: argparse.Namespace) -> int:
     """SFT start policy -> held-out eval -> GRPO -> held-out eval, with a before/after table and plot."""
-    from turnkit.train.config import apply_overrides
+    from turnkit.configs import apply_overrides
     from turnkit.train.quickstart import QuickstartConfig, quickstart_train_config, run_quickstart, run_seeds
 
     qcfg = QuickstartConfig(

@@ -54,10 +54,12 @@ import torch
 from torch import Tensor
 from transformers import AutoModelForSequenceClassification, AutoTokenizer, PreTrainedModel, PreTrainedTokenizerBase
 
+from turnkit import configs
 from turnkit.agents.hf import HFPolicy
-from turnkit.critics.base import CriticResult
+from turnkit.critics.base import CriticContext, CriticResult
 from turnkit.errors import ConfigError, DataError
 from turnkit.learners.irl import closed_form_reward, discriminator_loss, discriminator_reward
+from turnkit.learners.optim import optimizer_step
 from turnkit.rollout.demos import turn_token_ids
 from turnkit.types import Trajectory
 
@@ -491,10 +493,7 @@ class AfDCritic:
             batch = draw("pos", pos) + draw("neg", neg)
             logits = self.reward_model.score_samples(batch, batch_size=len(batch), grad=True)
             loss, _ = discriminator_loss(logits[:half], logits[half:])
-            optimizer.zero_grad(set_to_none=True)
-            loss.backward()
-            torch.nn.utils.clip_grad_norm_(params, cfg.max_grad_norm)
-            optimizer.step()
+            optimizer_step(optimizer, params, loss, max_grad_norm=cfg.max_grad_norm)
             losses.append(loss.item())
         self.reward_model.eval()
         final_loss, metrics = discriminator_loss(self.logits(pos), self.logits(neg))
@@ -581,3 +580,40 @@ def _results(per_traj: Sequence[Sequence[Sample]], rewards: Tensor) -> list[Crit
         start += len(ss)
         out.append(CriticResult(r, {"reward_mean": sum(r) / len(r) if r else 0.0}))
     return out
+
+
+@dataclass(frozen=True)
+class AfDCriticConfig:
+    """Keys of ``critic.afd`` in a run's config.
+
+    Example:
+        >>> AfDCriticConfig(model="runs/afd/rm/sft").model
+        'runs/afd/rm/sft'
+    """
+
+    model: str | None = None
+    """A reward-model folder written by ``turnkit afd --out DIR`` (``DIR/rm/<data>``; required to build it)."""
+
+    def __post_init__(self) -> None:
+        configs.check_str(self, "model", optional=True)
+
+
+Config = AfDCriticConfig
+"""The table keys of ``critic.afd`` (see :mod:`turnkit.critics.registry`)."""
+
+
+def from_context(ctx: CriticContext, config: AfDCriticConfig) -> AfDCritic:
+    """AfD's IRL reward model from a folder written by ``turnkit afd``; frozen.
+
+    Raises:
+        ConfigError: No ``model``, not a reward-model folder, or another tokenizer than the policy's.
+    """
+    if not config.model:
+        raise ConfigError("critic.afd needs model, a reward-model folder (turnkit afd --out DIR: DIR/rm/<data>)")
+    path = Path(config.model)
+    if not (path / "config.json").is_file():
+        raise ConfigError(f"critic.afd model {path} is not a reward-model folder (no config.json)")
+    critic = AfDCritic.load(path)
+    if critic.tokenizer.get_vocab() != ctx.policy.tokenizer.get_vocab():
+        raise ConfigError(f"critic.afd model {path} has another tokenizer than the policy: it cannot score its ids")
+    return critic

@@ -8,7 +8,10 @@ hidden tests) read it from ``Trajectory.task`` only, never from observations or 
 
 * :class:`Critic`: ``score(trajectory) -> CriticResult``; a critic may also offer
   ``score_batch(trajectories)`` for batched model calls (:func:`score_all` uses it when present).
-* :class:`LearnedCritic`: a critic that is trained with ``fit(trajectories, **kwargs) -> metrics``.
+* :class:`StatefulCritic`: a critic that learns as training goes: ``update(trajectories) -> metrics`` on each
+  rollout batch, and ``save(folder)`` / ``load(folder)`` of its state for checkpoints.
+* :class:`CriticContext`: the narrow view of a run a critic is built from (``from_context`` of a critic module;
+  see :mod:`turnkit.critics.registry`).
 * :class:`WeightedSum`: ``Σ_i w_i · critic_i`` step by step, with each part's metrics kept under its name.
 
 Example:
@@ -29,12 +32,18 @@ Example:
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Protocol, runtime_checkable
+from pathlib import Path
+from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
 from turnkit.errors import ConfigError, CriticError
 from turnkit.types import Trajectory
+
+if TYPE_CHECKING:
+    import gymnasium
+
+    from turnkit.agents.hf import HFPolicy
 
 
 @dataclass(frozen=True)
@@ -69,12 +78,99 @@ class Critic(Protocol):
 
 
 @runtime_checkable
-class LearnedCritic(Critic, Protocol):
-    """A critic with parameters, trained on trajectories (labels come from the trajectories themselves)."""
+class StatefulCritic(Critic, Protocol):
+    """A critic that learns during training: an update per rollout batch, and its state in every checkpoint.
 
-    def fit(self, trajectories: Sequence[Trajectory], **kwargs: Any) -> Mapping[str, float]:
-        """Train on ``trajectories`` and return training metrics (e.g. the final loss)."""
+    The training loop scores a batch with the critic as it is, then calls :meth:`update` on the same batch
+    (PRIME's "single forward"), and keeps :meth:`save`'s files in each checkpoint so a resumed run continues
+    the critic where it stopped.
+    """
+
+    def update(self, trajectories: Sequence[Trajectory]) -> Mapping[str, float]:
+        """Learn from a batch of clean trajectories; return metrics (e.g. the critic's loss)."""
         ...
+
+    def save(self, folder: Path) -> None:
+        """Write the critic's state (weights, optimiser, counters) into an existing ``folder``."""
+        ...
+
+    def load(self, folder: Path) -> None:
+        """Restore what :meth:`save` wrote."""
+        ...
+
+
+@dataclass(frozen=True)
+class CriticContext:
+    """What a critic module's ``from_context(ctx, config)`` may build its critic from: nothing else of the run.
+
+    Attributes:
+        policy: The live policy (trained in place by the loop: read it, never update it).
+        start_policy: Returns a frozen copy of the start policy (built on first call; PAV's prover, the base
+            of PRIME's and SWEET's LoRA critics).
+        make_env: Makes a spare env of the run's kind, owned by the critic (for replay and branching).
+        seed: The run's seed (a critic config's ``seed`` defaults to it).
+        max_new_tokens: The policy's generation limit per turn.
+        max_turns: The run's turn limit (``None``: the env's own).
+
+    Example:
+        >>> ctx = CriticContext(policy=None, start_policy=lambda: None, make_env=lambda: None, seed=3)
+        >>> ctx.seed, ctx.token_budget
+        (3, 24)
+    """
+
+    policy: HFPolicy
+    start_policy: Callable[[], HFPolicy]
+    make_env: Callable[[], gymnasium.Env]
+    seed: int = 0
+    max_new_tokens: int = 24
+    max_turns: int | None = None
+
+    @classmethod
+    def from_policy(
+        cls,
+        policy: HFPolicy,
+        make_env: Callable[[], gymnasium.Env],
+        *,
+        seed: int = 0,
+        max_new_tokens: int = 24,
+        max_turns: int | None = None,
+    ) -> CriticContext:
+        """The context of a run training ``policy``; the start policy is a frozen copy taken on first use.
+
+        Build the critics before the policy gets its training adapter: the copy is of the policy as it is then.
+
+        Raises:
+            ConfigError: (on first use of ``start_policy``) the policy already has a LoRA adapter.
+        """
+        frozen: list[HFPolicy] = []
+
+        def start_policy() -> HFPolicy:
+            if not frozen:
+                frozen.append(_frozen_copy(policy))
+            return frozen[0]
+
+        return cls(policy, start_policy, make_env, seed, max_new_tokens, max_turns)
+
+    @property
+    def token_budget(self) -> int:
+        """Tokens an episode may generate: ``max_new_tokens x (max_turns or 1)`` (MRT's default ``C0``)."""
+        return self.max_new_tokens * (self.max_turns or 1)
+
+
+def _frozen_copy(policy: HFPolicy) -> HFPolicy:
+    """A copy of ``policy`` with frozen weights that samples as ``policy`` does now."""
+    import copy
+
+    from turnkit.agents.hf import HFPolicy
+
+    if policy.has_adapter:
+        raise ConfigError("the start policy has a LoRA adapter; merge it before training with this critic")
+    model = copy.deepcopy(policy.model).eval()
+    for p in model.parameters():
+        p.requires_grad_(False)
+    copied = HFPolicy(model, policy.tokenizer, max_batch_size=policy.max_batch_size)
+    copied.sampling = policy.sampling
+    return copied
 
 
 def critic_name(critic: object) -> str:

@@ -20,12 +20,17 @@ Example:
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
 
 import torch
 
+from turnkit import configs
 from turnkit.agents.hf import HFPolicy
-from turnkit.critics.base import CriticResult
+from turnkit.checkpoint import check_manifest, checkpoint_candidates
+from turnkit.critics.base import CriticContext, CriticResult
 from turnkit.errors import ConfigError, DataError
 from turnkit.learners.irl import extracted_rewards, token_q_values
 from turnkit.rollout.batch import TokenRow, collate
@@ -101,3 +106,62 @@ class IQLearnReward:
             CriticResult(tuple(turns), {"iqlearn_return": float(sum(turns))})
             for turns in self.turn_rewards(trajectories)
         ]
+
+
+def load_reward(path: str | Path, *, batch_size: int = 32) -> IQLearnReward:
+    """The learned reward of an IQLearn run folder, or of a plain HF model folder.
+
+    A run folder (``config.json`` + ``checkpoints/``) gives the reward of its newest intact checkpoint with the
+    run's ``gamma``; a model folder gets ``gamma = 0.99``.
+
+    Raises:
+        ConfigError: ``path`` is neither (the message says what was expected).
+    """
+    path = Path(path)
+    if (path / "checkpoints").is_dir() and (path / "config.json").is_file():
+        gamma = json.loads((path / "config.json").read_text(encoding="utf-8")).get("gamma", 0.99)
+        intact = [c for c in checkpoint_candidates(path) if check_manifest(c, required=False) is None]
+        if not intact or not (intact[0] / "model").is_dir():
+            raise ConfigError(f"IQLearn run {path} has no intact checkpoint with full model weights (model/)")
+        return IQLearnReward(HFPolicy.from_pretrained(intact[0] / "model"), gamma=gamma, batch_size=batch_size)
+    if (path / "config.json").is_file():
+        return IQLearnReward(HFPolicy.from_pretrained(path), batch_size=batch_size)
+    raise ConfigError(f"{path} is neither an IQLearn run folder (config.json + checkpoints/) nor an HF model folder")
+
+
+@dataclass(frozen=True)
+class IQLearnCriticConfig:
+    """Keys of ``critic.iqlearn`` in a run's config.
+
+    Example:
+        >>> IQLearnCriticConfig(model="runs/iqlearn").batch_size
+        32
+    """
+
+    model: str | None = None
+    """An IQLearn run folder (its newest intact checkpoint is used) or a model folder (required to build it)."""
+    batch_size: int = 32
+    """Turns scored per forward pass."""
+
+    def __post_init__(self) -> None:
+        configs.check_str(self, "model", optional=True)
+        configs.check_int(self, "batch_size")
+
+
+Config = IQLearnCriticConfig
+"""The table keys of ``critic.iqlearn`` (see :mod:`turnkit.critics.registry`)."""
+
+
+def from_context(ctx: CriticContext, config: IQLearnCriticConfig) -> IQLearnReward:
+    """IQLearn's extracted reward from a trained run, summed per turn; frozen.
+
+    Raises:
+        ConfigError: No ``model`` was given, or its tokenizer is not the policy's (it could not score its ids).
+    """
+    if not config.model:
+        raise ConfigError("critic.iqlearn needs model, the folder of an IQLearn run (turnkit iqlearn --out)")
+    critic = load_reward(config.model, batch_size=config.batch_size)
+    if critic.policy.tokenizer.get_vocab() != ctx.policy.tokenizer.get_vocab():
+        raise ConfigError(f"critic.iqlearn model {config.model} has another tokenizer than the policy: it cannot "
+                          "score its ids")  # fmt: skip
+    return critic

@@ -36,8 +36,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Literal
 
+from turnkit import configs
 from turnkit.agents.base import Agent, Context
-from turnkit.critics.base import CriticResult
+from turnkit.critics.base import CriticContext, CriticResult
 from turnkit.errors import ConfigError, CriticError
 from turnkit.types import Message, Trajectory
 
@@ -352,3 +353,57 @@ class JudgeCritic:
                 f"{self.name}: task {task.task_id!r} has no privileged {key!r} (keys: {sorted(task.privileged)})"
             )
         return str(task.privileged[key])
+
+
+@dataclass(frozen=True)
+class JudgeServerConfig:
+    """Keys of ``critic.judge`` in a run's config: where the judge model is served, and what it is shown.
+
+    In training the judge answers greedily with at most ``max_tokens`` tokens, scores each episode once (on its
+    last turn), and a malformed reply counts (``malformed`` metric) with reward ``malformed_reward``.
+
+    Example:
+        >>> JudgeServerConfig(url="http://127.0.0.1:8000/v1").model
+        'judge'
+    """
+
+    url: str | None = None
+    """OpenAI-compatible API root of the judge, e.g. ``http://127.0.0.1:8000/v1`` (required to build it)."""
+    model: str = "judge"
+    """The judge's served model name."""
+    reference_key: str | None = "answer"
+    """Key of ``Task.privileged`` shown to the judge as the reference (``None``: none)."""
+    max_tokens: int = 64
+    """Most tokens of one judge reply."""
+    malformed_reward: float = 0.0
+    """Reward of an episode whose judge reply cannot be read."""
+
+    def __post_init__(self) -> None:
+        configs.check_str(self, "url", optional=True)
+        configs.check_str(self, "model")
+        configs.check_str(self, "reference_key", optional=True)
+        configs.check_int(self, "max_tokens")
+        configs.check_float(self, "malformed_reward")
+
+
+Config = JudgeServerConfig
+"""The table keys of ``critic.judge`` (see :mod:`turnkit.critics.registry`)."""
+
+
+def from_context(ctx: CriticContext, config: JudgeServerConfig) -> JudgeCritic:
+    """An LLM judge over HTTP in a training run: greedy, one score per episode, malformed replies recorded.
+
+    Raises:
+        ConfigError: No ``url`` was given.
+    """
+    from turnkit.agents.openai import OpenAIAgent
+
+    if not config.url:
+        raise ConfigError("critic.judge needs url, the API root of an OpenAI-compatible judge server")
+    agent = OpenAIAgent(
+        config.url, config.model, temperature=0.0, max_tokens=config.max_tokens, seed=ctx.seed, token_ids=False
+    )
+    judge = JudgeConfig(
+        reference_key=config.reference_key, on_malformed="record", malformed_reward=config.malformed_reward
+    )
+    return JudgeCritic(agent, judge)

@@ -44,6 +44,7 @@ import time
 from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import torch
@@ -51,10 +52,11 @@ import torch.nn.functional as F
 from torch import Tensor
 
 from turnkit.agents.hf import HFPolicy
-from turnkit.critics.base import CriticResult
+from turnkit.critics.base import CriticContext, CriticResult
 from turnkit.errors import ConfigError, DataError
 from turnkit.learners.advantages import prime_advantages
 from turnkit.learners.grpo import GRPOConfig, policy_loss
+from turnkit.learners.optim import optimizer_step
 from turnkit.rollout.batch import TokenRow, collate, gather_token_logprobs
 from turnkit.types import Trajectory
 
@@ -310,12 +312,46 @@ class ImplicitPRM:
         return self.score_batch([trajectory])[0]
 
     def score_batch(self, trajectories: Sequence[Trajectory]) -> list[CriticResult]:
-        """Summed implicit rewards per turn, batched over trajectories."""
+        """Summed implicit rewards per turn, batched over trajectories.
+
+        Metrics: ``implicit_return`` (per episode) and ``rank_acc``, the PRM's within-group ranking of correct
+        over incorrect episodes of this batch (``nan`` without such pairs).
+        """
         out = []
         for turns in self.token_rewards(trajectories):
             per_turn = tuple(float(r.sum()) for r in turns)
             out.append(CriticResult(per_turn, {"implicit_return": float(sum(per_turn))}))
+        acc, _ = group_ranking_accuracy(
+            [r.total for r in out], [float(t.success) for t in trajectories], [_group(t) for t in trajectories]
+        )
+        return [CriticResult(r.step_rewards, {**r.metrics, "rank_acc": acc}) for r in out]
+
+    def update(self, trajectories: Sequence[Trajectory]) -> dict[str, float]:
+        """One BCE pass over the episodes of the batch's informative groups (PRIME's accuracy filter).
+
+        Returns:
+            ``prm_kept`` (share of episodes in groups with accuracy in ``[acc_low, acc_high]``) and, when any
+            were kept, the :meth:`fit` metrics.
+        """
+        keep = accuracy_filter(
+            [float(t.success) for t in trajectories], [_group(t) for t in trajectories], low=self.config.acc_low,
+            high=self.config.acc_high,
+        )  # fmt: skip
+        kept = [t for t, k in zip(trajectories, keep, strict=True) if k]
+        out = {"prm_kept": len(kept) / max(len(trajectories), 1)}
+        if kept:
+            out.update(self.fit(kept))
         return out
+
+    def save(self, folder: Path) -> None:
+        """Write the PRM's adapter and optimizer state into ``folder``."""
+        self.prm.save_adapter(folder / "adapter")
+        torch.save(self.optimizer.state_dict(), folder / "optimizer.pt")
+
+    def load(self, folder: Path) -> None:
+        """Restore what :meth:`save` wrote."""
+        self.prm.load_adapter(folder / "adapter")
+        self.optimizer.load_state_dict(torch.load(folder / "optimizer.pt", map_location=self.prm.device))
 
     def fit(self, trajectories: Sequence[Trajectory], *, labels: Sequence[float] | None = None) -> dict[str, float]:
         """One pass of the BCE loss over ``trajectories`` in ``prm_minibatches`` steps.
@@ -353,14 +389,24 @@ class ImplicitPRM:
             ref_lp, _ = _pad([base_by_traj[i] for i in idx])
             outcome = torch.tensor([labels[i] for i in idx], device=prm_lp.device)
             loss, metrics = prm_bce_loss(prm_lp, ref_lp.to(prm_lp.device), mask, outcome, beta=self.config.beta)
-            self.optimizer.zero_grad(set_to_none=True)
-            loss.backward()
-            torch.nn.utils.clip_grad_norm_(self._params, self.config.max_grad_norm)
-            self.optimizer.step()
+            optimizer_step(self.optimizer, self._params, loss, max_grad_norm=self.config.max_grad_norm)
             for key, value in metrics.items():
                 sums[key] += value * len(idx) / n
         self.prm.model.eval()
         return {f"prm_{k}": v for k, v in sums.items()}
+
+
+def _group(trajectory: Trajectory) -> Any:
+    return trajectory.group if trajectory.group is not None else (trajectory.env_id, trajectory.seed)
+
+
+Config = PrimeConfig
+"""The table keys of ``critic.prime`` (see :mod:`turnkit.critics.registry`); ``seed`` defaults to the run's."""
+
+
+def from_context(ctx: CriticContext, config: PrimeConfig) -> ImplicitPRM:
+    """PRIME in a training run: a PRM started from a LoRA copy of the start policy (its base is ``π_ref``)."""
+    return ImplicitPRM.from_policy(ctx.start_policy(), config)
 
 
 def _pad(rows: Sequence[Tensor]) -> tuple[Tensor, Tensor]:
@@ -522,10 +568,7 @@ def _policy_step(
         logp = gather_token_logprobs(logits, mb.input_ids, mb.loss_mask, temperature=temperature)
         assert mb.old_logprobs is not None  # policy_rows always sets them
         loss, m = policy_loss(logp, mb.old_logprobs, mb.advantages, mb.loss_mask, grpo)
-        optimizer.zero_grad(set_to_none=True)
-        loss.backward()
-        torch.nn.utils.clip_grad_norm_(params, cfg.max_grad_norm)
-        optimizer.step()
+        optimizer_step(optimizer, params, loss, max_grad_norm=cfg.max_grad_norm)
         w = m.pop("num_tokens")
         for key, value in m.items():
             sums[f"policy_{key}"] += w * value

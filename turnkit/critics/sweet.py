@@ -47,6 +47,7 @@ import time
 from collections import defaultdict
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -56,8 +57,9 @@ from torch import Tensor
 
 from turnkit.agents.base import Context
 from turnkit.agents.hf import HFPolicy, chat_prompt_ids
-from turnkit.critics.base import CriticResult
+from turnkit.critics.base import CriticContext, CriticResult
 from turnkit.errors import ConfigError, CriticError, DataError
+from turnkit.learners.optim import optimizer_step
 from turnkit.rollout.demos import completion_ids, turn_messages
 from turnkit.search.pairs import PreferencePair
 from turnkit.types import AgentTurn, Message, Task, Trajectory
@@ -353,6 +355,7 @@ class SweetCritic:
         self.config = config or SweetConfig()
         self.critic = critic
         self._adamw: torch.optim.Optimizer | None = None
+        self._updates = 0
         if not critic.has_adapter:
             cfg = self.config
             critic.attach_lora(r=cfg.lora_r, alpha=cfg.lora_alpha, target_modules=cfg.lora_targets, seed=cfg.seed)
@@ -543,10 +546,7 @@ class SweetCritic:
                 order.extend(rng.permutation(len(pairs)).tolist())
             batch, order = [pairs[k] for k in order[: cfg.batch_size]], order[cfg.batch_size :]
             loss, metrics = self._pair_loss(batch, segments, ref)
-            optimizer.zero_grad(set_to_none=True)
-            loss.backward()
-            torch.nn.utils.clip_grad_norm_(params, cfg.max_grad_norm)
-            optimizer.step()
+            optimizer_step(optimizer, params, loss, max_grad_norm=cfg.max_grad_norm)
             history.append(metrics)
         self.critic.model.eval()
         tail = history[-max(1, total // 10) :]
@@ -556,6 +556,31 @@ class SweetCritic:
             "accuracy": sum(h["accuracy"] for h in tail) / len(tail),
             "seconds": time.perf_counter() - t0,
         }
+
+    def update(self, trajectories: Sequence[Trajectory]) -> dict[str, float]:
+        """Training-loop update: ``config.steps`` Bradley–Terry steps on the batch's same-task pairs.
+
+        Each update draws a fresh pair order (seeded by ``config.seed`` and the update count). A batch without a
+        same-task pair of different rewards leaves the critic as it is (``pairs`` 0).
+        """
+        self._updates += 1
+        seed = self.config.seed * 1_000_003 + self._updates
+        if not self.pairs(trajectories, np.random.default_rng(seed)):
+            return {"pairs": 0.0}
+        fit = self.fit(trajectories, seed=seed)
+        return {k: v for k, v in fit.items() if k != "seconds"}
+
+    def save(self, folder: Path) -> None:
+        """Write the critic's adapter, optimizer state and update count into ``folder``."""
+        self.critic.save_adapter(folder / "adapter")
+        torch.save({"optimizer": self.optimizer_state(), "updates": self._updates}, folder / "optimizer.pt")
+
+    def load(self, folder: Path) -> None:
+        """Restore what :meth:`save` wrote."""
+        self.critic.load_adapter(folder / "adapter")
+        state = torch.load(folder / "optimizer.pt", map_location=self.critic.device)
+        self.load_optimizer_state(state["optimizer"])
+        self._updates = int(state["updates"])
 
     def _optimizer(self) -> torch.optim.Optimizer:
         if self._adamw is None:
@@ -674,3 +699,15 @@ def sweet_pairs(
                 )
             )
     return out
+
+
+Config = SweetConfig
+"""The table keys of ``critic.sweet`` (see :mod:`turnkit.critics.registry`); ``seed`` defaults to the run's."""
+
+LOOP_DEFAULTS = {"steps": 4, "require_success": None}
+"""Inside training: 4 critic steps per rollout batch, and pairs from every task with two different rewards."""
+
+
+def from_context(ctx: CriticContext, config: SweetConfig) -> SweetCritic:
+    """SWEET-RL in a training run: a LoRA copy of the start policy that reads the task's privileged reference."""
+    return SweetCritic.from_policy(ctx.start_policy(), config)

@@ -1,4 +1,4 @@
-"""The critic hook of the GRPO loop: dense per-turn critic rewards replace env rewards in the advantages."""
+"""Critics in the GRPO loop: dense per-turn critic rewards replace env rewards in the advantages."""
 
 from __future__ import annotations
 
@@ -15,13 +15,15 @@ from transformers import PreTrainedTokenizerFast
 
 from turnkit.agents.hf import HFPolicy, chat_prompt_ids
 from turnkit.agents.scripted import ScriptedAgent
+from turnkit.checkpoint import MANIFEST
+from turnkit.configs import apply_overrides
+from turnkit.critics.base import CriticContext
+from turnkit.critics.registry import CriticSet, build_critics, critic_rewards
 from turnkit.envs.core import TextEnv, Transition
 from turnkit.errors import ConfigError
 from turnkit.rollout.demos import completion_ids
 from turnkit.train import loop
-from turnkit.checkpoint import MANIFEST
-from turnkit.train.config import TrainConfig, apply_overrides
-from turnkit.train.critic_hook import build_critics, critic_rewards
+from turnkit.train.config import TrainConfig
 from turnkit.train.loop import train, update
 from turnkit.train.metrics import read_metrics
 from turnkit.types import AgentTurn, ErrorCause, Message, Step, Task, Trajectory, TrajectoryError
@@ -84,34 +86,46 @@ def two_turn_trajectory(tokens: tuple[int, int]) -> Trajectory:
 
 
 @pytest.mark.parametrize(
-    ("change", "message"),
+    ("critic", "message"),
     [
-        ({"critic": "prm"}, r"TrainConfig\.critic: unknown critic 'prm'; use one of \['mrt', 'pav', 'prime'"),
-        ({"critic": "no_colon.module"}, r"unknown critic 'no_colon.module'"),
-        ({"critic": 1}, r"TrainConfig\.critic must be null, a critic name or a non-empty"),
-        ({"critic": {}}, r"TrainConfig\.critic must be null, a critic name or a non-empty"),
-        ({"critic": {"mrt": "x"}}, r"the weight of 'mrt' must be a finite number"),
-        ({"critic_best_of": 0}, r"TrainConfig\.critic_best_of must be an int >= 1"),
-        ({"critic_lr": 0.0}, r"TrainConfig\.critic_lr must be a finite number > 0"),
-        ({"critic_weight": float("nan")}, r"TrainConfig\.critic_weight must be a finite number"),
-        ({"critic_weight": True}, r"TrainConfig\.critic_weight"),
-        ({"critic_samples": 0}, r"TrainConfig\.critic_samples must be an int >= 1"),
-        ({"critic_temperature": 0.0}, r"TrainConfig\.critic_temperature must be a finite number > 0"),
-        ({"critic_budget": -4}, r"TrainConfig\.critic_budget must be a finite number > 0"),
-        ({"critic_force": None}, r"TrainConfig\.critic_force must be a string"),
+        ("prm", r"TrainConfig\.critic: unknown critic 'prm' \(did you mean 'prime'\?\); use one of \['afd'"),
+        ("no_colon.module", r"critic 'no_colon.module': cannot import no_colon.module"),
+        (1, r"TrainConfig\.critic must be a critic name or a table"),
+        ({"mrt": "x"}, r"TrainConfig\.critic\.mrt must be a weight or a table"),
+        ({"mrt": {"weight": True}}, r"TrainConfig\.critic\.mrt\.weight must be a finite number"),
+        ({"mrt": float("nan")}, r"TrainConfig\.critic\.mrt\.weight must be a finite number"),
+        ({"pav": {"best_of": 0}}, r"TrainConfig\.critic\.pav: PAVConfig\.best_of must be an int >= 1"),
+        ({"prime": {"prm_lr": 0.0}}, r"TrainConfig\.critic\.prime: PrimeConfig\.prm_lr must be"),
+        ({"mrt": {"samples": 0}}, r"TrainConfig\.critic\.mrt: MRTConfig\.samples must be an int >= 1"),
+        ({"mrt": {"temperature": 0.0}}, r"MRTConfig\.temperature must be a finite number > 0"),
+        ({"mrt": {"budget": -4}}, r"MRTConfig\.budget must be null or a finite number > 0"),
+        ({"mrt": {"force": None}}, r"MRTConfig\.force must be a string"),
+        ({"sweet": {"stepz": 2}}, r"unknown SweetConfig key 'stepz' \(did you mean 'steps'\?\)"),
+        ({"m:f": {"samples": 2}}, r"critic 'm:f': a 'module:callable' factory takes a weight only"),
     ],
 )
-def test_bad_critic_config_is_a_config_error(change: dict, message: str) -> None:
+def test_bad_critic_config_is_a_config_error(critic: Any, message: str) -> None:
     with pytest.raises(ConfigError, match=message):
-        TrainConfig(**{"critic": "mrt", **change})
+        TrainConfig(critic=critic)
 
 
 def test_critic_config_from_overrides_and_its_defaults() -> None:
-    cfg = apply_overrides(TrainConfig(), ["critic=mrt", "critic_weight=0.5", "critic_force="])
-    assert (cfg.critic, cfg.critic_weight, cfg.critic_force) == ("mrt", 0.5, "")
-    assert cfg.grpo_config().per_turn and not TrainConfig().grpo_config().per_turn
-    assert TrainConfig(max_new_tokens=10).regret_budget == 10.0
-    assert TrainConfig(max_new_tokens=10, max_turns=3, critic_budget=7).regret_budget == 7.0
+    cfg = apply_overrides(TrainConfig(), ["critic=mrt", "critic.mrt.weight=0.5", "critic.mrt.force="])
+    assert cfg.critic == {"mrt": {"weight": 0.5, "force": ""}}
+    assert cfg.loss_config().per_turn and not TrainConfig().loss_config().per_turn
+
+
+def context(**changes: Any) -> CriticContext:
+    """The critics' view of a run on the two-turn env, with a scripted stand-in for the live policy."""
+    base = CriticContext(ScriptedPolicy(), lambda: None, lambda: gymnasium.make(SECOND_TURN_ENV))  # type: ignore[arg-type]
+    return dataclasses.replace(base, **changes)
+
+
+def test_mrt_budget_defaults_to_the_episode_token_budget() -> None:
+    critics = build_critics({"mrt": {}}, context(max_new_tokens=10, max_turns=3))
+    assert isinstance(critics, CriticSet) and critics.parts[0][2].budget == 30.0
+    assert build_critics({"mrt": {"budget": 7}}, context()).parts[0][2].budget == 7.0
+    assert build_critics({}, context()) is None
 
 
 # ---------------------------------------------------------------------------------------------- the critic
@@ -119,9 +133,7 @@ def test_critic_config_from_overrides_and_its_defaults() -> None:
 
 def test_mrt_critic_rewards_are_env_reward_plus_alpha_progress() -> None:
     """J = [0, 1], outcome 1: progress p = [1, 0]; credit "advantage" rewards α(p_h − p_{h+1}) = [α, 0]."""
-    cfg = TrainConfig(env_id=SECOND_TURN_ENV, env_kwargs={}, critic="mrt", critic_weight=0.5, critic_samples=3,
-                      critic_budget=20, critic_force="")  # fmt: skip
-    critics = build_critics(cfg, ScriptedPolicy())  # type: ignore[arg-type]
+    critics = build_critics({"mrt": {"weight": 0.5, "samples": 3, "budget": 20, "force": ""}}, context())
     traj = two_turn_trajectory((4, 6))
     rewards, metrics = critics.rewards([traj])
     assert rewards == [(0.5, 1.0)]  # env [0, 1] + 0.5 x [1, 0]
@@ -132,8 +144,7 @@ def test_mrt_critic_rewards_are_env_reward_plus_alpha_progress() -> None:
 
 
 def test_errored_episodes_are_not_scored() -> None:
-    cfg = TrainConfig(env_id=SECOND_TURN_ENV, env_kwargs={}, critic="mrt", critic_samples=2, critic_force="")
-    critics = build_critics(cfg, ScriptedPolicy())  # type: ignore[arg-type]
+    critics = build_critics({"mrt": {"samples": 2, "force": ""}}, context())
     good = two_turn_trajectory((1, 1))
     bad = dataclasses.replace(good, error=TrajectoryError(ErrorCause.AGENT, "boom", 1))
     rewards, metrics = critic_rewards(critics.critic, [bad, good])
@@ -178,13 +189,13 @@ def test_critic_rewards_set_the_advantages_as_hand_computed(
     A − (−0.25) = [1.75, 1.25], B − 1.5 = [−1.75, −1.5]. Env rewards alone would give [1, 1], [−1, −1].
     """
     seen = captured_advantages(monkeypatch)
-    cfg = TrainConfig(group_size=2, estimator="rloo", lr=1e-3, critic="mrt")
+    cfg = TrainConfig(grpo={"group_size": 2, "estimator": "rloo"}, lr=1e-3, critic="mrt")
     policy = make_policy(tokenizer)
     update(policy, torch.optim.AdamW(policy.model.parameters(), lr=cfg.lr), two_turn_group(policy), cfg,
            turn_rewards=[(0.5, 1.0), (-0.25, 0.0)])  # fmt: skip
     policy = make_policy(tokenizer)
     update(policy, torch.optim.AdamW(policy.model.parameters(), lr=cfg.lr), two_turn_group(policy),
-           dataclasses.replace(cfg, critic=None))  # fmt: skip
+           dataclasses.replace(cfg, critic={}))  # fmt: skip
     assert [list(a) for a in seen[0]] == [[1.75, 1.25], [-1.75, -1.5]]
     assert [list(a) for a in seen[1]] == [[1.0, 1.0], [-1.0, -1.0]]
 
@@ -194,7 +205,7 @@ def test_grpo_with_critic_rewards_normalises_by_the_episode_returns(
 ) -> None:
     """GRPO: episode returns 1.5 and −0.25, mean 0.625, sample std 1.75/√2 (+ adv_eps 1e-6)."""
     seen = captured_advantages(monkeypatch)
-    cfg = TrainConfig(group_size=2, estimator="grpo", critic="mrt")
+    cfg = TrainConfig(grpo={"group_size": 2, "estimator": "grpo"}, critic="mrt")
     policy = make_policy(tokenizer)
     update(policy, torch.optim.AdamW(policy.model.parameters(), lr=1e-3), two_turn_group(policy), cfg,
            turn_rewards=[(0.5, 1.0), (-0.25, 0.0)])  # fmt: skip
@@ -207,9 +218,9 @@ def test_grpo_with_critic_rewards_normalises_by_the_episode_returns(
 
 
 def loop_config(out: Path, **changes: Any) -> TrainConfig:
-    base = TrainConfig(env_id=SECOND_TURN_ENV, env_kwargs={}, steps=2, group_size=2, groups_per_step=2,
-                       max_new_tokens=6, lr=1e-3, checkpoint_every=1, out_dir=str(out), seed=5,
-                       estimator="rloo")  # fmt: skip
+    base = TrainConfig(env_id=SECOND_TURN_ENV, env_kwargs={}, steps=2, grpo={"group_size": 2, "estimator": "rloo"},
+                       groups_per_step=2, max_new_tokens=6, lr=1e-3, checkpoint_every=1, out_dir=str(out),
+                       seed=5)  # fmt: skip
     return dataclasses.replace(base, **changes)
 
 
@@ -224,7 +235,7 @@ def test_train_feeds_critic_rewards_and_logs_its_metrics(
         return real(policy, optimizer, trajs, cfg, **kwargs)
 
     monkeypatch.setattr(loop, "update", spy)
-    cfg = loop_config(tmp_path, critic="mrt", critic_weight=0.5, critic_samples=2, critic_force="")
+    cfg = loop_config(tmp_path, critic={"mrt": {"weight": 0.5, "samples": 2, "force": ""}})
     train(cfg, policy=make_policy(tokenizer), progress=False)
     for trajs, rewards in seen:
         valid = [len(s.action.text.strip()) > 0 for t in trajs for s in t.steps]
@@ -249,10 +260,11 @@ def test_default_run_has_no_critic_and_old_checkpoints_resume(
     train(cfg, policy=make_policy(tokenizer), progress=False)
     record = read_metrics(tmp_path / "metrics.jsonl")[0]
     assert not any(k.startswith(("mrt/", "env/", "critic")) for k in record)
-    # a checkpoint written before the critic keys existed resumes as the same (critic-free) run
+    # a checkpoint written before the critic keys and the grpo table existed resumes as the same (critic-free) run
     state_path = tmp_path / "checkpoints" / "step-000001" / "state.json"
     state = json.loads(state_path.read_text())
-    state["config"] = {k: v for k, v in state["config"].items() if not k.startswith("critic")}
+    flat = {k: v for k, v in state["config"].items() if k not in ("critic", "grpo")}
+    state["config"] = {**flat, **{k: v for k, v in state["config"]["grpo"].items() if k != "max_tokens"}}
     state_path.write_text(json.dumps(state))
     (state_path.parent / MANIFEST).unlink()  # such checkpoints also predate the manifest (else: damaged, rightly)
     resumed = train(dataclasses.replace(cfg, steps=2), policy=make_policy(tokenizer), resume=True, progress=False)

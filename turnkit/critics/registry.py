@@ -1,0 +1,366 @@
+"""Critics by name: a run's critic table built into one per-turn reward, updates and checkpoint state.
+
+A run names its critics as a table, ``{name: {"weight": w, ...the critic's own keys}}`` (in TOML
+``[critic.mrt]`` with ``weight = 0.5`` and ``samples = 4``; on the command line ``--set critic.mrt.samples=4``).
+Shorthands: ``"mrt"`` is ``{"mrt": {"weight": 1.0}}``, ``{"mrt": 0.5}`` is ``{"mrt": {"weight": 0.5}}``.
+
+A name is a critic module: ``"mrt"`` is :mod:`turnkit.critics.mrt`, ``"mypkg.my_critic"`` a module of yours.
+A critic module is one room: it defines
+
+* ``Config``: a frozen dataclass of its table keys (validated by :mod:`turnkit.configs`; a ``seed`` key
+  defaults to the run's seed; optional ``LOOP_DEFAULTS``, a dict of defaults that differ inside training),
+* ``from_context(ctx: CriticContext, config: Config) -> Critic``: builds the critic from the narrow
+  :class:`~turnkit.critics.base.CriticContext`.
+
+A critic that also has ``update``/``save``/``load`` (:class:`~turnkit.critics.base.StatefulCritic`) learns on
+every rollout batch and keeps its state in every checkpoint. Adding a critic is adding one module and its test.
+A plain factory ``"module:callable"`` (``callable(ctx) -> Critic``) takes only a weight.
+
+Each step :meth:`CriticSet.rewards` scores the clean episodes of a rollout batch with
+
+``r_h = r_h^env + Σ_i w_i · r_h^{(i)}``
+
+before the policy update, then lets every stateful critic take its own update on the same batch.
+
+Example:
+    >>> normalize_table({"mrt": 0.5, "prime": {"prm_lr": 0.01}})
+    {'mrt': {'weight': 0.5}, 'prime': {'weight': 1.0, 'prm_lr': 0.01}}
+    >>> check_table({"mrt": {"samplez": 4}})
+    Traceback (most recent call last):
+    ...
+    turnkit.errors.ConfigError: critic.mrt: unknown MRTConfig key 'samplez' (did you mean 'samples'?)
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import importlib
+import math
+import pkgutil
+import time
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+import gymnasium
+
+from turnkit import configs
+from turnkit.critics.base import Critic, CriticContext, CriticResult, StatefulCritic, WeightedSum, score_all
+from turnkit.critics.rules import EnvReward
+from turnkit.errors import ConfigError
+from turnkit.types import Trajectory
+
+CriticTable = dict[str, dict[str, Any]]
+"""``{name: {"weight": w, ...options}}``, the normal form of a run's critics."""
+
+
+def built_in_critics() -> list[str]:
+    """Names of the critic modules shipped in :mod:`turnkit.critics` (modules that define ``from_context``).
+
+    Example:
+        >>> {"mrt", "pav", "prime", "sweet", "judge"} <= set(built_in_critics())
+        True
+    """
+    import turnkit.critics as package
+
+    names = []
+    for info in pkgutil.iter_modules(package.__path__):
+        source = Path(package.__path__[0]) / f"{info.name}.py"
+        if source.is_file() and "\ndef from_context(" in source.read_text(encoding="utf-8"):
+            names.append(info.name)
+    return sorted(names)
+
+
+def normalize_table(critic: str | Mapping[str, Any] | None) -> CriticTable:
+    """The table form of a critic setting (see the module docstring); shapes it cannot read raise.
+
+    Example:
+        >>> normalize_table("pav"), normalize_table(None)
+        ({'pav': {'weight': 1.0}}, {})
+    """
+    if critic is None:
+        return {}
+    if isinstance(critic, str):
+        return {critic: {"weight": 1.0}}
+    if not isinstance(critic, Mapping):
+        raise ConfigError(f"critic must be a critic name or a table {{name: {{weight, ...}}}}, got {critic!r}")
+    table: CriticTable = {}
+    for name, entry in critic.items():
+        if not isinstance(name, str) or not name:
+            raise ConfigError(f"critic: a critic name must be a non-empty string, got {name!r}")
+        if isinstance(entry, Mapping):
+            options = dict(entry)
+        elif isinstance(entry, (int, float)) and not isinstance(entry, bool):
+            options = {"weight": entry}
+        else:
+            raise ConfigError(f"critic.{name} must be a weight or a table of the critic's keys, got {entry!r}")
+        weight = options.pop("weight", 1.0)
+        if isinstance(weight, bool) or not isinstance(weight, (int, float)) or not math.isfinite(weight):
+            raise ConfigError(f"critic.{name}.weight must be a finite number, got {weight!r}")
+        table[name] = {"weight": float(weight), **options}
+    return table
+
+
+def _is_factory(name: str) -> bool:
+    module, sep, attr = name.partition(":")
+    return bool(sep and module and attr) and all(p.isidentifier() for p in (*module.split("."), *attr.split(".")))
+
+
+def critic_module(name: str) -> ModuleType:
+    """The module of critic ``name``: ``turnkit.critics.<name>`` for a built-in, else the dotted module itself.
+
+    Raises:
+        ConfigError: No such module, or it lacks ``Config`` and ``from_context``.
+
+    Example:
+        >>> critic_module("mrt").__name__
+        'turnkit.critics.mrt'
+    """
+    dotted = name if "." in name else f"turnkit.critics.{name}"
+    known = built_in_critics()
+    hint = f"use one of {known}, a module of yours with Config and from_context, or 'module:callable'"
+    if "." not in name and name not in known:
+        raise ConfigError(f"critic: unknown critic {name!r}{configs.suggest(name, known) or ''}; {hint}")
+    try:
+        module = importlib.import_module(dotted)
+    except ImportError as exc:
+        raise ConfigError(f"critic {name!r}: cannot import {dotted} ({exc}); {hint}") from exc
+    config, build = getattr(module, "Config", None), getattr(module, "from_context", None)
+    if not (dataclasses.is_dataclass(config) and callable(build)):
+        raise ConfigError(f"critic {name!r}: module {dotted} defines no Config dataclass and from_context(ctx, config)")
+    return module
+
+
+def critic_config(name: str, options: Mapping[str, Any], *, seed: int = 0) -> Any:
+    """The ``Config`` of critic ``name`` from its table keys (``weight`` excluded), with its training defaults.
+
+    Example:
+        >>> critic_config("mrt", {"samples": 2}).samples
+        2
+    """
+    module = critic_module(name)
+    fields = {f.name for f in dataclasses.fields(module.Config)}
+    data = {**getattr(module, "LOOP_DEFAULTS", {}), **({"seed": seed} if "seed" in fields else {}), **options}
+    return configs.from_dict(module.Config, data, source=f"critic.{name}")
+
+
+def check_table(critic: str | Mapping[str, Any] | None) -> CriticTable:
+    """Normalise a critic setting and validate every critic's keys; returns the table.
+
+    Raises:
+        ConfigError: An unknown critic or key, or an invalid value (naming ``critic.<name>``).
+    """
+    table = normalize_table(critic)
+    for name, options in table.items():
+        rest = {k: v for k, v in options.items() if k != "weight"}
+        if _is_factory(name):
+            if rest:
+                raise ConfigError(
+                    f"critic {name!r}: a 'module:callable' factory takes only a weight, not {sorted(rest)}"
+                )
+            continue
+        try:
+            critic_config(name, rest)
+        except ConfigError as exc:
+            message = str(exc)
+            raise ConfigError(message if message.startswith("critic") else f"critic.{name}: {message}") from exc
+    return table
+
+
+def load_factory(spec: str) -> Callable[[CriticContext], Critic]:
+    """Import ``"module:callable"`` (a dotted attribute path after the colon is allowed).
+
+    Raises:
+        ConfigError: The module cannot be imported or has no such attribute, or it is not callable.
+
+    Example:
+        >>> load_factory("turnkit.critics.mrt:from_context").__name__
+        'from_context'
+        >>> load_factory("turnkit.critics.mrt:nothing")
+        Traceback (most recent call last):
+        ...
+        turnkit.errors.ConfigError: critic 'turnkit.critics.mrt:nothing': module turnkit.critics.mrt has no \
+attribute 'nothing'
+    """
+    module_name, _, attr = spec.partition(":")
+    try:
+        target: Any = importlib.import_module(module_name)
+    except ImportError as exc:
+        raise ConfigError(f"critic {spec!r}: cannot import module {module_name!r} ({exc})") from exc
+    for part in attr.split("."):
+        if not hasattr(target, part):
+            raise ConfigError(f"critic {spec!r}: module {module_name} has no attribute {attr!r}")
+        target = getattr(target, part)
+    if not callable(target):
+        raise ConfigError(f"critic {spec!r} is not callable")
+    return target
+
+
+def build_critic(name: str, options: Mapping[str, Any], ctx: CriticContext) -> Critic:
+    """Build one critic of the table from the run's context.
+
+    Raises:
+        ConfigError: An unknown critic, invalid keys, or a critic that cannot be built for this run.
+    """
+    rest = {k: v for k, v in options.items() if k != "weight"}
+    if _is_factory(name):
+        critic = load_factory(name)(ctx)
+    else:
+        critic = critic_module(name).from_context(ctx, critic_config(name, rest, seed=ctx.seed))
+    if not callable(getattr(critic, "score", None)) and not callable(getattr(critic, "score_batch", None)):
+        raise ConfigError(f"critic {name!r}: the factory returned {type(critic).__name__}, which has no score()")
+    return critic
+
+
+class CriticSet:
+    """A run's critics and their weights: per-turn rewards for a batch, the learned updates, checkpoint state.
+
+    Args:
+        parts: ``(name, weight, critic)`` triples.
+        envs: Envs the critics own (closed by :meth:`close`).
+
+    Example:
+        >>> from turnkit.critics.rules import LengthPenalty
+        >>> from turnkit.types import AgentTurn, Step
+        >>> critics = CriticSet([("short", 0.5, LengthPenalty(per_unit=1.0, unit="words"))])
+        >>> traj = Trajectory("d", 0, (Step("q", AgentTurn("two words"), 1.0, True),))
+        >>> critics.rewards([traj])[0]  # 1.0 (env) + 0.5 x (-2)
+        [(0.0,)]
+    """
+
+    def __init__(self, parts: Sequence[tuple[str, float, Critic]], envs: Sequence[gymnasium.Env] = ()) -> None:
+        self.parts = list(parts)
+        self.envs = list(envs)
+        named: list[tuple[float, Critic]] = [(w, _Named(c, n)) for n, w, c in self.parts]
+        self.critic = WeightedSum([(1.0, EnvReward()), *named], name="critic")
+
+    def rewards(self, trajs: Sequence[Trajectory]) -> tuple[list[tuple[float, ...]], dict[str, float]]:
+        """Per-turn rewards of every episode (errored ones: zeros, they are masked), then the learned updates.
+
+        Returns:
+            ``(turn_rewards, metrics)``: each critic metric averaged over the clean episodes (``<name>/<metric>``),
+            ``critic_reward_mean`` (mean episode total), the stateful critics' update metrics
+            (``<name>/<metric>``), and ``critic_s`` (wall time of scoring and updates).
+        """
+        start = time.perf_counter()
+        rewards, metrics = critic_rewards(self.critic, trajs)
+        clean = [t for t in trajs if t.error is None]
+        for name, _, critic in self._stateful():
+            if clean:
+                metrics.update({f"{name}/{k}": float(v) for k, v in critic.update(clean).items()})
+        metrics["critic_s"] = time.perf_counter() - start
+        return rewards, metrics
+
+    def _stateful(self) -> list[tuple[str, float, StatefulCritic]]:
+        return [(n, w, c) for n, w, c in self.parts if isinstance(c, StatefulCritic)]
+
+    def stateful(self) -> list[str]:
+        """Folder names (under a checkpoint's ``critics/``) of the critics whose state a checkpoint keeps."""
+        return [_safe(name) for name, _, _ in self._stateful()]
+
+    def save(self, folder: Path) -> None:
+        """Write every stateful critic's state into ``folder/<name>/``."""
+        for name, _, critic in self._stateful():
+            (folder / _safe(name)).mkdir(parents=True, exist_ok=True)
+            critic.save(folder / _safe(name))
+
+    def load(self, folder: Path) -> None:
+        """Restore what :meth:`save` wrote (every stateful critic must be there)."""
+        for name, _, critic in self._stateful():
+            critic.load(folder / _safe(name))
+
+    def close(self) -> None:
+        """Close the critics (their branch pools) and the envs they were given."""
+        for _, _, critic in self.parts:
+            close = getattr(critic, "close", None)
+            if callable(close):
+                close()
+        for env in self.envs:
+            env.close()
+
+
+@dataclasses.dataclass(frozen=True)
+class _Named:
+    """A critic under the name its table gave it (metrics are kept as ``<name>/<metric>``)."""
+
+    critic: Any
+    name: str
+
+    def score(self, trajectory: Trajectory) -> CriticResult:
+        return self.score_batch([trajectory])[0]
+
+    def score_batch(self, trajectories: Sequence[Trajectory]) -> list[CriticResult]:
+        return score_all(self.critic, trajectories)
+
+
+def _safe(name: str) -> str:
+    return name.replace(":", "--").replace("/", "_")
+
+
+def build_critics(table: str | Mapping[str, Any] | None, ctx: CriticContext) -> CriticSet | None:
+    """The critics of a table (``None`` without any), built around the run's context.
+
+    Build them before the policy gets its training adapter: PRIME and SWEET copy the start policy.
+
+    Raises:
+        ConfigError: An unknown or unloadable critic, or a critic that cannot be built for this run.
+    """
+    parts = check_table(table)
+    if not parts:
+        return None
+    envs: list[gymnasium.Env] = []
+
+    def spare_env() -> gymnasium.Env:
+        env = ctx.make_env()
+        envs.append(env)
+        return env
+
+    owned = dataclasses.replace(ctx, make_env=spare_env)
+    built = [(name, options["weight"], build_critic(name, options, owned)) for name, options in parts.items()]
+    return CriticSet(built, envs)
+
+
+def critic_rewards(critic: Critic, trajs: Sequence[Trajectory]) -> tuple[list[tuple[float, ...]], dict[str, float]]:
+    """Score the clean episodes of a batch: per-turn rewards for every episode, and mean metrics.
+
+    Errored episodes are not scored (their advantages are masked anyway); they get zero rewards.
+
+    Returns:
+        ``(turn_rewards, metrics)``: one reward tuple per trajectory, and each critic metric averaged over
+        the clean episodes (``nan`` values are left out of the mean), plus ``critic_reward_mean``.
+
+    Example:
+        >>> from turnkit.types import AgentTurn, Step
+        >>> win = Trajectory("d", 0, (Step("q", AgentTurn("a"), 0.5, terminated=True),))
+        >>> rewards, metrics = critic_rewards(EnvReward(), [win])
+        >>> rewards, metrics["critic_reward_mean"]
+        ([(0.5,)], 0.5)
+    """
+    clean = [i for i, t in enumerate(trajs) if t.error is None]
+    results = score_all(critic, [trajs[i] for i in clean])
+    rewards: list[tuple[float, ...]] = [tuple(0.0 for _ in t.steps) for t in trajs]
+    sums: dict[str, list[float]] = {}
+    for i, result in zip(clean, results, strict=True):
+        rewards[i] = result.step_rewards
+        for key, value in result.metrics.items():
+            if value == value:  # not nan
+                sums.setdefault(key, []).append(float(value))
+    metrics = {key: sum(values) / len(values) for key, values in sums.items()}
+    metrics["critic_reward_mean"] = sum(r.total for r in results) / max(len(clean), 1)
+    return rewards, metrics
+
+
+__all__ = [
+    "CriticSet",
+    "CriticTable",
+    "build_critic",
+    "build_critics",
+    "built_in_critics",
+    "check_table",
+    "critic_config",
+    "critic_module",
+    "critic_rewards",
+    "load_factory",
+    "normalize_table",
+]
