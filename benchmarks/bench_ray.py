@@ -24,12 +24,16 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
+import platform
+import shlex
 import statistics
 import sys
 import threading
 import time
 from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from importlib import metadata
 from pathlib import Path
 from typing import Any
 
@@ -38,11 +42,35 @@ import gymnasium
 import turnkit  # noqa: F401  (registers the envs)
 from turnkit.agents.openai import OpenAIAgent
 from turnkit.distributed import EnvSpec, RayCollector, RayConfig
-from turnkit.provenance import machine_record
 from turnkit.rollout.collect import collect_batch
 
 MATH = "turnkit/MathEpisodes-v0"
 COLLAB = "turnkit/CollabCode-v0"
+
+
+def machine_record(command: list[str]) -> dict[str, Any]:
+    """Where the numbers came from: CPU, cores, Python and library versions, and the command (the benchmarks keep
+    their own record; the studies' fuller one, with torch's float path, is ``studies/common/provenance.py``)."""
+    try:
+        lines = Path("/proc/cpuinfo").read_text().splitlines()
+    except OSError:
+        lines = []
+    models = [line.split(":", 1)[1].strip() for line in lines if line.startswith("model name")]
+    cpu = models[0] if models else platform.processor() or "unknown"
+
+    def version(package: str) -> str | None:
+        try:
+            return metadata.version(package)
+        except metadata.PackageNotFoundError:
+            return None
+
+    return {
+        "cpu_model": cpu,
+        "cpu_count": os.cpu_count(),
+        "python": platform.python_version(),
+        **{name: version(name) for name in ("ray", "turnkit", "gymnasium")},
+        "command": shlex.join(command),
+    }
 
 
 class _Server(ThreadingHTTPServer):

@@ -28,9 +28,9 @@ import time
 from pathlib import Path
 from typing import Any
 
-from sweet_math import by_float_path, interval_line
+from common.provenance import write_result
+from common.tinymath import by_float_path, interval_line
 
-from turnkit.provenance import write_result
 from turnkit.stats import mean_ci
 from turnkit.train.quickstart import QuickstartConfig, run_quickstart
 

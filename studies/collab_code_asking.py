@@ -11,7 +11,7 @@ Run:  python studies/collab_code_asking.py --tasks 200
       python studies/collab_code_asking.py --tasks 200 --json > studies/results/collab_code_asking/results.json
 
 ``--json`` prints ``{"rows": [...], "machine": ..., "wall_s": ...}``: the rows with the machine record
-(:func:`turnkit.provenance.machine_record`) and the wall time. Files written before the record existed hold
+(:func:`common.provenance.machine_record`) and the wall time. Files written before the record existed hold
 the bare list of rows.
 """
 
@@ -23,9 +23,10 @@ import statistics
 import time
 from typing import Any
 
+from common.provenance import machine_record
+
 from turnkit.envs.collab_code.agents import AnswerAtOnceAgent, ClarifyingAgent
 from turnkit.envs.collab_code.env import CollabCodeEnv
-from turnkit.provenance import machine_record
 from turnkit.rollout.collect import collect_batch
 from turnkit.stats import mean_ci, wilson_interval
 

@@ -10,7 +10,7 @@ Two measurements on real Chromium renders (one shared browser):
   min and max, and the median visual and text parts.
 
 docs/envs/collab_design.md ("Reward", "Baselines") rests on these numbers. ``--json`` adds the machine record
-(:func:`turnkit.provenance.machine_record`) and the wall time (``machine``, ``wall_s``).
+(:func:`common.provenance.machine_record`) and the wall time (``machine``, ``wall_s``).
 
 Run:  python studies/collab_design_quality.py --tasks 200 --splits id
       python studies/collab_design_quality.py --tasks 200 --splits id --json \
@@ -26,6 +26,7 @@ import time
 
 import gymnasium
 import numpy as np
+from common.provenance import machine_record
 
 import turnkit
 from turnkit.agents.oracle import OracleAgent
@@ -34,7 +35,6 @@ from turnkit.envs.collab_design.baselines import FeedbackFollower
 from turnkit.envs.collab_design.generator import reference_html, sample_design
 from turnkit.envs.collab_design.perturb import perturbations
 from turnkit.envs.collab_design.score import DesignScore, design_score
-from turnkit.provenance import machine_record
 from turnkit.stats import mean_ci
 
 ENV_ID = "turnkit/CollabDesign-v0"

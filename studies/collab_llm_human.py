@@ -17,7 +17,7 @@ from 1,000,000 on):
     every reply equals the in-process one at temperature 0.
 
 Run: ``python studies/collab_llm_human.py --tasks 200 --http-tasks 50``
-(writes ``studies/results/collab_llm_human/results.json`` with :func:`turnkit.provenance.write_result`: the
+(writes ``studies/results/collab_llm_human/results.json`` with :func:`common.provenance.write_result`: the
 machine record under ``machine`` and the wall time, ``wall_s``).
 """
 
@@ -34,6 +34,7 @@ from typing import Any
 
 import numpy as np
 import torch
+from common.provenance import write_result
 
 import turnkit
 from turnkit.agents.openai import OpenAIAgent
@@ -46,7 +47,6 @@ from turnkit.envs.collab_code.human_eval import fact_scores, leaks, same_params_
 from turnkit.envs.collab_code.llm_human import LLMHuman
 from turnkit.models.recipe import model_folder
 from turnkit.models.tiny_human import DEFAULT_HUMAN_RECIPE, human_for, tiny_human_policy
-from turnkit.provenance import write_result
 from turnkit.stats import mean_ci, wilson_interval
 from turnkit.types import AgentTurn
 

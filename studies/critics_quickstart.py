@@ -22,7 +22,7 @@ at one turn (``results/critics_quickstart/unbounded/``, the metrics of those run
 
 Writes ``results.json`` (every run's before/after, the summary and the command) and ``critics.png`` under
 ``--out``, and each run's ``result.json`` under ``--runs``; every JSON carries the machine record that made it
-(``machine``, :func:`turnkit.provenance.write_result`) and its wall time (``wall_s``).
+(``machine``, :func:`common.provenance.write_result`) and its wall time (``wall_s``).
 
 Example::
 
@@ -45,8 +45,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-
-from turnkit.provenance import write_result
+from common.provenance import write_result
 
 ARMS: dict[str, str | None] = {"env": None, "mrt": "mrt", "pav": "pav", "prime": "prime"}
 

@@ -1,11 +1,11 @@
 """Alignment from Demonstrations on MathEpisodes: best-of-N with each IRL reward model and the closed-form baseline.
 
-Per seed, ``turnkit.train.afd.run_afd``: the embedded SFT policy and the same recipe stopped at 40 SFT steps (the
-"initial" policy) sample 512 single-attempt training tasks; one reward model per data choice (Init-SFT,
-Init-Demo, SFT-Demo: negatives vs positives) is trained from the SFT policy's weights as a discriminator; then
-16 SFT samples per held-out task (200 tasks from seed 3·10⁶) are ranked by each reward model and by the
-closed-form ``log π_SFT − log π_init``, and the best of the first N (N = 1, 4, 16) is judged by the env's
-success (the gold reward), against one independent SFT sample per task. The seed changes every sample, the
+Per seed, ``common.afd.run_afd`` (studies/common/afd.py): the embedded SFT policy and the same recipe stopped
+at 40 SFT steps (the "initial" policy) sample 512 single-attempt training tasks; one reward model per data
+choice (Init-SFT, Init-Demo, SFT-Demo: negatives vs positives) is trained from the SFT policy's weights as a
+discriminator; then 16 SFT samples per held-out task (200 tasks from seed 3·10⁶) are ranked by each reward
+model and by the closed-form ``log π_SFT − log π_init``, and the best of the first N (N = 1, 4, 16) is judged by
+the env's success (the gold reward), against one independent SFT sample per task. The seed changes every sample, the
 reward model's initialisation and its minibatches; the two policies are the same builds within a float path.
 
 Besides the critics, every seed records two reference selectors over the same candidates: a plurality vote (the
@@ -29,8 +29,9 @@ import time
 from pathlib import Path
 from typing import Any
 
+from common.provenance import write_result
+
 import turnkit  # noqa: F401  (registers the built-in envs)
-from turnkit.provenance import write_result
 from turnkit.stats import mean_ci
 
 CRITICS = ("afd_init_sft", "afd_init_demo", "afd_sft_demo", "afd_closed_form")
@@ -51,17 +52,16 @@ the reference selectors of ``run_afd`` (the most frequent reply; a uniformly ran
 
 
 def study(args: argparse.Namespace) -> dict[str, Any]:
-    """One :func:`~turnkit.train.afd.run_afd` per seed, written after each so a stopped study keeps its seeds."""
+    """One :func:`common.afd.run_afd` per seed, written after each so a stopped study keeps its seeds."""
     import torch
-
-    from turnkit.train.afd import AfDRunConfig, run_afd
+    from common.afd import AfDStudyConfig, run_afd
 
     torch.set_num_threads(args.threads)
     started = time.time()
     per_seed: dict[str, Any] = {}
     for seed in args.seeds:
         with tempfile.TemporaryDirectory() as out:
-            cfg = AfDRunConfig(
+            cfg = AfDStudyConfig(
                 out_dir=out,
                 data=("init_sft", "init_demo", "sft_demo"),
                 ns=tuple(args.ns),

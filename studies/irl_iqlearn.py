@@ -30,10 +30,11 @@ import time
 from pathlib import Path
 from typing import Any
 
+from common.provenance import write_result
+from common.text_metrics import distinct_n, self_bleu, spearman
+
 import turnkit  # noqa: F401  (registers the built-in envs)
-from turnkit.provenance import write_result
 from turnkit.stats import mean_ci
-from turnkit.text_metrics import distinct_n, self_bleu, spearman
 
 MATH = "turnkit/MathEpisodes-v0"
 ENV_KWARGS = {"difficulty": 1}

@@ -23,7 +23,7 @@ Protocol (all seeded, no torch, so float paths play no part):
 Writes ``results.json`` (every episode, the summary, the command, a machine record) and ``math_tools.png``
 under ``--out``; each (condition, split) cell is cached under ``--runs`` with the machine record it was played
 on and reused by a rerun with the same settings. The record (``machine``) is
-:func:`turnkit.provenance.machine_record` with this study's additions: load average, platform, the sandbox's
+:func:`common.provenance.machine_record` with this study's additions: load average, platform, the sandbox's
 version and the versions of the packages the env uses. ``wall_s`` is this invocation's wall time;
 ``cell_wall_s`` each cell's own (recorded when it ran, also for cells reused from the cache, which
 ``cells_from_cache`` lists).
@@ -50,7 +50,7 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
-from turnkit.provenance import machine_record, write_result
+from common.provenance import machine_record, write_result
 
 CONDITIONS = ("no_tools", "tools")
 SPLITS = ("id", "ood")
@@ -122,7 +122,7 @@ def run_cell(condition: str, split: str, args: argparse.Namespace, record: dict[
 def write_recorded(path: Path, result: dict[str, Any], record: dict[str, Any], started: float) -> dict[str, Any]:
     """Write ``result`` as JSON with ``record`` as its ``machine`` and ``wall_s`` (seconds since ``started``).
 
-    :func:`turnkit.provenance.write_result` with this study's own record (:func:`machine`); returns what it wrote.
+    :func:`common.provenance.write_result` with this study's own record (:func:`machine`); returns what it wrote.
     """
     return json.loads(write_result(path, result, started=started, record=record).read_text(encoding="utf-8"))
 
@@ -157,7 +157,7 @@ def summarise(episodes: list[dict[str, Any]]) -> dict[str, Any]:
 
 
 def machine() -> dict[str, Any]:
-    """Where the study ran: :func:`turnkit.provenance.machine_record` and the load, platform, versions, sandbox."""
+    """Where the study ran: :func:`common.provenance.machine_record` and the load, platform, versions, sandbox."""
     versions = {}
     for package in ("turnkit", "gymnasium", "numpy", "sympy", "pexpect"):
         try:

@@ -15,7 +15,7 @@ Run:  python studies/mcts_dpo.py --seeds 0 --name s0 ...      (one seed; the fla
           --out studies/results/mcts_dpo
 
 The result file (printed too) carries the machine record and the wall time (``machine``, ``wall_s``:
-:func:`turnkit.provenance.write_result`); a merged file also keeps each part's record (``machine_per_part``,
+:func:`common.provenance.write_result`); a merged file also keeps each part's record (``machine_per_part``,
 ``None`` for files written before records existed).
 """
 
@@ -28,8 +28,9 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+from common.provenance import write_result
+
 import turnkit  # noqa: F401  (registers the built-in envs)
-from turnkit.provenance import write_result
 from turnkit.search.mcts import MCTSConfig
 from turnkit.search.pairs import PairConfig
 from turnkit.stats import mean_ci
@@ -56,7 +57,11 @@ def study(args: argparse.Namespace) -> dict[str, Any]:
     from turnkit.train.synth import SynthConfig, synthesize
 
     torch.set_num_threads(1)  # the box is shared: run seeds as separate processes instead
-    recipe = DEFAULT_RECIPE if args.sft_steps is None else replace(DEFAULT_RECIPE, sft_steps=args.sft_steps)
+    recipe = (
+        DEFAULT_RECIPE
+        if args.sft_steps is None
+        else replace(DEFAULT_RECIPE, sft=replace(DEFAULT_RECIPE.sft, steps=args.sft_steps))
+    )
     env_kwargs = _env_kwargs(args)
 
     def tiny_policy(**kwargs: Any) -> Any:

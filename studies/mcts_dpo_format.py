@@ -28,8 +28,9 @@ import time
 from pathlib import Path
 from typing import Any
 
+from common.provenance import write_result
+
 import turnkit  # noqa: F401  (registers the built-in envs)
-from turnkit.provenance import write_result
 
 MATH = "turnkit/MathEpisodes-v0"
 HELD_OUT_SEED = 10**9

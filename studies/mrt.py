@@ -24,7 +24,7 @@ Protocol (all seeded):
    MRT bonus (``critic="mrt"``, ``α = --alpha``); same task seeds, same hyper-parameters.
 3. Measure each trained policy like step 1; mean over seeds with a 95% interval (``turnkit.stats.mean_ci``).
 
-Writes ``results.json`` (with the machine record and the wall time, :func:`turnkit.provenance.write_result`) and
+Writes ``results.json`` (with the machine record and the wall time, :func:`common.provenance.write_result`) and
 ``regret.png`` (mean ``J``-vs-tokens curves, ``plot_regret``) under ``--out``.
 
 Example (the runs recorded in docs/critics/mrt.md, one per float path; about 25 min each on the 2-core box)::
@@ -44,12 +44,12 @@ from typing import Any
 import gymnasium
 import numpy as np
 import torch
+from common.provenance import write_result
 
 import turnkit  # noqa: F401  (registers the envs)
 from turnkit.agents.hf import HFPolicy
 from turnkit.critics.progress import RolloutValue, normalized_regret, plot_regret, step_tokens
 from turnkit.models.embedded import tiny_policy
-from turnkit.provenance import write_result
 from turnkit.rollout.collect import collect_batch
 from turnkit.stats import mean_ci
 from turnkit.train.config import TrainConfig

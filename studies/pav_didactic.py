@@ -18,7 +18,7 @@ Protocol (paper values in brackets where they differ):
 Outputs under ``--out``: ``results.json`` (every curve), ``accuracy_vs_iterations.png`` (outcome vs progress,
 mean ± min/max over seeds) and ``prover_sweep.png`` (iterations to the target accuracy and accuracy at a
 fixed iteration vs prover strength γ). ``results.json`` carries the machine record and the wall time
-(``machine``, ``wall_s``: :func:`turnkit.provenance.write_result`); a merged one also each part's record
+(``machine``, ``wall_s``: :func:`common.provenance.write_result`); a merged one also each part's record
 (``machine_per_part``, ``None`` for files written before records existed).
 
 Usage::
@@ -40,6 +40,7 @@ from pathlib import Path
 
 import numpy as np
 import torch
+from common.provenance import write_result
 from torch import nn
 
 from turnkit.critics.progress import best_of_k, prover_advantages
@@ -57,7 +58,6 @@ from turnkit.envs.pav_didactic.prover import (
 )
 from turnkit.errors import ConfigError
 from turnkit.learners.advantages import rloo_advantages
-from turnkit.provenance import write_result
 
 try:  # run as a script (studies/ on sys.path) or imported as studies.pav_didactic
     from pav_didactic_plots import load_sweeps, plot_compare, plot_main, plot_sweep

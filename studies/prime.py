@@ -17,7 +17,7 @@ accuracy (within-group (correct, incorrect) pairs of the *fresh* batch, scored b
 to a frozen copy of the PRM taken at ``--freeze-at`` (the "offline PRM" of the paper's comparison). Both
 policies are evaluated on held-out tasks at the start and the end (Wilson 95% CIs, paired bootstrap CI of
 the difference). The ``--out`` file carries the machine record and the wall time (``machine``, ``wall_s``:
-:func:`turnkit.provenance.write_result`).
+:func:`common.provenance.write_result`).
 """
 
 from __future__ import annotations
@@ -32,7 +32,8 @@ from typing import Any
 import gymnasium
 import numpy as np
 import torch
-from sweet_math import (  # the SWEET study's pinned SFT start, its grouping by float path and summary lines
+from common.provenance import write_result
+from common.tinymath import (  # the SWEET study's pinned SFT start, its grouping by float path and summary lines
     COLLAPSE_FRACTION,
     STUDY_RECIPE,
     by_float_path,
@@ -45,7 +46,6 @@ import turnkit  # noqa: F401  (registers the envs)
 from turnkit.agents.hf import HFPolicy
 from turnkit.critics.prime import ImplicitPRM, PrimeConfig, accuracy_filter, group_ranking_accuracy, prime_update
 from turnkit.models.embedded import tiny_policy
-from turnkit.provenance import write_result
 from turnkit.rollout.collect import collect_batch
 from turnkit.stats import wilson_interval
 from turnkit.types import Trajectory

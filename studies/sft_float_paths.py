@@ -106,16 +106,18 @@ def train_child(work: Path, path: str, dtype: str, seed: int, sft_steps: int) ->
     import dataclasses
 
     import torch
+    from common.provenance import write_result
 
     from turnkit.models.embedded import DEFAULT_RECIPE, MATH_ENV, build_tiny_tokenizer_for
     from turnkit.models.sft import train_sft
     from turnkit.models.tiny import build_tiny_model, save_tiny
-    from turnkit.provenance import write_result
     from turnkit.rollout.demos import collect_demos, demo_rows
 
     started = time.time()
     torch.set_num_threads(1)
-    recipe = dataclasses.replace(DEFAULT_RECIPE, seed=seed, sft_steps=sft_steps)
+    recipe = dataclasses.replace(
+        DEFAULT_RECIPE, seed=seed, sft=dataclasses.replace(DEFAULT_RECIPE.sft, steps=sft_steps)
+    )
     name = run_name(path, dtype, seed)
     tokenizer = build_tiny_tokenizer_for(recipe)
     model = build_tiny_model(tokenizer, recipe.model_config(), seed=recipe.seed)
@@ -150,12 +152,12 @@ def evaluate_child(work: Path, models: list[str], out: Path) -> None:
 
     import gymnasium
     import torch
+    from common.provenance import write_result
 
     import turnkit  # noqa: F401  (registers the envs)
     from turnkit.agents.hf import HFPolicy
     from turnkit.models.embedded import DEFAULT_RECIPE
     from turnkit.models.tiny import load_tiny
-    from turnkit.provenance import write_result
     from turnkit.rollout.collect import collect_batch
     from turnkit.train.loop import evaluate_policy
     from turnkit.train.quickstart import QuickstartConfig, quickstart_train_config
@@ -343,7 +345,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any] | None:
     print(verdict(summary))
     if args.check:
         return summary
-    from turnkit.provenance import write_result
+    from common.provenance import write_result
 
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)

@@ -41,7 +41,7 @@ What it does (all seeds fixed):
 Runs differ by the critic seed (LoRA init, pair subsampling, batch order); the data are the same in every run.
 ``summary.json`` gives per-condition means over seeds with ``turnkit.stats.mean_ci`` 95% CIs and the paired
 (same seed) difference of each privileged condition − no_privileged. Every run file and ``summary.json`` carry
-the machine record and the wall time (``machine``, ``wall_s``: :func:`turnkit.provenance.write_result`).
+the machine record and the wall time (``machine``, ``wall_s``: :func:`common.provenance.write_result`).
 """
 
 from __future__ import annotations
@@ -59,14 +59,14 @@ from typing import Any
 import gymnasium
 import numpy as np
 import torch
-from sweet_math import STUDY_RECIPE, bootstrap_ci, pair_outcomes
+from common.provenance import write_result
+from common.tinymath import STUDY_RECIPE, bootstrap_ci, pair_outcomes
 
 import turnkit
 from turnkit.critics.sweet import SweetConfig, SweetCritic, outcome_pairs
 from turnkit.envs.collab_code.agents import PartialClarifier
 from turnkit.models.embedded import tiny_policy
 from turnkit.models.tiny_agent import tiny_code_agent
-from turnkit.provenance import write_result
 from turnkit.stats import mean_ci
 from turnkit.types import Trajectory
 

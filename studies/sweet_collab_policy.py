@@ -32,7 +32,7 @@ The MathEpisodes comparison of ``sweet_math.py`` (whose functions this reuses) o
    pair subsampling; ``--summarize`` merges the run files and gives ``turnkit.stats.mean_ci`` over seeds.
 
 Run files and ``summary.json`` carry the machine record and the wall time (``machine``, ``wall_s``:
-:func:`turnkit.provenance.write_result`); the summary's ``runs`` keep each run's record.
+:func:`common.provenance.write_result`); the summary's ``runs`` keep each run's record.
 """
 
 from __future__ import annotations
@@ -47,15 +47,15 @@ from typing import Any
 import gymnasium
 import numpy as np
 import torch
+from common.provenance import write_result
+from common.tinymath import bootstrap_ci, fresh_policy, pair_outcomes, train_pairs, train_rft, trajectory_pairs
 from sweet_collab import CONDITIONS
 from sweet_collab import data_report as mixture_data_report
-from sweet_math import bootstrap_ci, fresh_policy, pair_outcomes, train_pairs, train_rft, trajectory_pairs
 
 import turnkit  # noqa: F401  (registers the envs)
 from turnkit.agents.hf import HFPolicy
 from turnkit.critics.sweet import SweetConfig, SweetCritic, outcome_pairs, sweet_pairs
 from turnkit.models.tiny_agent import tiny_code_agent
-from turnkit.provenance import write_result
 from turnkit.rollout.collect import collect_batch
 from turnkit.stats import mean_ci, wilson_interval
 from turnkit.train.dpo import as_segmented

@@ -30,11 +30,11 @@ import time
 from typing import Any
 
 import gymnasium
+from common.provenance import write_result
 
 import turnkit
 from turnkit.agents.oracle import OracleAgent
 from turnkit.envs.web.webshop.baselines import RandomClicker, SearchThenBuy
-from turnkit.provenance import write_result
 from turnkit.stats import mean_ci, wilson_interval
 
 AGENTS = {

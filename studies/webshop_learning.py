@@ -32,10 +32,10 @@ from pathlib import Path
 from typing import Any
 
 import torch
+from common.provenance import write_result
 
 from turnkit.models.recipe import model_folder
 from turnkit.models.tiny_shopper import DEFAULT_SHOPPER_RECIPE, tiny_shopper
-from turnkit.provenance import write_result
 from turnkit.stats import mean_ci, wilson_interval
 from turnkit.train.config import TrainConfig
 from turnkit.train.loop import evaluate_policy, train

@@ -1,4 +1,6 @@
-"""AfD orchestration: data choices, sampling, best-of-N selection and evaluation, the run, the CLI.
+"""AfD in the package: data choices, sampling, best-of-N selection, training the reward models, the CLI.
+
+The study's evaluation (intervals, plurality vote, summary table) is tested in tests/studies/test_afd_study.py.
 
 Run: python -m pytest -q tests/train/test_afd.py
 """
@@ -8,7 +10,6 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
-import math
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 
@@ -26,16 +27,11 @@ from turnkit.train.afd import (
     INIT_SFT_STEPS,
     AfDRunConfig,
     best_of_n,
-    best_of_n_eval,
-    compare_success,
-    distinct_reply_success,
     group_episodes,
     init_recipe,
-    plurality_choice,
     rm_training_data,
-    run_afd,
     sample_episodes,
-    within_task_spearman,
+    train_afd,
 )
 from turnkit.types import AgentTurn, ErrorCause, Step, Trajectory, TrajectoryError
 
@@ -76,15 +72,6 @@ class ScoreByText:
         return self.score_batch([trajectory])[0]
 
 
-class Cheat:
-    """An oracle critic: 1 for a successful episode (reads the env's verdict), else 0."""
-
-    name = "cheat"
-
-    def score(self, trajectory: Trajectory) -> CriticResult:
-        return CriticResult(tuple(float(trajectory.success) for _ in trajectory.steps))
-
-
 # ---------------------------------------------------------------------------------------------- data choices
 
 
@@ -110,9 +97,9 @@ def test_bad_data_choices() -> None:
 
 def test_init_recipe_is_the_default_stopped_early() -> None:
     r = init_recipe()
-    assert r.sft_steps == INIT_SFT_STEPS < DEFAULT_RECIPE.sft_steps
-    assert dataclasses.replace(r, sft_steps=DEFAULT_RECIPE.sft_steps) == DEFAULT_RECIPE
-    assert init_recipe(7, MICRO_RECIPE).sft_steps == 7
+    assert r.sft.steps == INIT_SFT_STEPS < DEFAULT_RECIPE.sft.steps
+    assert dataclasses.replace(r, sft=DEFAULT_RECIPE.sft) == DEFAULT_RECIPE
+    assert init_recipe(7, MICRO_RECIPE).sft.steps == 7
 
 
 # ---------------------------------------------------------------------------------------------- best-of-N
@@ -139,17 +126,6 @@ def test_best_of_n_skips_errored_episodes_and_scores_in_one_batch() -> None:
     assert critic.seen == 1
     with pytest.raises(DataError, match="empty group"):
         best_of_n([[]], critic)
-
-
-def test_compare_success_counts_wins_ties_and_losses() -> None:
-    chosen = [ep("1", success=s) for s in (True, True, False, False, True)]
-    baseline = [ep("1", success=s) for s in (False, True, True, False, False)]
-    r = compare_success(chosen, baseline)
-    assert (r["win"], r["tie"], r["lose"]) == (2.0, 2.0, 1.0)
-    assert r["success"] == pytest.approx(0.6) and r["success_lo"] < 0.6 < r["success_hi"]
-    assert r["win_rate"] == pytest.approx(0.4) and r["lose_rate"] == pytest.approx(0.2)
-    with pytest.raises(ValueError, match="baseline"):
-        compare_success(chosen, baseline[:2])
 
 
 # ---------------------------------------------------------------------------------------------- sampling
@@ -199,101 +175,36 @@ def test_sample_episodes_closes_every_env(tokenizer, monkeypatch: pytest.MonkeyP
     assert len(closed) == 4
 
 
-def test_best_of_n_eval_with_an_oracle_critic_reaches_pass_at_n(tokenizer) -> None:
-    policy = make_policy(tokenizer, max_new_tokens=3)
-    r = best_of_n_eval(policy, Cheat(), "turnkit-test/Letters-v0", list(range(8)), 4, max_turns=1)
-    assert r["tasks"] == 8.0 and r["win"] + r["tie"] + r["lose"] == 8.0
-    assert r["success"] == pytest.approx(r["pass_at_n"])  # the oracle picks a success whenever there is one
-    assert r["pass_at_n"] > 0.0  # ... and there is one: the check above is not 0 == 0
-
-
-def test_plurality_choice_takes_the_first_of_the_most_frequent_reply_and_skips_errors() -> None:
-    group = [ep("3"), ep("5"), ep("5"), ep("3"), ep("5")]
-    assert plurality_choice(group) == 1
-    assert plurality_choice([ep("3"), ep("5")]) == 0  # a tie: the reply seen first
-    errored = [ep("9", error=True), ep("9", error=True), ep("9", error=True), ep("4")]
-    assert plurality_choice(errored) == 3  # errored replies do not vote and are not chosen
-    assert plurality_choice([ep("9", error=True)]) == 0
-
-
-def test_distinct_reply_success_weighs_each_distinct_reply_once() -> None:
-    # three copies of the right reply, one of each of two wrong ones: one sample is right 3/5, a random
-    # distinct reply 1/3
-    group = [ep("7", success=True)] * 3 + [ep("6"), ep("8")]
-    assert distinct_reply_success(group) == pytest.approx(1 / 3)
-    assert distinct_reply_success([ep("7", success=True), ep("6", error=True)]) == 1.0
-    assert distinct_reply_success([ep("6", error=True)]) == 0.0
-
-
-def test_within_task_spearman_ignores_tasks_that_cannot_rank_and_errored_candidates() -> None:
-    right, wrong = ep("7", success=True), ep("6")
-    groups = [
-        [right, wrong, wrong],  # the critic puts the right one first: ρ = +0.866
-        [wrong, right],  # and here last: ρ = −1
-        [right, right],  # all succeed: no ranking to judge
-        [right, wrong],  # equal scores: no ranking to judge
-        [right, ep("6", error=True), wrong],  # the errored candidate is left out: ρ = +1
-    ]
-    scores = [[3.0, 1.0, 2.0], [5.0, 4.0], [1.0, 2.0], [0.5, 0.5], [2.0, None, 1.0]]
-    r = within_task_spearman(groups, scores)
-    assert r["tasks"] == 3.0
-    assert r["spearman"] == pytest.approx((math.sqrt(3) / 2 - 1 + 1) / 3)
-    assert math.isnan(within_task_spearman([[right, right]], [[1.0, 2.0]])["spearman"])
-
-
 # ---------------------------------------------------------------------------------------------- the run
 
 
-def test_run_afd_end_to_end_on_a_micro_recipe(tmp_path: Path) -> None:
+def test_train_afd_saves_one_reward_model_per_choice_on_a_micro_recipe(tmp_path: Path) -> None:
     cfg = AfDRunConfig(
         out_dir=str(tmp_path / "run"),
         data=("init_sft", "sft_demo"),
-        ns=(1, 2),
-        recipe=dataclasses.replace(MICRO_RECIPE, sft_steps=6),
+        recipe=dataclasses.replace(MICRO_RECIPE, sft=dataclasses.replace(MICRO_RECIPE.sft, steps=6)),
         init_sft_steps=2,
         cache=str(tmp_path / "cache"),
         train_episodes=4,
-        eval_episodes=3,
         rm_steps=2,
         rm_batch_size=4,
     )
-    summary = run_afd(cfg, progress=False)
+    trained = train_afd(cfg, progress=False)
     on_disk = json.loads((tmp_path / "run" / "summary.json").read_text())
-    assert on_disk["best_of_n"].keys() == {"afd_init_sft", "afd_sft_demo", "afd_closed_form"}
-    for per_n in on_disk["best_of_n"].values():
-        assert per_n.keys() == {"1", "2"}
-        assert all(r["tasks"] == 3.0 and r["win"] + r["tie"] + r["lose"] == 3.0 for r in per_n.values())
+    assert on_disk == json.loads(json.dumps(trained.summary))
+    assert on_disk.keys() == {"config", "train_data", "rm", "seconds"}
     assert on_disk["rm"]["init_sft"]["positives"] >= 4 and on_disk["train_data"]["demonstrations"] == 4.0
-    assert on_disk["pass_at_n"]["1"] <= on_disk["pass_at_n"]["2"]
-    assert (
-        on_disk["reference"]["plurality_vote"].keys()
-        == on_disk["reference"]["distinct_reply_floor"].keys()
-        == {
-            "1",
-            "2",
-        }
-    )
-    # with one candidate every selector takes it: the vote and the floor equal each critic's best of 1
-    one = on_disk["best_of_n"]["afd_init_sft"]["1"]["success"]
-    assert (
-        on_disk["reference"]["plurality_vote"]["1"]["success"]
-        == one
-        == on_disk["reference"]["distinct_reply_floor"]["1"]
-    )
-    assert on_disk["ranking"].keys() == on_disk["best_of_n"].keys()
-    assert all(0.0 <= r["tasks"] <= 3.0 for r in on_disk["ranking"].values())
-    assert summary["config"]["recipe"]["sft_steps"] == 6
-    critic = AfDCritic.load(tmp_path / "run" / "rm" / "init_sft")
-    assert critic.name == "afd"
+    assert on_disk["config"]["recipe"]["sft"]["steps"] == 6
+    assert trained.critics.keys() == {"afd_init_sft", "afd_sft_demo"}
+    for choice in cfg.data:
+        assert AfDCritic.load(tmp_path / "run" / "rm" / choice).name == "afd"
 
 
 def test_run_config_validation() -> None:
     with pytest.raises(ConfigError, match="unknown AfD data choice"):
         AfDRunConfig(data=("init_sft", "nope"))
-    with pytest.raises(ConfigError, match="ns"):
-        AfDRunConfig(ns=(0, 4))
     with pytest.raises(ConfigError, match="init_sft_steps"):
-        AfDRunConfig(recipe=MICRO_RECIPE, init_sft_steps=MICRO_RECIPE.sft_steps)
+        AfDRunConfig(recipe=MICRO_RECIPE, init_sft_steps=MICRO_RECIPE.sft.steps)
     with pytest.raises(ConfigError, match="lr"):
         AfDRunConfig(rm_lr=0.0)
 
@@ -315,27 +226,21 @@ def test_cli_defaults_are_the_run_config_defaults() -> None:
 
 def test_cli_maps_every_flag() -> None:
     args = parser().parse_args(
-        ["afd", "--data", "init_demo", "--n", "2", "8", "--episodes", "10", "--train-episodes", "20",
-         "--out", "x", "--no-closed-form", "--init-sft-steps", "60", "--difficulty", "2", "--max-attempts", "3",
+        ["afd", "--data", "init_demo", "--train-episodes", "20",
+         "--out", "x", "--init-sft-steps", "60", "--difficulty", "2", "--max-attempts", "3",
          "--temperature", "0.5", "--rm-steps", "5", "--rm-batch-size", "8", "--rm-lr", "0.01", "--rm-lora-r", "4",
          "--seed", "9"]
     )  # fmt: skip
     cfg = cli_afd.afd_config(args)
-    assert (cfg.data, cfg.ns, cfg.eval_episodes, cfg.train_episodes, cfg.out_dir) == (
-        ("init_demo",),
-        (2, 8),
-        10,
-        20,
-        "x",
-    )
-    assert (cfg.closed_form, cfg.init_sft_steps, cfg.env_kwargs) == (False, 60, {"difficulty": 2, "max_attempts": 3})
+    assert (cfg.data, cfg.train_episodes, cfg.out_dir) == (("init_demo",), 20, "x")
+    assert (cfg.init_sft_steps, cfg.env_kwargs) == (60, {"difficulty": 2, "max_attempts": 3})
     assert (cfg.temperature, cfg.rm_steps, cfg.rm_batch_size, cfg.rm_lr, cfg.rm_lora_r, cfg.seed) == (
         0.5, 5, 8, 0.01, 4, 9
     )  # fmt: skip
 
 
 def test_cli_rejects_unknown_choices_and_bad_sizes(capsys: pytest.CaptureFixture) -> None:
-    for argv in (["afd", "--data", "sft_init"], ["afd", "--n", "0"]):
+    for argv in (["afd", "--data", "sft_init"], ["afd", "--train-episodes", "0"], ["afd", "--n", "4"]):
         with pytest.raises(SystemExit):
             parser().parse_args(argv)
     assert "invalid" in capsys.readouterr().err

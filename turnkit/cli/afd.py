@@ -1,18 +1,19 @@
-"""The ``turnkit afd`` command: fit AfD reward models and run best-of-N with them (torch loads only when it runs).
+"""The ``turnkit afd`` command: fit AfD reward models (torch loads only when it runs).
 
-``turnkit afd --data init_sft init_demo sft_demo --n 1 4 16 --out runs/afd`` builds (or loads) the SFT and
-initial tiny policies, samples both on the training prompts, collects demonstrations, fits one reward model
-per data choice (saved to ``<out>/rm/<choice>/``), ranks N SFT samples per held-out task with each of them and
-with the closed-form baseline, and writes ``<out>/summary.json`` (see :mod:`turnkit.train.afd`).
+``turnkit afd --data init_sft init_demo sft_demo --out runs/afd`` builds (or loads) the SFT and initial tiny
+policies, samples both on the training prompts, collects demonstrations, fits one reward model per data choice
+(saved to ``<out>/rm/<choice>/``, what ``critic=afd`` with ``critic_model=<out>/rm/<choice>`` loads) and writes
+``<out>/summary.json`` (see :mod:`turnkit.train.afd`). Judging the reward models by best-of-N is the study
+``python studies/irl_afd.py``.
 
 Example:
     >>> import argparse
     >>> parser = argparse.ArgumentParser(prog="turnkit")
     >>> add_commands(parser.add_subparsers(dest="command"))
-    >>> args = parser.parse_args(["afd", "--data", "init_sft", "sft_demo", "--n", "1", "8", "--episodes", "64"])
+    >>> args = parser.parse_args(["afd", "--data", "init_sft", "sft_demo", "--train-episodes", "64"])
     >>> cfg = afd_config(args)
-    >>> cfg.data, cfg.ns, cfg.eval_episodes, cfg.closed_form
-    (('init_sft', 'sft_demo'), (1, 8), 64, True)
+    >>> cfg.data, cfg.train_episodes
+    (('init_sft', 'sft_demo'), 64)
 """
 
 from __future__ import annotations
@@ -32,11 +33,8 @@ def afd_config(args: argparse.Namespace) -> Any:
     return AfDRunConfig(
         out_dir=args.out,
         data=tuple(args.data),
-        ns=tuple(args.n),
-        closed_form=not args.no_closed_form,
         env_kwargs=env_kwargs,
         train_episodes=args.train_episodes,
-        eval_episodes=args.episodes,
         init_sft_steps=args.init_sft_steps,
         temperature=args.temperature,
         rm_steps=args.rm_steps,
@@ -48,13 +46,13 @@ def afd_config(args: argparse.Namespace) -> Any:
 
 
 def cmd_afd(args: argparse.Namespace) -> int:
-    """Run :func:`~turnkit.train.afd.run_afd` and print the best-of-N table."""
+    """Run :func:`~turnkit.train.afd.train_afd` and print the fit of each reward model."""
     from turnkit.models.threads import torch_threads
-    from turnkit.train.afd import run_afd, summary_table
+    from turnkit.train.afd import train_afd
 
     cfg = afd_config(args)
     with torch_threads(args.threads):
-        summary = run_afd(cfg, progress=not args.quiet)
+        summary = train_afd(cfg, progress=not args.quiet).summary
     data = summary["train_data"]
     print(
         f"training samples: init success {data['init']['success']:.3f}, SFT success {data['sft']['success']:.3f}, "
@@ -62,7 +60,7 @@ def cmd_afd(args: argparse.Namespace) -> int:
     )
     for choice, m in summary["rm"].items():
         print(f"reward model {choice}: accuracy {m['accuracy']:.3f}, loss {m['loss']:.3f} -> {cfg.out_dir}/rm/{choice}")
-    print(summary_table(summary))
+    print(f"use one in training: critic=afd critic_model={cfg.out_dir}/rm/<choice>; best-of-N: studies/irl_afd.py")
     print(f"summary -> {cfg.out_dir}/summary.json")
     return 0
 
@@ -82,9 +80,9 @@ def add_commands(sub: Any) -> None:
     """Add ``afd`` to the ``turnkit`` sub-command parser (no heavy imports here)."""
     p = sub.add_parser(
         "afd",
-        help="Alignment from Demonstrations: fit IRL reward models, then best-of-N with them",
-        description="Fit AfD discriminator reward models on the embedded tiny world (MathEpisodes) and judge "
-        "best-of-N selection with each of them (and the closed-form baseline) by the env's success.",
+        help="Alignment from Demonstrations: fit IRL reward models (critic=afd loads them)",
+        description="Fit AfD discriminator reward models on the embedded tiny world (MathEpisodes), one per data "
+        "choice, saved to <out>/rm/<choice>/ for critic=afd. Best-of-N evaluation: python studies/irl_afd.py.",
     )
     p.add_argument(
         "--data",
@@ -94,13 +92,10 @@ def add_commands(sub: Any) -> None:
         help="reward-model training data, one model per choice: init_sft = init vs SFT samples (the paper's "
         "best), init_demo = init samples vs demonstrations, sft_demo = SFT samples vs demonstrations",
     )
-    p.add_argument("--n", nargs="+", type=_positive_int, default=[1, 4, 16], help="best-of-N sizes (default 1 4 16)")
-    p.add_argument("--episodes", type=_positive_int, default=200, help="held-out tasks for best-of-N (default 200)")
     p.add_argument(
         "--train-episodes", type=_positive_int, default=512, help="prompts for the reward model (default 512)"
     )
     p.add_argument("--out", default="runs/afd", help="output folder: rm/<choice>/ and summary.json")
-    p.add_argument("--no-closed-form", action="store_true", help="skip the closed-form baseline log π_SFT − log π_init")
     p.add_argument("--init-sft-steps", type=_positive_int, default=40, help="SFT steps of the initial policy")
     p.add_argument("--difficulty", type=_positive_int, default=1, help="MathEpisodes difficulty (default 1)")
     p.add_argument("--max-attempts", type=_positive_int, default=1, help="answers allowed per episode (default 1)")

@@ -1,8 +1,8 @@
 """Token-in/token-out training batches built from finished trajectories.
 
 Learners train on the exact ids the policy saw and produced, ``AgentTurn.prompt_token_ids + token_ids``, never
-on re-tokenised text (BPE round-trips and chat templates change ids; research/peers.md, the most reported
-multi-turn bug). Two layouts:
+on re-tokenised text (BPE round-trips and chat templates change ids: the most reported multi-turn bug in peer
+RL-for-agents libraries). Two layouts:
 
 - :func:`build_turn_batch`: one row per turn, ``prompt_token_ids + token_ids``. Always exact, since each row is
   what the policy conditioned on at that turn.

@@ -6,7 +6,7 @@ import math
 
 import pytest
 
-from turnkit.text_metrics import bleu, distinct_n, self_bleu, spearman
+from studies.common.text_metrics import bleu, distinct_n, self_bleu, spearman
 
 
 def test_bleu_by_hand():

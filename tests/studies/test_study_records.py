@@ -16,6 +16,7 @@ from __future__ import annotations
 import ast
 import importlib.util
 import json
+import re
 import shutil
 import sys
 from dataclasses import dataclass
@@ -24,7 +25,7 @@ from types import ModuleType
 
 import pytest
 
-STUDIES = Path(__file__).resolve().parents[1] / "studies"
+STUDIES = Path(__file__).resolve().parents[2] / "studies"
 NOT_WRITERS = ("pav_didactic_plots",)
 """Study scripts that only read results (plots from a study's files) and write no JSON of their own."""
 RECORDED = tuple(sorted(p.stem for p in STUDIES.glob("*.py") if p.stem not in NOT_WRITERS))
@@ -263,7 +264,7 @@ def test_every_json_a_study_writes_carries_the_record(study):
     outputs = json_outputs(source)
     assert outputs, f"{study}.py: no JSON output found (the rule would check nothing)"
     assert unrecorded(source) == [], f"{study}.py writes JSON without machine/wall_s"
-    assert "turnkit.provenance" in source
+    assert "common.provenance" in source
 
 
 def _load(study: str) -> ModuleType:
@@ -341,3 +342,32 @@ def test_study_examples_pass(study):
 
     result = doctest.testmod(_load(study), optionflags=doctest.ELLIPSIS)
     assert result.attempted > 0 and result.failed == 0, result
+
+
+COMMON = sorted(p.stem for p in (STUDIES / "common").glob("*.py") if p.stem != "__init__")
+"""The studies' shared helpers (``studies/common/``): the suite's doctest collection does not reach them."""
+
+
+@pytest.mark.parametrize("module", COMMON)
+def test_common_examples_pass(module):
+    import doctest
+    import importlib
+
+    result = doctest.testmod(importlib.import_module(f"studies.common.{module}"), optionflags=doctest.ELLIPSIS)
+    assert result.attempted > 0 and result.failed == 0, result
+
+
+def _recorded(data: object) -> bool:
+    return isinstance(data, dict) and ("machine" in data or "machine_per_part" in data)
+
+
+def test_results_without_a_record_are_the_ones_the_index_lists():
+    """No fabricated records: a result made before the record existed stays as it was, listed in the index."""
+    section = (STUDIES / "README.md").read_text(encoding="utf-8").split("## Results without a machine record", 1)[1]
+    listed = set(re.findall(r"^\| `(results/[^`]*)/` \|", section, re.MULTILINE))
+    unrecorded = {
+        str(p.parent.relative_to(STUDIES))
+        for p in (STUDIES / "results").rglob("*.json")
+        if not _recorded(json.loads(p.read_text(encoding="utf-8")))
+    }
+    assert unrecorded == listed

@@ -27,7 +27,7 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
-LOCK_FILE = Path(__file__).resolve().parents[1] / ".ci" / "constraints.txt"
+LOCK_FILE = Path(__file__).resolve().parents[2] / ".ci" / "constraints.txt"
 """The tested pins ``.ci/setup.sh`` installs (hashed into the record when present)."""
 
 

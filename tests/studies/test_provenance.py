@@ -8,8 +8,12 @@ import os
 import subprocess
 import sys
 import time
+from pathlib import Path
 
-from turnkit.provenance import LOCK_FILE, machine_record, write_result
+from studies.common.provenance import LOCK_FILE, machine_record, write_result
+
+ROOT = Path(__file__).resolve().parents[2]
+"""The repository root (the subprocess imports ``studies.common`` from there)."""
 
 
 def test_record_fields(tmp_path):
@@ -22,9 +26,11 @@ def test_record_fields(tmp_path):
 
 
 def test_float_path_follows_aten_cpu_capability(tmp_path):
-    code = "import json; from turnkit.provenance import machine_record; print(json.dumps(machine_record(['x'])))"
+    code = "import json; from studies.common.provenance import machine_record; print(json.dumps(machine_record(['x'])))"
     env = {**os.environ, "ATEN_CPU_CAPABILITY": "default", "TURNKIT_CACHE": str(tmp_path)}
-    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True).stdout
+    out = subprocess.run(
+        [sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True, cwd=ROOT
+    ).stdout
     record = json.loads(out.strip().splitlines()[-1])
     assert record["float_path"] == "DEFAULT"
     assert record["aten_cpu_capability"] == "default"
