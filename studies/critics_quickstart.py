@@ -9,7 +9,7 @@ Protocol (all seeded; every arm runs through ``turnkit.train.loop.train``, nothi
 1. Start: the embedded tiny SFT policy (``turnkit.models.embedded.tiny_policy``), evaluated once on the
    held-out seeds ``10**9 ..`` (sampled at ``T = 1``, the training temperature, and greedy).
 2. For each arm and training seed: the quickstart recipe (``QUICKSTART_TRAIN``) for ``--steps`` steps with
-   ``critic = None | "mrt" | "pav" | "prime"`` at weight ``--alpha`` (``critic_samples = --samples``; PAV's
+   ``critic = None | "mrt" | "pav" | "prime"`` at weight ``--alpha`` (``critic.<arm>.samples = --samples``; PAV's
    prover is Best-of-4 of the frozen start policy; PRIME's PRM a LoRA copy of the start policy).
 3. The same evaluation after training; the change in success per seed; the mean over seeds with a 95%
    interval (``turnkit.stats.mean_ci``) and each arm minus env-only, paired by seed.
@@ -139,7 +139,8 @@ def run_one(job: tuple[str, int, dict[str, Any]]) -> dict[str, Any]:
     if opts["max_turns"]:
         overrides["max_turns"] = opts["max_turns"]
     if ARMS[arm] is not None:
-        overrides.update(critic=ARMS[arm], critic_weight=opts["alpha"], critic_samples=opts["samples"])
+        options = {"weight": opts["alpha"], **({"samples": opts["samples"]} if ARMS[arm] in ("mrt", "pav") else {})}
+        overrides["critic"] = {ARMS[arm]: options}
     qcfg = QuickstartConfig(
         out_dir=f"{opts['runs']}/{arm}-s{seed}", seed=seed, steps=opts["steps"], train_overrides=overrides
     )

@@ -5,7 +5,7 @@ Setting: ``turnkit/MathEpisodes-v0`` with one-digit arithmetic (``difficulty=1, 
 episode has up to three turns and each turn is one MRT "episode" ``z_j``. ``J_j`` is the success probability
 of the policy answering once more from after turn ``j`` (``K`` samples at temperature 0.6, branched from env
 snapshots). The env's prompt already demands ``ANSWER: <value>`` every turn, so the prover gets no extra
-"time is up" text (``critic_force=""``): with MRT's suffix appended, the tiny policy's ``J_0`` fell from
+"time is up" text (``critic.mrt.force=""``): with MRT's suffix appended, the tiny policy's ``J_0`` fell from
 0.60 to 0.18 (text it never saw), which would measure the suffix, not the policy.
 
 Why this setting: ``J`` really changes across turns for the tiny SFT policy. It never saw feedback during
@@ -68,25 +68,23 @@ def train_config(args: argparse.Namespace, seed: int, mrt: bool, out: Path) -> T
     """The shared GRPO recipe; ``mrt`` adds the progress bonus."""
     extra: dict[str, Any] = {}
     if mrt:
-        extra = {
-            "critic": "mrt",
-            "critic_weight": args.alpha,
-            "critic_samples": args.train_samples,
-            "critic_temperature": PROVER_TEMPERATURE,
-            "critic_budget": float(args.budgets[len(args.budgets) // 2]),
-            "critic_force": "",
+        mrt_keys = {
+            "weight": args.alpha,
+            "samples": args.train_samples,
+            "temperature": PROVER_TEMPERATURE,
+            "budget": float(args.budgets[len(args.budgets) // 2]),
+            "force": "",
         }
+        extra = {"critic": {"mrt": mrt_keys}}
     return TrainConfig(
         env_id=ENV_ID,
         env_kwargs=dict(ENV_KWARGS),
-        group_size=args.group_size,
+        grpo={"group_size": args.group_size, "kl_coef": args.kl_coef, "estimator": "grpo"},
         groups_per_step=args.groups,
         steps=args.steps,
         lr=args.lr,
-        kl_coef=args.kl_coef,
         temperature=1.0,
         max_new_tokens=MAX_NEW_TOKENS,
-        estimator="grpo",
         eval_every=0,
         eval_episodes=args.episodes,
         eval_seed=HELD_OUT,

@@ -9,7 +9,7 @@ Protocol:
 
 * Start: the cached shopper (``TinyShopperRecipe()``; built on one torch thread, so the same bits on one
   machine; another CPU's float path builds a different start, issue #21).
-* GRPO: ``turnkit.train`` with ``env_id=turnkit/WebShop-v0``, ``group_size`` x ``groups_per_step`` episodes per
+* GRPO: ``turnkit.train`` with ``env_id=turnkit/WebShop-v0``, ``grpo.group_size`` x ``groups_per_step`` episodes per
   step, ``--steps`` steps, lr ``--lr``, per RL seed in ``--seeds`` (the seed draws the training tasks and the
   sampling).
 * Reported per RL seed: greedy and sampled success (Wilson 95%) and mean reward (Student-t 95%) before and
@@ -86,7 +86,7 @@ def main(argv: list[str] | None = None) -> int:
             env_kwargs={},
             model=str(folder),
             max_new_tokens=DEFAULT_SHOPPER_RECIPE.max_new_tokens,
-            group_size=args.group_size,
+            grpo={"group_size": args.group_size},
             groups_per_step=args.groups_per_step,
             steps=args.steps,
             lr=args.lr,

@@ -42,11 +42,10 @@ from turnkit.train.runlock import RunLock
 
 QUICKSTART_TRAIN: dict[str, Any] = {
     "env_kwargs": {"difficulty": 1, "kinds": ["arithmetic"], "max_attempts": 1},
-    "group_size": 8,
+    "grpo": {"group_size": 8, "kl_coef": 0.0},
     "groups_per_step": 16,
     "steps": 600,
     "lr": 5e-4,
-    "kl_coef": 0.0,
     "temperature": 1.0,
     "max_new_tokens": 12,
     "eval_temperature": 0.0,

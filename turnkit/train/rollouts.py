@@ -303,7 +303,7 @@ def build_rollouts(
     if cfg.async_rollout:
         return ThreadRollouts(env, policy, max_turns=cfg.max_turns, chat=chat, version=start_step)
     backend = build_backend(cfg.backend, policy, run_dir=run_dir, url=cfg.backend_url, start_step=start_step)
-    envs = [env.make() for _ in range(cfg.group_size * cfg.groups_per_step)]
+    envs = [env.make() for _ in range(cfg.grpo.group_size * cfg.groups_per_step)]
     return InlineRollouts(backend, policy, envs, cfg, chat=chat, version=start_step)
 
 
@@ -328,8 +328,8 @@ def rollout(
         ``(trajectories, timing)`` with ``rollout_s`` (wall), ``generate_s`` (inside the policy) and ``env_s``.
     """
     agent = TimedAgent(policy)
-    episode_seeds = [s for s in seeds for _ in range(cfg.group_size)]
-    groups = [g for g in range(len(seeds)) for _ in range(cfg.group_size)]
+    episode_seeds = [s for s in seeds for _ in range(cfg.grpo.group_size)]
+    groups = [g for g in range(len(seeds)) for _ in range(cfg.grpo.group_size)]
     start = time.perf_counter()
     trajs = collect_batch(envs, agent, episode_seeds, groups=groups, max_turns=cfg.max_turns, chat=chat)
     wall = time.perf_counter() - start
