@@ -1,6 +1,6 @@
 r"""Alignment from Demonstrations (AfD): an IRL reward model trained as a discriminator, and its closed form.
 
-Sun & van der Schaar (2024; research/irl-and-physics.md §2) read SFT as forward-KL trajectory matching and
+Sun & van der Schaar (2024, arXiv 2405.15624) read SFT as forward-KL trajectory matching and
 recover a reward for the reverse KL with a discriminator ``D = σ(f(x, y))`` that separates positives
 (demonstrations, or samples of the SFT policy) from negatives (samples of the initial policy):
 

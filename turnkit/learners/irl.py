@@ -1,6 +1,6 @@
 r"""Inverse-RL kernels: IQLearn as TD-regularised MLE, and the Alignment-from-Demonstrations discriminator.
 
-**IQLearn for language** (Wulfmeier et al. 2024, research/irl-and-physics.md §1). The policy's logits are
+**IQLearn for language** (Wulfmeier et al. 2024, arXiv 2409.01369). The policy's logits are
 soft Q-values: for the transition that emits token ``a_t`` from state ``s_t`` (the ids before it),
 
 ``Q(s_t, a) = logits_{t−1}[a] / T``,  ``V(s_t) = logsumexp_a Q(s_t, a)``,  so ``log π(a_t|s_t) = Q − V``.
