@@ -169,3 +169,29 @@ def test_pairs_without_ids_are_rendered_with_the_chat_template(policy_factory):
     assert tok.convert_ids_to_tokens(list(ex.chosen_ids)) == ["b", "<|end|>"]
     with pytest.raises(DataError, match="no token ids"):
         pair_example(PreferencePair((Message("user", "hi"),), "ab", "ac"))
+
+
+def test_train_dpo_in_a_run_folder_checkpoints_and_resumes_exactly(policy_factory, tmp_path):
+    from dataclasses import replace
+
+    from turnkit.train.metrics import read_metrics
+
+    pairs = [DPOExample((5, 6), (7, 8), (9,), confidence=0.8), DPOExample((5,), (10,), (11, 12))] * 2
+    cfg = DPOConfig(steps=4, batch_size=2, lr=1e-2, nll_weight=0.5)
+    full_policy = policy_factory()
+    full = train_dpo(full_policy, pairs, cfg, progress=False)  # in memory, as synth runs it
+    train_dpo(policy_factory(), pairs, replace(cfg, steps=2), progress=False, run_dir=tmp_path)
+    assert sorted(p.name for p in (tmp_path / "checkpoints").iterdir()) == ["LATEST", "step-000002"]
+    policy = policy_factory()
+    resumed = train_dpo(policy, pairs, cfg, progress=False, run_dir=tmp_path, resume=True, checkpoint_every=1)
+    drop = ("seconds",)
+    assert [{k: v for k, v in h.items() if k not in drop} for h in resumed] == [
+        {k: v for k, v in h.items() if k not in drop} for h in full
+    ]
+    assert [r["step"] for r in read_metrics(tmp_path / "metrics.jsonl")] == [1, 2, 3, 4]
+    pairs_of_weights = zip(full_policy.model.parameters(), policy.model.parameters(), strict=True)
+    assert all(torch.equal(a, b) for a, b in pairs_of_weights)
+    with pytest.raises(ConfigError, match=r"the config differs \(beta: 0\.1 -> 0\.2\)"):
+        train_dpo(policy_factory(), pairs, replace(cfg, beta=0.2), progress=False, run_dir=tmp_path, resume=True)
+    with pytest.raises(ConfigError, match=r"pairs: 4 -> 2"):
+        train_dpo(policy_factory(), pairs[:2], cfg, progress=False, run_dir=tmp_path, resume=True)

@@ -299,6 +299,26 @@ class HFPolicy:
             view._rng = np.random.default_rng(view.sampling.seed)
         return view
 
+    def rng_state(self) -> dict[str, Any]:
+        """The state (JSON-ready) of the generator that seeds contexts without an episode seed, for checkpoints.
+
+        Example:
+            >>> from turnkit.models.tiny import TinyModelConfig, build_tiny_model, build_tiny_tokenizer
+            >>> tok = build_tiny_tokenizer()
+            >>> p = HFPolicy(build_tiny_model(tok, TinyModelConfig(hidden_size=32, num_heads=2)), tok, max_new_tokens=4)
+            >>> ctx = Context(messages=(Message("user", "2+2?"),))  # no episode seed: drawn from this generator
+            >>> state = p.rng_state()
+            >>> first = p.act([ctx])[0].token_ids
+            >>> p.set_rng_state(state)
+            >>> p.act([ctx])[0].token_ids == first
+            True
+        """
+        return self._rng.bit_generator.state
+
+    def set_rng_state(self, state: dict[str, Any]) -> None:
+        """Restore a state :meth:`rng_state` returned (the next unseeded contexts then sample as they did)."""
+        self._rng.bit_generator.state = state
+
     # ------------------------------------------------------------------ generation
 
     def act(self, contexts: Sequence[Context]) -> list[AgentTurn]:

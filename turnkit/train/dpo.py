@@ -23,24 +23,27 @@ Example:
 
 from __future__ import annotations
 
-import math
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import asdict, dataclass
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, Union
 
 import numpy as np
 import torch
 from torch import Tensor
 
+from turnkit.configs import check_choice, check_float, check_int
 from turnkit.errors import ConfigError, DataError
 from turnkit.learners.dpo import DPOExample, conservative_epsilon, dpo_loss, split_at_divergence
+from turnkit.learners.optim import optimizer_step
 
 if TYPE_CHECKING:
     from transformers import PreTrainedTokenizerBase
 
     from turnkit.agents.hf import HFPolicy
     from turnkit.search.pairs import PreferencePair
+    from turnkit.train.run import Run
 
 Segment = tuple[tuple[int, ...], tuple[int, ...]]
 """``(prompt_ids, completion_ids)``: the completion's tokens are scored given the prompt's."""
@@ -76,7 +79,7 @@ class DPOConfig:
     lr: float = 5e-4
     """AdamW learning rate (LoRA parameters)."""
     max_grad_norm: float = 1.0
-    """Gradient clipping norm."""
+    """Gradient clipping norm (always clipped: it must be > 0)."""
     lora_r: int = 8
     """LoRA rank when the policy has no adapter yet."""
     lora_alpha: int = 16
@@ -96,27 +99,14 @@ class DPOConfig:
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "lora_targets", tuple(self.lora_targets))  # lists from JSON configs
-        if not (math.isfinite(self.beta) and self.beta > 0):
-            raise ConfigError(f"DPOConfig.beta must be a finite number > 0, got {self.beta!r}")
-        for name in ("max_epsilon", "label_smoothing"):
-            value = getattr(self, name)
-            if not 0 <= value <= 0.5:
-                raise ConfigError(f"DPOConfig.{name} must be in [0, 0.5], got {value!r}")
-        for name in ("epochs", "batch_size", "lora_r", "lora_alpha"):
-            if getattr(self, name) < 1:
-                raise ConfigError(f"DPOConfig.{name} must be >= 1, got {getattr(self, name)!r}")
-        if self.steps is not None and self.steps < 1:
-            raise ConfigError(f"DPOConfig.steps must be >= 1 or None, got {self.steps!r}")
-        if not (math.isfinite(self.lr) and self.lr > 0):
-            raise ConfigError(f"DPOConfig.lr must be a finite number > 0, got {self.lr!r}")
-        if not (math.isfinite(self.nll_weight) and self.nll_weight >= 0):
-            raise ConfigError(f"DPOConfig.nll_weight must be a finite number >= 0, got {self.nll_weight!r}")
+        check_float(self, "beta", "lr", "max_grad_norm", low=0, open_low=True)
+        check_float(self, "max_epsilon", "label_smoothing", low=0, high=0.5)
+        check_float(self, "nll_weight", low=0)
+        check_int(self, "epochs", "batch_size", "lora_r", "lora_alpha")
+        check_int(self, "steps", optional=True)
+        check_choice(self, "nll_scope", ("suffix", "turn"))
         if not self.lora_targets:
             raise ConfigError("DPOConfig.lora_targets must name at least one module")
-        if self.nll_scope not in ("suffix", "turn"):
-            raise ConfigError(f"DPOConfig.nll_scope must be 'suffix' or 'turn', got {self.nll_scope!r}")
-        if not self.max_grad_norm > 0:
-            raise ConfigError(f"DPOConfig.max_grad_norm must be > 0, got {self.max_grad_norm!r}")
 
     def to_dict(self) -> dict[str, Any]:
         """The config as a JSON-ready dict."""
@@ -292,6 +282,10 @@ def batch_schedule(n: int, config: DPOConfig) -> Iterator[tuple[int, list[int]]]
         yield drawn - 1, idx
 
 
+RESUMABLE_CHANGES = frozenset({"epochs", "steps"})
+"""DPOConfig fields a resumed :func:`train_dpo` run may change (its schedule grows by whole steps)."""
+
+
 def train_dpo(
     policy: HFPolicy,
     pairs: Sequence[PairLike],
@@ -299,6 +293,9 @@ def train_dpo(
     *,
     progress: bool = True,
     desc: str = "dpo",
+    run_dir: str | Path | None = None,
+    resume: bool = False,
+    checkpoint_every: int = 0,
 ) -> list[dict[str, float]]:
     """Train the policy's LoRA adapter on preference pairs (attaching one if needed); returns per-step metrics.
 
@@ -310,6 +307,11 @@ def train_dpo(
                      + nll_weight · mean(−π_w / |chosen tokens|)    # optional RPO term (default 0)
         AdamW step (no weight decay) on the trainable parameters, gradient norm clipped
 
+    Without ``run_dir`` everything stays in memory. With it, the run is a run folder
+    (:class:`~turnkit.train.run.Run`: locked, ``config.json`` with the pair count, ``metrics.jsonl`` with
+    1-based steps, checkpoints of the adapter, optimizer and torch RNG every ``checkpoint_every`` steps and
+    after the last), and ``resume`` continues from its newest intact checkpoint exactly.
+
     Args:
         policy: An :class:`~turnkit.agents.hf.HFPolicy`; its base weights are the reference and stay frozen.
         pairs: :class:`~turnkit.search.pairs.PreferencePair`, :class:`~turnkit.learners.dpo.DPOExample` or
@@ -317,14 +319,19 @@ def train_dpo(
         config: Loss and optimiser settings.
         progress: Show a progress bar.
         desc: Progress bar label.
+        run_dir: A run folder to log and checkpoint into (``None``: in memory only).
+        resume: With ``run_dir``: continue from its newest intact checkpoint (a fresh start if none).
+        checkpoint_every: With ``run_dir``: checkpoint every this many steps (``0``: after the last only).
 
     Returns:
         One metrics dict per optimizer step (``step``, ``epoch``, the :func:`~turnkit.learners.dpo.dpo_loss`
         metrics, ``seconds``); with ``nll_weight > 0`` also ``nll`` and ``dpo_loss`` (the loss without the
-        NLL term; ``loss`` is then the total).
+        NLL term; ``loss`` is then the total). A resumed run's list starts with the steps before the resume.
 
     Raises:
         DataError: No pairs, or a pair without token ids when the policy has no tokenizer to render it.
+        ConfigError: ``resume`` found a checkpoint of another config or another number of pairs.
+        RunLockedError: Another process uses ``run_dir``.
 
     Example:
         >>> from turnkit.agents.hf import HFPolicy
@@ -338,11 +345,39 @@ def train_dpo(
         >>> len(history), history[-1]["loss"] < history[0]["loss"]
         (5, True)
     """
-    from tqdm.auto import tqdm
-
     config = config or DPOConfig()
     if not pairs:
         raise DataError("train_dpo got no preference pairs")
+    if run_dir is None:
+        return _train_dpo(policy, pairs, config, progress=progress, desc=desc)
+    from turnkit.train.run import Run
+
+    with Run(run_dir, {**config.to_dict(), "pairs": len(pairs)}, resumable=RESUMABLE_CHANGES) as run:
+        return _train_dpo(
+            policy,
+            pairs,
+            config,
+            progress=progress,
+            desc=desc,
+            run=run,
+            resume=resume,
+            checkpoint_every=checkpoint_every,
+        )
+
+
+def _train_dpo(
+    policy: HFPolicy,
+    pairs: Sequence[PairLike],
+    config: DPOConfig,
+    *,
+    progress: bool,
+    desc: str,
+    run: Run | None = None,
+    resume: bool = False,
+    checkpoint_every: int = 0,
+) -> list[dict[str, float]]:
+    from tqdm.auto import tqdm
+
     rows = [as_segmented(p, policy.tokenizer) for p in pairs]
     if not policy.has_adapter:
         policy.attach_lora(
@@ -357,44 +392,91 @@ def train_dpo(
     params = [p for p in policy.model.parameters() if p.requires_grad]
     optimizer = torch.optim.AdamW(params, lr=config.lr, weight_decay=0.0)
     schedule = list(batch_schedule(len(rows), config))
-    history: list[dict[str, float]] = []
-    bar = tqdm(total=len(schedule), desc=desc, disable=not progress, leave=False)
+    start, history = _start(run, policy, optimizer, resume=resume)
+    saves = _saves(run, policy, optimizer, checkpoint_every, len(schedule))
+    bar = tqdm(total=len(schedule), initial=start, desc=desc, disable=not progress, leave=False)
     device = policy.device
     was_training = policy.model.training
     policy.model.train()  # dropout (if any) on while training, as in every torch loop
-    for epoch, order in schedule:
+    for k in range(start, len(schedule)):
+        epoch, order = schedule[k]
         t0 = time.perf_counter()
         idx = torch.as_tensor(order, dtype=torch.long)
         batch = [rows[i] for i in order]
-        pol_w, pol_l = side_logprobs(policy, batch, grad=True)
-        loss, metrics = dpo_loss(
-            pol_w,
-            pol_l,
-            ref_chosen[idx].to(device),
-            ref_rejected[idx].to(device),
-            beta=config.beta,
-            epsilon=epsilon[idx].to(device),
-        )
-        if config.nll_weight > 0:
-            if config.nll_scope == "turn":
-                anchors = [SegmentedPair(r.anchor_segments(), r.rejected) for r in batch]
-                anchor_logp, _ = side_logprobs(policy, anchors, grad=True)  # rejected side recomputed: small
-                counts = [sum(len(c) for _, c in r.anchor_segments()) for r in batch]
-            else:
-                anchor_logp, counts = pol_w, [r.chosen_tokens() for r in batch]
-            lengths = torch.tensor([max(1, n) for n in counts], dtype=pol_w.dtype, device=device)
-            nll = (-anchor_logp / lengths).mean()
-            loss = loss + config.nll_weight * nll
-            metrics = {**metrics, "dpo_loss": metrics["loss"], "nll": float(nll.detach()), "loss": float(loss.detach())}
-        optimizer.zero_grad(set_to_none=True)
-        loss.backward()
-        torch.nn.utils.clip_grad_norm_(params, config.max_grad_norm)
-        optimizer.step()
-        history.append(
-            {"step": float(len(history)), "epoch": float(epoch), **metrics, "seconds": time.perf_counter() - t0}
-        )
+        ref = (ref_chosen[idx].to(device), ref_rejected[idx].to(device))
+        loss, metrics = dpo_batch_loss(policy, batch, ref, epsilon[idx].to(device), config)
+        optimizer_step(optimizer, params, loss, max_grad_norm=config.max_grad_norm)
+        history.append({"step": float(k), "epoch": float(epoch), **metrics, "seconds": time.perf_counter() - t0})
+        saves(history[-1])
         bar.update(1)
         bar.set_postfix(loss=f"{metrics['loss']:.4f}", acc=f"{metrics['accuracy']:.2f}")
     bar.close()
     policy.model.train(was_training)
     return history
+
+
+def dpo_batch_loss(
+    policy: HFPolicy,
+    batch: Sequence[SegmentedPair],
+    ref: tuple[Tensor, Tensor],
+    epsilon: Tensor,
+    config: DPOConfig,
+) -> tuple[Tensor, dict[str, float]]:
+    """The loss of one batch (see :func:`train_dpo`): DPO against the reference, plus the optional RPO term.
+
+    Args:
+        policy: The trained policy (gradients flow).
+        batch: The batch's pairs.
+        ref: The reference log-probs of their chosen and rejected sides.
+        epsilon: Their label-smoothing ``ε``.
+        config: The loss settings.
+
+    Returns:
+        The loss and its metrics (with ``nll_weight > 0`` also ``nll`` and ``dpo_loss``).
+    """
+    pol_w, pol_l = side_logprobs(policy, batch, grad=True)
+    loss, metrics = dpo_loss(pol_w, pol_l, ref[0], ref[1], beta=config.beta, epsilon=epsilon)
+    if config.nll_weight > 0:
+        if config.nll_scope == "turn":
+            anchors = [SegmentedPair(r.anchor_segments(), r.rejected) for r in batch]
+            anchor_logp, _ = side_logprobs(policy, anchors, grad=True)  # rejected side recomputed: small
+            counts = [sum(len(c) for _, c in r.anchor_segments()) for r in batch]
+        else:
+            anchor_logp, counts = pol_w, [r.chosen_tokens() for r in batch]
+        lengths = torch.tensor([max(1, n) for n in counts], dtype=pol_w.dtype, device=pol_w.device)
+        nll = (-anchor_logp / lengths).mean()
+        loss = loss + config.nll_weight * nll
+        metrics = {**metrics, "dpo_loss": metrics["loss"], "nll": float(nll.detach()), "loss": float(loss.detach())}
+    return loss, metrics
+
+
+def _start(
+    run: Run | None, policy: HFPolicy, optimizer: torch.optim.Optimizer, *, resume: bool
+) -> tuple[int, list[dict[str, float]]]:
+    """The first step and the history so far: ``(0, [])`` in memory, else from the run's newest checkpoint."""
+    if run is None:
+        return 0, []
+    from turnkit.train.policy_state import read_policy_state
+
+    start, _ = run.start(lambda ckpt, state: read_policy_state(ckpt, policy).apply(policy, optimizer), resume=resume)
+    return start, [{**r, "step": float(r["step"] - 1)} for r in run.history()]  # the log counts steps from 1
+
+
+def _saves(
+    run: Run | None, policy: HFPolicy, optimizer: torch.optim.Optimizer, every: int, last: int
+) -> Callable[[dict[str, float]], None]:
+    """What happens after each step: nothing in memory; in a run folder, log it and checkpoint when due."""
+    if run is None:
+        return lambda record: None
+    from turnkit.train.policy_state import save_policy_state
+    from turnkit.train.run import Cadence
+
+    cadence = Cadence(every, last)
+
+    def after(record: dict[str, float]) -> None:
+        step = int(record["step"]) + 1
+        run.log({**record, "step": step})
+        if cadence.due(step):
+            run.save(step, lambda tmp: save_policy_state(tmp, policy, optimizer))
+
+    return after

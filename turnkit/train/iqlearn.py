@@ -37,7 +37,6 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import math
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -51,27 +50,20 @@ from tqdm.auto import tqdm
 
 import turnkit  # noqa: F401  (registers the built-in envs)
 from turnkit.agents.hf import HFPolicy
+from turnkit.checkpoint import check_manifest, checkpoint_candidates, reading
+from turnkit.configs import check_float, check_int, check_str, from_dict
 from turnkit.errors import ConfigError, DataError
 from turnkit.learners.irl import iqlearn_loss, token_q_values
+from turnkit.learners.optim import optimizer_step
 from turnkit.models.sft import batch_order, lr_factor
 from turnkit.rollout.batch import TokenRow, TurnBatch, collate
 from turnkit.rollout.collect import collect_batch
 from turnkit.rollout.demos import collect_demos, demo_rows
 from turnkit.rollout.evaluate import evaluate
-from turnkit.checkpoint import (
-    check_manifest,
-    checkpoint_candidates,
-    checkpoint_path,
-    load_newest_intact,
-    read_checkpoint_json,
-    reading,
-    stage_checkpoint,
-    write_json,
-)
-from turnkit.train.config import EVAL_SEED_START, dataclass_from_dict
-from turnkit.train.metrics import MetricsLog, plot_curves, read_metrics
-from turnkit.train.policy_state import check_resumable, read_policy_state, save_policy_state
-from turnkit.train.runlock import RunLock
+from turnkit.train.config import EVAL_SEED_START
+from turnkit.train.policy_state import read_policy_state, save_policy_state
+from turnkit.train.run import Cadence, Run, read_state
+from turnkit.train.run import save_checkpoint as save_run_checkpoint
 
 RESUMABLE_CHANGES = frozenset({"eval_every", "checkpoint_every", "out_dir", "eval_episodes"})
 """Config fields a resumed run may change; any other difference is a different run (ConfigError)."""
@@ -87,7 +79,7 @@ class IQLearnConfig:
         >>> IQLearnConfig(alpha=1.5)
         Traceback (most recent call last):
         ...
-        turnkit.errors.ConfigError: IQLearnConfig.alpha must be in [0, 1), got 1.5
+        turnkit.errors.ConfigError: IQLearnConfig.alpha must be a finite number >= 0 and < 1, got 1.5
     """
 
     # --- demonstrations
@@ -159,31 +151,15 @@ class IQLearnConfig:
     """Run directory."""
 
     def __post_init__(self) -> None:
-        for name in ("env_id", "split", "model", "out_dir"):
-            if not isinstance(getattr(self, name), str) or not getattr(self, name):
-                raise ConfigError(f"IQLearnConfig.{name} must be a non-empty string, got {getattr(self, name)!r}")
+        check_str(self, "env_id", "split", "model", "out_dir")
         if not isinstance(self.env_kwargs, dict):
             raise ConfigError(f"IQLearnConfig.env_kwargs must be a dict, got {self.env_kwargs!r}")
-        for name in ("demo_episodes", "online_every", "online_episodes", "max_new_tokens", "steps", "batch_size"):
-            if _bad_int(getattr(self, name), 1):
-                raise ConfigError(f"IQLearnConfig.{name} must be an int >= 1, got {getattr(self, name)!r}")
-        for name in ("lora_r", "warmup_steps", "eval_episodes", "eval_every", "checkpoint_every", "demo_seed"):
-            if _bad_int(getattr(self, name), 0):
-                raise ConfigError(f"IQLearnConfig.{name} must be an int >= 0, got {getattr(self, name)!r}")
-        if not (_finite(self.lam) and self.lam >= 0):
-            raise ConfigError(f"IQLearnConfig.lam must be a finite number >= 0, got {self.lam!r}")
-        for name in ("gamma", "min_lr_ratio"):
-            if not (_finite(getattr(self, name)) and 0 <= getattr(self, name) <= 1):
-                raise ConfigError(f"IQLearnConfig.{name} must be in [0, 1], got {getattr(self, name)!r}")
-        if not (_finite(self.alpha) and 0 <= self.alpha < 1):
-            raise ConfigError(f"IQLearnConfig.alpha must be in [0, 1), got {self.alpha!r}")
-        for name in ("lr", "temperature"):
-            if not (_finite(getattr(self, name)) and getattr(self, name) > 0):
-                raise ConfigError(f"IQLearnConfig.{name} must be a finite number > 0, got {getattr(self, name)!r}")
-        if not (_finite(self.weight_decay) and self.weight_decay >= 0 and _finite(self.max_grad_norm)):
-            raise ConfigError("IQLearnConfig.weight_decay and max_grad_norm must be finite numbers >= 0")
-        if self.max_grad_norm < 0:
-            raise ConfigError(f"IQLearnConfig.max_grad_norm must be >= 0, got {self.max_grad_norm!r}")
+        check_int(self, "demo_episodes", "online_every", "online_episodes", "max_new_tokens", "steps", "batch_size")
+        check_int(self, "lora_r", "warmup_steps", "eval_episodes", "eval_every", "checkpoint_every", "demo_seed", low=0)
+        check_float(self, "lam", "weight_decay", "max_grad_norm", low=0)
+        check_float(self, "gamma", "min_lr_ratio", low=0, high=1)
+        check_float(self, "alpha", low=0, high=1, open_high=True)
+        check_float(self, "lr", "temperature", low=0, open_low=True)
 
     def to_dict(self) -> dict[str, Any]:
         """The config as JSON-ready data."""
@@ -199,20 +175,12 @@ class IQLearnConfig:
             ...
             turnkit.errors.ConfigError: config: unknown IQLearnConfig key 'lamda' (did you mean 'lam'?)
         """
-        return dataclass_from_dict(cls, data, source=source)
+        return from_dict(cls, data, source=source)
 
     @property
     def policy_rows_per_step(self) -> int:
         """Policy-sample rows added to each step's batch (``0`` offline)."""
         return max(1, round(self.alpha * self.batch_size)) if self.alpha > 0 else 0
-
-
-def _bad_int(value: Any, low: int) -> bool:
-    return isinstance(value, bool) or not isinstance(value, int) or value < low
-
-
-def _finite(value: Any) -> bool:
-    return not isinstance(value, bool) and isinstance(value, (int, float)) and math.isfinite(value)
 
 
 @dataclass
@@ -372,10 +340,8 @@ def save_iqlearn_checkpoint(
     cfg: IQLearnConfig,
 ) -> Path:
     """An atomic checkpoint: weights (or adapter), optimizer, torch RNG, step, config and the policy-sample pool."""
-    with stage_checkpoint(run_dir, step) as tmp:
-        save_policy_state(tmp, policy, optimizer)
-        write_json(tmp / "state.json", {"step": step, "config": cfg.to_dict(), "pool": _rows_json(pool)})
-    return checkpoint_path(run_dir, step)
+    write = lambda tmp: save_policy_state(tmp, policy, optimizer)  # noqa: E731
+    return save_run_checkpoint(run_dir, step, cfg.to_dict(), write, {"pool": _rows_json(pool)})
 
 
 def load_iqlearn_checkpoint(
@@ -389,12 +355,16 @@ def load_iqlearn_checkpoint(
         ConfigError: The checkpoint's run had a different config (beyond :data:`RESUMABLE_CHANGES`).
         CheckpointError: A file is missing or unreadable (named).
     """
-    state = read_checkpoint_json(ckpt / "state.json")
+    state = read_state(ckpt, cfg.to_dict(), RESUMABLE_CHANGES)
+    return state["step"], _restore(ckpt, state, policy, optimizer)
+
+
+def _restore(ckpt: Path, state: dict[str, Any], policy: HFPolicy, optimizer: torch.optim.Optimizer) -> list[TokenRow]:
+    """Restore a checkpoint whose ``state.json`` was read and checked; returns its policy-sample pool."""
     with reading(ckpt / "state.json", base=ckpt):
-        saved, step, pool = state["config"], int(state["step"]), _rows_from_json(state["pool"])
-    check_resumable(ckpt, saved, cfg.to_dict(), RESUMABLE_CHANGES)
+        pool = _rows_from_json(state["pool"])
     read_policy_state(ckpt, policy).apply(policy, optimizer)
-    return step, pool
+    return pool
 
 
 # ---------------------------------------------------------------------------------------------- the loop
@@ -424,15 +394,19 @@ def train_iqlearn(
         DataError: Bad or empty demonstrations, or a batch without a loss token.
         RunLockedError: Another process uses ``cfg.out_dir``.
     """
-    with RunLock(cfg.out_dir):
-        return _train(cfg, resume=resume, progress=progress, policy=policy, rows=rows)
+    with Run(cfg.out_dir, cfg.to_dict(), resumable=RESUMABLE_CHANGES) as run:
+        return _train(run, cfg, resume=resume, progress=progress, policy=policy, rows=rows)
 
 
 def _train(
-    cfg: IQLearnConfig, *, resume: bool, progress: bool, policy: HFPolicy | None, rows: Sequence[TokenRow] | None
+    run: Run,
+    cfg: IQLearnConfig,
+    *,
+    resume: bool,
+    progress: bool,
+    policy: HFPolicy | None,
+    rows: Sequence[TokenRow] | None,
 ) -> IQLearnResult:
-    run_dir = Path(cfg.out_dir)
-    log = MetricsLog(run_dir / "metrics.jsonl")
     policy = policy if policy is not None else build_start_policy(cfg, progress=progress)
     rows = list(rows) if rows is not None else demonstration_rows(cfg, policy.tokenizer)
     if not rows:
@@ -445,40 +419,32 @@ def _train(
     optimizer = torch.optim.AdamW(params, lr=cfg.lr, weight_decay=cfg.weight_decay)
     pad_id, eos_id = int(policy.tokenizer.pad_token_id), policy.tokenizer.eos_token_id
     order = batch_order(len(rows), cfg.batch_size, cfg.steps, np.random.default_rng(cfg.seed))
-    start_step, pool = 0, list[TokenRow]()
-    found = (
-        load_newest_intact(run_dir, lambda c: load_iqlearn_checkpoint(c, policy, optimizer, cfg)) if resume else None
-    )
-    if found is not None:
-        start_step, pool = found[1]
-        log.truncate_after(start_step)
-    elif (run_dir / "metrics.jsonl").exists():
-        (run_dir / "metrics.jsonl").unlink()
-    write_json(run_dir / "config.json", cfg.to_dict())
+    start_step, pool = run.start(lambda ckpt, state: _restore(ckpt, state, policy, optimizer), resume=resume)
+    pool = pool or []
     online = cfg.online_episodes if cfg.alpha > 0 else 0
     envs = [gymnasium.make(cfg.env_id, split=cfg.split, **cfg.env_kwargs) for _ in range(online)]
+    evals = Cadence(cfg.eval_every, cfg.steps, enabled=cfg.eval_episodes > 0)
+    saves = Cadence(cfg.checkpoint_every, cfg.steps)
     final_eval: dict[str, Any] | None = None
     bar = tqdm(range(start_step, cfg.steps), desc=f"iqlearn λ={cfg.lam:g}", disable=not progress, unit="step")
     try:
         for step in bar:
             record = _step(policy, optimizer, params, rows, order[step], pool, envs, cfg, step, pad_id, eos_id)
             pool = record.pop("_pool")
-            log.write(record)
+            run.log(record)
             bar.set_postfix(nll=f"{record['nll']:.3f}", td=f"{record['td_sq']:.3f}")
             done = step + 1
-            if cfg.eval_episodes and ((cfg.eval_every and done % cfg.eval_every == 0) or done == cfg.steps):
+            if evals.due(done):
                 final_eval = {"step": done, **evaluate_iqlearn(policy, cfg)}
-                log.write(final_eval)
-            if (cfg.checkpoint_every and done % cfg.checkpoint_every == 0) or done == cfg.steps:
-                save_iqlearn_checkpoint(run_dir, done, policy, optimizer, pool, cfg)
+                run.log(final_eval)
+            if saves.due(done):
+                save_iqlearn_checkpoint(run.dir, done, policy, optimizer, pool, cfg)
     finally:
         for env in envs:
             env.close()
     policy.model.eval()
-    history = read_metrics(run_dir / "metrics.jsonl") if (run_dir / "metrics.jsonl").exists() else []
-    if history:
-        plot_curves(history, ["nll", "td_sq", "reward_mean", "eval_success"], run_dir / "curves.png", title="IQLearn")
-    return IQLearnResult(run_dir, max(start_step, cfg.steps), history, final_eval, policy)
+    history = run.finish(["nll", "td_sq", "reward_mean", "eval_success"], title="IQLearn")
+    return IQLearnResult(run.dir, max(start_step, cfg.steps), history, final_eval, policy)
 
 
 def _step(
@@ -516,14 +482,9 @@ def _step(
         expert = torch.tensor([True] * len(indices) + [False] * len(picks))
     batch = collate(batch_rows, pad_id=pad_id).to(policy.device)
     loss, metrics = iqlearn_batch_loss(policy.model, batch, cfg, eos_id=eos_id, expert=expert)
-    optimizer.zero_grad(set_to_none=True)
-    loss.backward()
-    norm = torch.nn.utils.clip_grad_norm_(params, cfg.max_grad_norm if cfg.max_grad_norm > 0 else math.inf)
-    optimizer.step()
+    norm = optimizer_step(optimizer, params, loss, max_grad_norm=cfg.max_grad_norm)
     record.update(metrics)
-    record.update(
-        {"loss": float(loss.detach()), "lr": lr, "grad_norm": float(norm), "step_s": time.perf_counter() - start}
-    )
+    record.update({"loss": float(loss.detach()), "lr": lr, "grad_norm": norm, "step_s": time.perf_counter() - start})
     record["_pool"] = pool
     return record
 

@@ -68,26 +68,20 @@ from tqdm.auto import tqdm
 
 import turnkit  # noqa: F401  (registers the built-in envs)
 from turnkit.agents.hf import HFPolicy
+from turnkit.checkpoint import reading
 from turnkit.errors import ConfigError
 from turnkit.learners.advantages import trajectory_advantages
 from turnkit.learners.grpo import GRPOConfig, policy_loss
+from turnkit.learners.optim import optimizer_step
 from turnkit.rollout.batch import TurnBatch, build_episode_batch, build_turn_batch, gather_token_logprobs
 from turnkit.rollout.chat import ChatDelta
 from turnkit.rollout.evaluate import evaluate
-from turnkit.checkpoint import (
-    checkpoint_path,
-    load_newest_intact,
-    read_checkpoint_json,
-    reading,
-    stage_checkpoint,
-    write_json,
-)
 from turnkit.train.config import TrainConfig
 from turnkit.train.critic_hook import LoopCritics, build_critics
-from turnkit.train.metrics import MetricsLog, plot_curves, read_metrics
-from turnkit.train.policy_state import check_resumable, read_policy_state, save_policy_state
+from turnkit.train.policy_state import read_policy_state, save_policy_state
 from turnkit.train.rollouts import DoneRollout, RolloutHandle, RolloutJob, build_rollouts
-from turnkit.train.runlock import RunLock
+from turnkit.train.run import Cadence, Run, read_state
+from turnkit.train.run import save_checkpoint as save_run_checkpoint
 from turnkit.types import Trajectory
 
 SEED_SPACE = 2**31
@@ -96,6 +90,8 @@ RESUMABLE_CHANGES = frozenset(
     {"steps", "eval_every", "checkpoint_every", "tensorboard", "out_dir", "backend", "backend_url", "ray", "device"}
 )
 """Config fields a resumed run may change; any other difference is a different run (ConfigError)."""
+CURVES = ("reward_mean", "success_rate", "eval_success", "clip_frac", "approx_kl")
+"""Metrics drawn into the run's ``curves.png``."""
 
 
 @dataclass
@@ -363,11 +359,7 @@ def _minibatch_step(
     ref = _reference_logprobs(policy, mb, cfg, ref_model) if grpo.kl_coef > 0 else None
     assert mb.old_logprobs is not None  # checked on the whole batch
     loss, metrics = policy_loss(logp, mb.old_logprobs, mb.advantages, mb.loss_mask, grpo, ref_logprobs=ref)
-    optimizer.zero_grad(set_to_none=True)
-    loss.backward()
-    limit = cfg.max_grad_norm if cfg.max_grad_norm > 0 else math.inf
-    norm = float(torch.nn.utils.clip_grad_norm_(params, limit))
-    optimizer.step()
+    norm = optimizer_step(optimizer, params, loss, max_grad_norm=cfg.max_grad_norm)
     return metrics, norm
 
 
@@ -421,27 +413,21 @@ def save_checkpoint(
     Learned critics write their adapters and optimizer states under ``critics/<name>/``. In one-step-off
     runs the rollouts already generated for later steps (``pending``; waited for here) go to ``pending.pkl``,
     so a resumed run trains on the same batches as an uninterrupted one.
-    :func:`~turnkit.checkpoint.stage_checkpoint` adds a manifest of sizes and checksums, so a resume
-    can tell an intact checkpoint from a damaged one.
+    :func:`~turnkit.train.run.save_checkpoint` stages it atomically with a manifest of sizes and checksums,
+    so a resume can tell an intact checkpoint from a damaged one.
     """
-    with stage_checkpoint(run_dir, step) as tmp:
+
+    def write(tmp: Path) -> None:
         if critics is not None:
             critics.save(tmp / "critics")
         save_policy_state(tmp, policy, optimizer)
         if pending:
             ahead = {step: (handle.result(), handle.version) for step, handle in sorted(pending.items())}
             (tmp / "pending.pkl").write_bytes(pickle.dumps(ahead))
-        write_json(
-            tmp / "state.json",
-            {
-                "step": step,
-                "config": cfg.to_dict(),
-                "task_rng": rng.bit_generator.state,
-                # HFPolicy draws from its own generator only for contexts without an episode seed.
-                "policy_rng": policy._rng.bit_generator.state,
-            },
-        )
-    return checkpoint_path(run_dir, step)
+
+    # HFPolicy draws from its own generator only for contexts without an episode seed.
+    state = {"task_rng": rng.bit_generator.state, "policy_rng": policy.rng_state()}
+    return save_run_checkpoint(run_dir, step, cfg.to_dict(), write, state)
 
 
 def load_checkpoint(
@@ -465,12 +451,23 @@ def load_checkpoint(
             :data:`RESUMABLE_CHANGES`).
         CheckpointError: A file is missing or cannot be read (the message names it).
     """
-    state = read_checkpoint_json(ckpt / "state.json")
+    state = read_state(ckpt, cfg.to_dict(), RESUMABLE_CHANGES, defaults=TrainConfig().to_dict())
+    return restore_checkpoint(ckpt, state, policy, optimizer, rng, critics, pending=pending)
+
+
+def restore_checkpoint(
+    ckpt: Path,
+    state: dict[str, Any],
+    policy: HFPolicy,
+    optimizer: torch.optim.Optimizer,
+    rng: np.random.Generator,
+    critics: LoopCritics | None = None,
+    *,
+    pending: dict[int, RolloutHandle] | None = None,
+) -> int:
+    """:func:`load_checkpoint` after its ``state.json`` was read and checked (``state``); returns the step."""
     with reading(ckpt / "state.json", base=ckpt):
-        saved, current = state["config"], cfg.to_dict()
-        step, task_rng, policy_rng = int(state["step"]), state["task_rng"], state["policy_rng"]
-    saved = {**TrainConfig().to_dict(), **saved}  # keys newer than the checkpoint take their defaults
-    check_resumable(ckpt, saved, current, RESUMABLE_CHANGES)
+        task_rng, policy_rng = state["task_rng"], state["policy_rng"]
     policy_state = read_policy_state(ckpt, policy)
     ahead: dict[int, tuple[Any, int]] = {}
     if (ckpt / "pending.pkl").exists():
@@ -485,11 +482,11 @@ def load_checkpoint(
             critics.load(ckpt / "critics")
     policy_state.apply(policy, optimizer)
     rng.bit_generator.state = task_rng
-    policy._rng.bit_generator.state = policy_rng
+    policy.set_rng_state(policy_rng)
     if pending is not None:
         pending.clear()
         pending.update({s: DoneRollout(rollout, version) for s, (rollout, version) in ahead.items()})
-    return step
+    return int(state["step"])
 
 
 # ---------------------------------------------------------------------------------------------- the loop
@@ -500,7 +497,8 @@ def train(
 ) -> TrainResult:
     """Run (or, with ``resume``, continue) the GRPO/RLOO loop described in the module docstring.
 
-    The run directory is locked for the whole call (:class:`~turnkit.train.runlock.RunLock`).
+    The run directory is locked for the whole call, and resumed, logged and checkpointed through
+    :class:`~turnkit.train.run.Run`.
 
     Args:
         cfg: The run's settings.
@@ -516,13 +514,13 @@ def train(
         RunLockedError: Another process is using ``cfg.out_dir``.
         CheckpointError: ``resume`` found checkpoints, but none is intact.
     """
-    with RunLock(cfg.out_dir):
-        return _train(cfg, resume=resume, progress=progress, policy=policy)
+    defaults = TrainConfig().to_dict()  # keys newer than a checkpoint take their defaults
+    run = Run(cfg.out_dir, cfg.to_dict(), resumable=RESUMABLE_CHANGES, defaults=defaults, tensorboard=cfg.tensorboard)
+    with run:
+        return _train(run, cfg, resume=resume, progress=progress, policy=policy)
 
 
-def _train(cfg: TrainConfig, *, resume: bool, progress: bool, policy: HFPolicy | None) -> TrainResult:
-    run_dir = Path(cfg.out_dir)
-    log = MetricsLog(run_dir / "metrics.jsonl", tensorboard_dir=run_dir / "tb" if cfg.tensorboard else None)
+def _train(run: Run, cfg: TrainConfig, *, resume: bool, progress: bool, policy: HFPolicy | None) -> TrainResult:
     policy = policy if policy is not None else build_policy(cfg, progress=progress)  # after: a bad log fails fast
     place_policy(policy, cfg.device)
     critics = build_critics(cfg, policy)  # before the policy's adapter: learned critics copy the start policy
@@ -530,18 +528,16 @@ def _train(cfg: TrainConfig, *, resume: bool, progress: bool, policy: HFPolicy |
     params = trainable_parameters(policy)
     optimizer = torch.optim.AdamW(params, lr=cfg.lr, weight_decay=cfg.weight_decay)
     rng = np.random.default_rng(cfg.seed)
-    start_step = 0
     pending: dict[int, RolloutHandle] = {}  # submitted rollouts by the step that will learn from them
-    restore = lambda c: load_checkpoint(c, policy, optimizer, rng, cfg, critics, pending=pending)  # noqa: E731
-    found = load_newest_intact(run_dir, restore) if resume else None
-    if found is not None:
-        start_step = found[1]
-        log.truncate_after(start_step)
-    elif (run_dir / "metrics.jsonl").exists():
-        (run_dir / "metrics.jsonl").unlink()  # a fresh run owns its log
-    write_json(run_dir / "config.json", cfg.to_dict())
+
+    def restore(ckpt: Path, state: dict[str, Any]) -> int:
+        return restore_checkpoint(ckpt, state, policy, optimizer, rng, critics, pending=pending)
+
+    start_step, _ = run.start(restore, resume=resume)
     chat = token_exact_chat(policy, cfg)
-    source = build_rollouts(cfg, policy, run_dir=run_dir, chat=chat, start_step=start_step)
+    source = build_rollouts(cfg, policy, run_dir=run.dir, chat=chat, start_step=start_step)
+    evals = Cadence(cfg.eval_every, cfg.steps, enabled=cfg.eval_every > 0)
+    saves = Cadence(cfg.checkpoint_every, cfg.steps)
     staleness = cfg.max_staleness if cfg.async_rollout else 0
     final_eval: dict[str, Any] | None = None
     idle_steps = 0
@@ -575,20 +571,17 @@ def _train(cfg: TrainConfig, *, resume: bool, progress: bool, policy: HFPolicy |
             record.update(timing)
             record["gen_tokens_per_s"] = record["completion_tokens"] / max(timing["generate_s"], 1e-9)
             record["train_tokens_per_s"] = record["update_tokens"] * cfg.ppo_epochs / max(record["update_s"], 1e-9)
-            log.write(record)
+            run.log(record)
             bar.set_postfix(reward=f"{record['reward_mean']:.2f}", success=f"{record['success_rate']:.2f}")
-            if cfg.eval_every and (step % cfg.eval_every == 0 or step == cfg.steps):
+            if evals.due(step):
                 generator = source.agent(temperature=cfg.eval_temperature)
                 final_eval = {"step": step, **evaluate_policy(policy, cfg, agent=generator)}
-                log.write(final_eval)
-            if (cfg.checkpoint_every and step % cfg.checkpoint_every == 0) or step == cfg.steps:
-                save_checkpoint(run_dir, step, policy, optimizer, rng, cfg, critics, pending=pending)
+                run.log(final_eval)
+            if saves.due(step):
+                save_checkpoint(run.dir, step, policy, optimizer, rng, cfg, critics, pending=pending)
     finally:
         source.close()
         if critics is not None:
             critics.close()
-    history = read_metrics(run_dir / "metrics.jsonl") if (run_dir / "metrics.jsonl").exists() else []
-    if history:
-        keys = ["reward_mean", "success_rate", "eval_success", "clip_frac", "approx_kl"]
-        plot_curves(history, keys, run_dir / "curves.png", title=f"{cfg.env_id} GRPO")
-    return TrainResult(run_dir, max(start_step, cfg.steps), history, final_eval, policy)
+    history = run.finish(CURVES, title=f"{cfg.env_id} GRPO")
+    return TrainResult(run.dir, max(start_step, cfg.steps), history, final_eval, policy)

@@ -5,7 +5,8 @@ policy's weights (``adapter/`` in peft format for a LoRA policy, else ``model/``
 ``optimizer.pt`` and ``rng.pt`` (torch's global RNG), plus whatever the loop adds (its ``state.json``, critics).
 :func:`save_policy_state` writes the shared part; :func:`read_policy_state` reads (and so verifies) all of it
 without changing anything, and :meth:`PolicyState.apply` then restores it in place, so a damaged checkpoint
-leaves a run untouched. :func:`check_resumable` refuses a checkpoint whose run had another config.
+leaves a run untouched. :func:`~turnkit.train.run.check_resumable` (re-exported here) refuses a checkpoint
+whose run had another config.
 
 Example:
     >>> import tempfile, torch
@@ -25,7 +26,6 @@ Example:
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -33,8 +33,10 @@ from typing import Any
 import torch
 
 from turnkit.agents.hf import HFPolicy
-from turnkit.errors import ConfigError
 from turnkit.checkpoint import reading
+from turnkit.train.run import check_resumable
+
+__all__ = ["PolicyState", "check_resumable", "read_policy_state", "save_policy_state"]
 
 
 def save_policy_state(folder: Path, policy: HFPolicy, optimizer: torch.optim.Optimizer) -> None:
@@ -92,23 +94,3 @@ def read_policy_state(ckpt: Path, policy: HFPolicy) -> PolicyState:
     with reading(ckpt / "rng.pt", base=ckpt):
         torch_rng = torch.load(ckpt / "rng.pt")["torch"]
     return PolicyState(weights, model_state, optimizer_state, torch_rng)
-
-
-def check_resumable(ckpt: Path, saved: Mapping[str, Any], current: Mapping[str, Any], allowed: Iterable[str]) -> None:
-    """Refuse to resume ``ckpt`` when its run's config differs from ``current`` outside ``allowed`` keys.
-
-    Raises:
-        ConfigError: Naming every differing key with its old and new value.
-
-    Example:
-        >>> check_resumable(Path("run"), {"lr": 0.1, "steps": 5}, {"lr": 0.1, "steps": 9}, {"steps"})
-        >>> check_resumable(Path("run"), {"lr": 0.1}, {"lr": 0.2}, ())
-        Traceback (most recent call last):
-        ...
-        turnkit.errors.ConfigError: cannot resume run: the config differs (lr: 0.1 -> 0.2); use a new out_dir
-    """
-    allowed = set(allowed)
-    diff = sorted(k for k in current if k not in allowed and saved.get(k) != current[k])
-    if diff:
-        changes = ", ".join(f"{k}: {saved.get(k)!r} -> {current[k]!r}" for k in diff)
-        raise ConfigError(f"cannot resume {ckpt}: the config differs ({changes}); use a new out_dir")

@@ -11,7 +11,8 @@ Iteration ``i``:
 
 Everything lands in the output directory, so a run can be inspected, shared and resumed::
 
-    DIR/turnkit.lock                held while a run uses DIR (see turnkit.train.runlock)
+    DIR/turnkit.lock                held while a run uses DIR (see turnkit.train.run and turnkit.train.runlock)
+    DIR/config.json                 the config (as in state.json)
     DIR/state.json                  config, completed iterations and their metrics (written atomically)
     DIR/state.prev.json             the state before the last completed iteration (a fallback)
     DIR/dataset.jsonl               all pairs so far (TRL conversational DPO format)
@@ -50,7 +51,7 @@ import os
 import time
 import warnings
 from collections.abc import Mapping
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
@@ -58,6 +59,8 @@ import gymnasium
 
 import turnkit  # noqa: F401  (registers the built-in envs)
 from turnkit.agents.base import Agent
+from turnkit.checkpoint import check_manifest, reading, stage_dir, write_json
+from turnkit.configs import check_choice, check_int, from_dict
 from turnkit.errors import CheckpointError, CheckpointWarning, ConfigError, DataError
 from turnkit.search.best_of_n import best_of_n_many
 from turnkit.search.expand import SearchStats
@@ -66,9 +69,8 @@ from turnkit.search.pairs import PairConfig, PreferencePair, read_pairs, tree_pa
 from turnkit.search.render import render_html, render_png
 from turnkit.search.tree import SearchTree, jsonable
 from turnkit.search.values import ValueFn
-from turnkit.checkpoint import check_manifest, reading, stage_dir
 from turnkit.train.dpo import DPOConfig
-from turnkit.train.runlock import RunLock
+from turnkit.train.run import Run, config_diff
 
 STATE_VERSION = 1
 STATE, PREV_STATE = "state.json", "state.prev.json"
@@ -83,7 +85,7 @@ class SynthConfig:
         >>> SynthConfig("turnkit/MathEpisodes-v0", search="beam")
         Traceback (most recent call last):
         ...
-        turnkit.errors.ConfigError: SynthConfig.search must be 'mcts' or 'best_of_n', got 'beam'
+        turnkit.errors.ConfigError: SynthConfig.search must be one of ['mcts', 'best_of_n'], got 'beam'
     """
 
     env_id: str
@@ -118,35 +120,28 @@ class SynthConfig:
     """Tasks searched in lockstep, so that each policy call batches the leaves of all their trees."""
 
     def __post_init__(self) -> None:
-        if self.search not in ("mcts", "best_of_n"):
-            raise ConfigError(f"SynthConfig.search must be 'mcts' or 'best_of_n', got {self.search!r}")
-        for name in ("iterations", "tasks_per_iteration", "best_of_n", "batch_tasks"):
-            if getattr(self, name) < 1:
-                raise ConfigError(f"SynthConfig.{name} must be >= 1, got {getattr(self, name)!r}")
-        for name in ("render_trees", "eval_episodes"):
-            if getattr(self, name) < 0:
-                raise ConfigError(f"SynthConfig.{name} must be >= 0, got {getattr(self, name)!r}")
+        check_choice(self, "search", ("mcts", "best_of_n"))
+        check_int(self, "iterations", "tasks_per_iteration", "best_of_n", "batch_tasks")
+        check_int(self, "render_trees", "eval_episodes", low=0)
 
     def to_dict(self) -> dict[str, Any]:
         """The config as a JSON-ready dict."""
         return jsonable(asdict(self))
 
     @classmethod
-    def from_dict(cls, data: Mapping[str, Any]) -> SynthConfig:
-        """Inverse of :meth:`to_dict`.
+    def from_dict(cls, data: Mapping[str, Any], *, source: str = "config") -> SynthConfig:
+        """Inverse of :meth:`to_dict`; an unknown key raises :class:`ConfigError` naming it and ``source``.
 
         Example:
             >>> cfg = SynthConfig("turnkit/MathEpisodes-v0", mcts=MCTSConfig(iterations=3))
             >>> SynthConfig.from_dict(cfg.to_dict()) == cfg
             True
+            >>> SynthConfig.from_dict({"env_id": "x", "iteration": 3})
+            Traceback (most recent call last):
+            ...
+            turnkit.errors.ConfigError: config: unknown SynthConfig key 'iteration' (did you mean 'iterations'?)
         """
-        nested = {"mcts": MCTSConfig, "pairs": PairConfig, "dpo": DPOConfig}
-        known = {f.name for f in fields(cls)}
-        unknown = sorted(set(data) - known)
-        if unknown:
-            raise ConfigError(f"unknown SynthConfig fields {unknown}")
-        kwargs = {k: (nested[k](**v) if k in nested else v) for k, v in data.items()}
-        return cls(**kwargs)
+        return from_dict(cls, data, source=source)
 
     def task_seeds(self, iteration: int) -> list[int]:
         """The task seeds searched in ``iteration``.
@@ -198,13 +193,14 @@ def synthesize(
         RunLockedError: Another process is using ``out_dir``.
         CheckpointError: Neither ``state.json`` nor ``state.prev.json`` of a previous run can be read.
     """
-    out = Path(out_dir)
-    with RunLock(out):
-        return _synthesize(config, agent, out, critic=critic, progress=progress)
+    with Run(out_dir, config.to_dict()) as run:
+        return _synthesize(run, config, agent, critic=critic, progress=progress)
 
 
-def _synthesize(config: SynthConfig, agent: Agent, out: Path, *, critic: ValueFn | None, progress: bool) -> SynthResult:
+def _synthesize(run: Run, config: SynthConfig, agent: Agent, *, critic: ValueFn | None, progress: bool) -> SynthResult:
+    out = run.dir
     state = _load_state(out, config)
+    run.write_config()
     if config.train and not hasattr(agent, "sequence_logprobs"):
         raise ConfigError(
             f"DPO training needs an HFPolicy (got {type(agent).__name__}); use train=False to only synthesise data"
@@ -214,9 +210,10 @@ def _synthesize(config: SynthConfig, agent: Agent, out: Path, *, critic: ValueFn
         done = _restore_adapter(agent, out, state)
     for i in range(done, config.iterations):
         metrics = _iteration(config, agent, out, i, critic=critic, progress=progress)
-        _write_json(out / PREV_STATE, state)  # the state before this iteration: the fallback if STATE is damaged
+        # the state before this iteration: the fallback if STATE is damaged
+        write_json(out / PREV_STATE, jsonable(state))
         state["iterations"].append(metrics)
-        _write_json(out / STATE, state)
+        write_json(out / STATE, jsonable(state))
         all_pairs = [p for k in range(i + 1) for p in read_pairs(_iter_dir(out, k) / "pairs.jsonl")]
         write_pairs(all_pairs, out / "dataset.jsonl")
     pairs = read_pairs(out / "dataset.jsonl") if (out / "dataset.jsonl").exists() else []
@@ -244,7 +241,7 @@ def _load_state(out: Path, config: SynthConfig) -> dict[str, Any]:
     path, prev = out / STATE, out / PREV_STATE
     fresh = {"version": STATE_VERSION, "config": config.to_dict(), "iterations": []}
     if not path.exists() and not prev.exists():
-        _write_json(path, fresh)
+        write_json(path, jsonable(fresh))
         return fresh
     state, why = _read_state(path)
     if state is None:
@@ -265,12 +262,9 @@ def _load_state(out: Path, config: SynthConfig) -> dict[str, Any]:
         )
     if state.get("version") != STATE_VERSION:
         raise DataError(f"unsupported synth state version {state.get('version')!r}", path=path)
-    old = dict(state.get("config", {}))
     new = config.to_dict()
-    old.pop("iterations", None)
-    new_cmp = {k: v for k, v in new.items() if k != "iterations"}
-    if old != new_cmp:
-        diff = sorted(k for k in set(old) | set(new_cmp) if old.get(k) != new_cmp.get(k))
+    diff = config_diff(state.get("config", {}), new, allowed={"iterations"})
+    if diff:
         raise ConfigError(f"{out} holds a synth run with a different config (fields {diff}); use another --out")
     if len(state["iterations"]) > config.iterations:
         raise ConfigError(f"{out} already has {len(state['iterations'])} iterations, more than {config.iterations}")
@@ -312,19 +306,10 @@ def _restore_adapter(agent: Any, out: Path, state: dict[str, Any]) -> int:
         good -= 1
     if good < done - 1:
         del state["iterations"][good + 1 :]
-        _write_json(out / STATE, state)
+        write_json(out / STATE, jsonable(state))
     if good >= 0:
         agent.load_adapter(_iter_dir(out, good) / "adapter")
     return good + 1
-
-
-def _write_json(path: Path, data: Any) -> None:
-    tmp = path.with_suffix(path.suffix + ".tmp")
-    with tmp.open("w", encoding="utf-8") as f:
-        f.write(json.dumps(jsonable(data), indent=2, sort_keys=True) + "\n")
-        f.flush()
-        os.fsync(f.fileno())
-    tmp.replace(path)
 
 
 def _tree_intact(path: Path, seed: int, *, with_pairs: bool) -> bool:
@@ -411,7 +396,7 @@ def _iteration(
     if config.eval_episodes:
         metrics["eval"] = _evaluate(config, agent, progress=progress)
     metrics["seconds"] = time.perf_counter() - start
-    _write_json(folder / "metrics.json", metrics)
+    write_json(folder / "metrics.json", jsonable(metrics))
     return metrics
 
 
