@@ -213,3 +213,112 @@ def test_final_observation_is_the_envs_reply_to_the_last_action():
     traj = collect(gymnasium.make("turnkit/MathEpisodes-v0"), OracleAgent(), seed=5)
     assert traj.final_observation.startswith("Correct")
     assert traj.steps[-1].observation != traj.final_observation
+
+
+# ------------------------------------------------------------------------------------------ budgets, stops, starts
+class Tokens:
+    """A token-level agent: replies ``reply(ctx)`` as byte ids + EOS, conditioning on the stored context ids."""
+
+    def __init__(self, reply=lambda ctx: "hello") -> None:
+        from turnkit.models.tiny import build_tiny_tokenizer
+
+        self.tokenizer = build_tiny_tokenizer()
+        self.reply = reply
+
+    def act(self, contexts: Sequence[Context]) -> list[AgentTurn]:
+        from turnkit.agents.hf import chat_prompt_ids
+
+        out = []
+        for ctx in contexts:
+            text = self.reply(ctx)
+            ids = (*self.tokenizer(text, add_special_tokens=False)["input_ids"], self.tokenizer.eos_token_id)
+            prompt = ctx.prompt_token_ids or tuple(chat_prompt_ids(self.tokenizer, ctx.messages))
+            out.append(AgentTurn(text, ids, (-1.0,) * len(ids), prompt, "stop"))
+        return out
+
+
+def completion_length(traj) -> int:
+    first, last = traj.steps[0].action, traj.steps[-1].action
+    return len(last.prompt_token_ids) + len(last.token_ids) - len(first.prompt_token_ids)
+
+
+def test_max_tokens_cuts_the_turn_that_crosses_it() -> None:
+    from turnkit.rollout.chat import ChatDelta
+
+    agent = Tokens()
+    [traj] = collect_batch(envs(1), agent, [0], chat=ChatDelta(agent.tokenizer), max_tokens=3)
+    [step] = traj.steps  # the next context could not fit another sampled id
+    assert step.action.text == "hel" and step.action.finish_reason == "length" and len(step.action.token_ids) == 3
+    assert traj.final_observation == "heard hel" and step.truncated and not step.terminated  # the env got the cut text
+
+
+def test_max_tokens_bounds_every_episode_of_a_batch() -> None:
+    from turnkit.rollout.chat import ChatDelta
+
+    agent = Tokens()
+    chat = ChatDelta(agent.tokenizer)
+    free = collect_batch(envs(2), agent, [0, 1], chat=chat)
+    budget = completion_length(free[0]) - 10  # the full five-turn episode does not fit
+    for traj in collect_batch(envs(2), agent, [0, 1], chat=chat, max_tokens=budget):
+        assert 1 < len(traj.steps) < len(free[0].steps)
+        assert completion_length(traj) <= budget and traj.steps[-1].truncated
+        assert [s.action.token_ids for s in traj.steps[:-1]] == [s.action.token_ids for s in free[0].steps[:-2]]
+
+
+def test_max_tokens_needs_a_chat_template() -> None:
+    from turnkit.errors import ConfigError
+
+    with pytest.raises(ConfigError, match="max_tokens needs chat="):
+        collect_batch(envs(1), Tokens(), [0], max_tokens=10)
+
+
+def test_an_empty_token_turn_within_a_budget_ends_the_episode() -> None:
+    from turnkit.rollout.chat import ChatDelta
+
+    class Full(Tokens):  # the model's context window is full after the first turn
+        def act(self, contexts):
+            turns = super().act(contexts)
+            return [t if c.turn == 0 else AgentTurn("", (), (), t.prompt_token_ids, "prompt_too_long")
+                    for c, t in zip(contexts, turns, strict=True)]  # fmt: skip
+
+    agent = Full()
+    [traj] = collect_batch(envs(1), agent, [0], chat=ChatDelta(agent.tokenizer), max_tokens=500)
+    assert len(traj.steps) == 1 and traj.steps[0].truncated and traj.error is None
+
+
+def test_stop_ends_an_episode_truncated() -> None:
+    seen = []
+
+    def stop(traj) -> bool:
+        seen.append(len(traj.steps))
+        return len(traj.steps) == 2
+
+    [traj] = collect_batch(envs(1), Recorder(), [0], stop=stop)
+    assert seen == [1, 2] and len(traj.steps) == 2 and traj.steps[-1].truncated
+
+
+def test_starts_continue_a_restored_episode() -> None:
+    from turnkit.envs.core import snapshot_env
+    from turnkit.rollout.collect import Start
+    from turnkit.types import Message
+
+    env = gymnasium.make(ENV_ID)
+    first, _ = env.reset(seed=3)
+    reply, *_ = env.step("a")
+    before = (Message("user", first), Message("assistant", "a"), Message("user", reply))
+    forced = (*before[:-1], Message("user", f"{reply} Now say stop."))
+    agent = Recorder(lambda ctx: "stop" if ctx.turn == 2 else "b", privileged=True)
+    starts = [Start(snapshot_env(env), before, prompt=forced), None]
+    branch, fresh = collect_batch(envs(2), agent, [3, 3], starts=starts)
+    assert [c.turn for c in agent.calls[0]] == [1, 0] and [c.turn for c in agent.calls[1]] == [2, 1]
+    assert agent.calls[0][0].messages == forced and agent.calls[1][0].messages[:3] == before  # forced once
+    assert branch.initial_observation == reply and [s.action.text for s in branch.steps] == ["b", "stop"]
+    assert branch.success and branch.task == fresh.task == agent.calls[0][0].task
+    assert fresh.initial_observation == first and fresh.steps[0].observation == first
+
+
+def test_a_start_that_cannot_be_restored_is_an_env_error() -> None:
+    from turnkit.rollout.collect import Start
+
+    [traj] = collect_batch(envs(1), Recorder(), [0], starts=[Start(None, ())])  # type: ignore[arg-type]
+    assert traj.error.cause is ErrorCause.ENV and traj.error.message.startswith("restore:") and not traj.steps

@@ -17,17 +17,18 @@ import pytest
 import torch
 
 import turnkit
-from turnkit.agents.hf import HFPolicy
+from turnkit.agents.hf import HFPolicy, chat_prompt_ids
 from turnkit.agents.scripted import ScriptedAgent
 from turnkit.envs.core import TextEnv, Transition
 from turnkit.errors import ConfigError, DataError, EnvError
-from turnkit.integrations.trl import ChatDelta, EnvRollout, Episode, env_reward
+from turnkit.integrations.trl import ChatDelta, EnvRollout, Episode, env_reward, trl_row
 from turnkit.models.sft import SFTConfig, train_sft
 from turnkit.models.threads import torch_threads
 from turnkit.models.tiny import TinyModelConfig, build_tiny_model, build_tiny_tokenizer, load_tiny, save_tiny
 from turnkit.rollout.batch import build_episode_batch, find_prefix_mismatch, gather_token_logprobs
+from turnkit.rollout.collect import collect_batch
 from turnkit.rollout.demos import collect_demos, demo_rows
-from turnkit.types import Task
+from turnkit.types import AgentTurn, ErrorCause, Step, Task, Trajectory, TrajectoryError
 
 MATH = "turnkit/MathEpisodes-v0"
 MATH_KW = {"difficulty": 1, "kinds": ["arithmetic"]}  # up to three answers per episode: multi-turn
@@ -234,6 +235,97 @@ def test_bad_input_fails_with_clear_errors(random_model):
         env_reward(["x"])
     with pytest.raises(DataError, match="seed is 3 but the episode was played with seed 4"):
         env_reward(["x"], env_return=[1.0], seed=[3], env_seed=[4])
+
+
+def test_trl_row_packs_a_hand_built_trajectory():
+    t0 = AgentTurn("a", token_ids=(7, 2), logprobs=(-0.5, -0.25), prompt_token_ids=(1, 4))
+    t1 = AgentTurn("b", token_ids=(8, 9), logprobs=(-1.0, -2.0), prompt_token_ids=(1, 4, 7, 2, 5, 6))
+    t2 = AgentTurn("c", token_ids=(3,), logprobs=(-3.0,), prompt_token_ids=(1, 4, 7, 2, 5, 6, 8, 9, 5))
+    steps = (Step("q", t0, 0.0), Step("r", t1, 0.5), Step("s", t2, 1.0, truncated=True, info={"success": True}))
+    row = trl_row(Trajectory("d", 11, steps), pad_id=0)
+    assert row == {
+        "prompt_ids": [1, 4],
+        "completion_ids": [7, 2, 5, 6, 8, 9, 5, 3],
+        "logprobs": [-0.5, -0.25, 0.0, 0.0, -1.0, -2.0, 0.0, -3.0],
+        "env_mask": [1, 1, 0, 0, 1, 1, 0, 1],
+        "env_return": 1.5,
+        "env_success": True,
+        "env_seed": 11,
+        "env_turns": 3,
+    }
+    no_logprobs = AgentTurn("a", token_ids=(7, 2), prompt_token_ids=(1, 4))  # a policy that reports none
+    assert trl_row(Trajectory("d", 0, (Step("q", no_logprobs, 0.0),)), pad_id=0)["logprobs"] == [0.0, 0.0]
+
+
+def test_trl_row_masks_errored_and_refuses_inexact_trajectories():
+    t0 = AgentTurn("a", token_ids=(7, 2), logprobs=(-0.5, -0.25), prompt_token_ids=(1, 4))
+    failed = Trajectory("d", 2, (Step("q", t0, 1.0),), error=TrajectoryError(ErrorCause.ENV, "boom", 1))
+    row = trl_row(failed, pad_id=0)
+    assert (row["prompt_ids"], row["completion_ids"], row["env_mask"], row["env_return"]) == ([1, 4], [0], [0], None)
+    assert trl_row(Trajectory("d", 2), pad_id=0)["prompt_ids"] == [0]  # failed at reset: no prompt either
+    retokenised = AgentTurn("b", token_ids=(8,), prompt_token_ids=(1, 4, 7, 5))  # id 2 re-rendered away
+    with pytest.raises(DataError, match="not token-exact"):
+        trl_row(Trajectory("d", 0, (Step("q", t0, 0.0), Step("r", retokenised, 0.0))), pad_id=0)
+    with pytest.raises(DataError, match="no prompt or sampled ids"):
+        trl_row(Trajectory("d", 0, (Step("q", AgentTurn("text only"), 0.0),)), pad_id=0)
+
+
+class ToolScript:
+    """A token-level agent with a script per turn: a python tool call, then answers (ids + EOS, like HFPolicy)."""
+
+    def __init__(self, tok) -> None:
+        self.tokenizer, self.pad_token_id = tok, tok.pad_token_id
+        self.texts = ["<python>6 + 5</python>", "ANSWER: 998", "ANSWER: 999"]  # wrong: three turns
+
+    def act(self, contexts):
+        out = []
+        for ctx in contexts:
+            text = self.texts[min(ctx.turn, len(self.texts) - 1)]
+            ids = (*self.tokenizer(text, add_special_tokens=False)["input_ids"], self.tokenizer.eos_token_id)
+            prompt = ctx.prompt_token_ids or tuple(chat_prompt_ids(self.tokenizer, ctx.messages, ctx.tools))
+            out.append(AgentTurn(text, ids, (-1.0,) * len(ids), prompt, "stop"))
+        return out
+
+
+def turn_ids(traj: Trajectory) -> list[tuple[tuple[int, ...], tuple[int, ...]]]:
+    return [(s.action.prompt_token_ids, s.action.token_ids) for s in traj.steps]
+
+
+def test_trl_rollout_and_the_loop_give_identical_ids_on_a_tool_env():
+    """Tool replies are ``tool`` messages in both paths: the TRL rows are the loop's own ids, token for token."""
+    tok = build_tiny_tokenizer()
+    kw = {**MATH_KW, "tools": ["python"]}
+    rollout = EnvRollout(MATH, seeds=range(2), env_kwargs=kw, max_turns=3)
+    episodes = rollout.play([0, 0, 1], ToolScript(tok))  # type: ignore[arg-type]
+    envs = [gymnasium.make(MATH, **kw) for _ in range(3)]
+    loop = collect_batch(envs, ToolScript(tok), [0, 0, 1], max_turns=3, chat=ChatDelta(tok))
+    for e in envs:
+        e.close()
+    rollout.close()
+    for episode, traj in zip(episodes, loop, strict=True):
+        assert traj.error is None and [m.role for m in traj.messages()][2:5] == ["tool", "assistant", "user"]
+        assert turn_ids(episode.trajectory) == turn_ids(traj)
+        last = traj.steps[-1].action
+        assert (*episode.prompt_ids, *episode.completion_ids) == (*last.prompt_token_ids, *last.token_ids)
+        env_ids = [i for i, m in zip(episode.completion_ids, episode.env_mask, strict=True) if not m]
+        assert tok.decode(env_ids).startswith("<|tool|>11")  # the tool's output, rendered as a tool message
+
+
+def test_trl_rollout_and_the_loop_sample_identical_ids(random_model):
+    """With a sampling policy and a budget: the same seeds give the same ids through EnvRollout and collect_batch."""
+    kw = {**MATH_KW, "tools": ["python"]}
+    rollout = EnvRollout(MATH, seeds=range(2), env_kwargs=kw)
+    policy = HFPolicy.from_pretrained(random_model, max_new_tokens=12, seed=5)
+    episodes = rollout.play([0, 0, 1, 1], policy, max_completion_length=60)
+    rollout.close()
+    envs = [gymnasium.make(MATH, **kw) for _ in range(4)]
+    again = HFPolicy(policy.model, policy.tokenizer, max_new_tokens=12, seed=5)
+    loop = collect_batch(envs, again, [0, 0, 1, 1], chat=ChatDelta(policy.tokenizer), max_tokens=60)
+    for e in envs:
+        e.close()
+    assert [turn_ids(e.trajectory) for e in episodes] == [turn_ids(t) for t in loop]
+    assert [e.completion_ids for e in episodes] == [tuple(trl_row(t, pad_id=0)["completion_ids"]) for t in loop]
+    assert len({e.completion_ids for e in episodes}) > 2 and all(len(e.completion_ids) <= 60 for e in episodes)
 
 
 # ---------------------------------------------------------------------------------------------- with TRL

@@ -41,12 +41,12 @@ from typing import TYPE_CHECKING, Any, Literal, Protocol
 import gymnasium
 import numpy as np
 
-from turnkit.agents.base import Agent, Context, uses_privileged
+from turnkit.agents.base import Agent
 from turnkit.critics.base import CriticResult
-from turnkit.envs.core import EnvSnapshot, restore_env, snapshot_env
+from turnkit.envs.core import EnvSnapshot, snapshot_env
 from turnkit.errors import ConfigError, CriticError
-from turnkit.rollout.collect import clone_env
-from turnkit.types import Message, Step, Trajectory, observation_role
+from turnkit.rollout.collect import Start, clone_env, collect_batch
+from turnkit.types import Message, Step, Trajectory, TrajectoryError, observation_role
 
 if TYPE_CHECKING:
     import torch
@@ -343,6 +343,11 @@ class RolloutValue:
     * PAV: any prover run to the end, ``RolloutValue(env, prover, samples=20)``: ``V^μ(s_0)`` and
       ``Q^μ(s_h, a_h) = V^μ(s_{h+1})``.
 
+    The branches are episodes of :func:`~turnkit.rollout.collect.collect_batch` started from the restored
+    snapshots (:class:`~turnkit.rollout.collect.Start`). A branch that ends on an infrastructure failure (its
+    env, sandbox or the prover raised) is an errored trajectory: it is left out of its point's mean (never
+    scored 0) and counted in :attr:`failed_branches`; a point without any clean branch raises.
+
     Args:
         env: An env like the trajectory's (same id and arguments), for the critic's own use: it is reset
             and stepped to replay trajectories, and cloned for the parallel branches.
@@ -350,6 +355,10 @@ class RolloutValue:
         samples: Continuations per point (``K``).
         max_turns: Most prover turns per continuation; ``None`` runs to the end of the episode.
         force: Rewrites the conversation before the prover's first turn.
+
+    Attributes:
+        failed_branches: The errored branches of the latest :meth:`values` / :meth:`values_batch` call.
+        branch_errors: Their errors (typed :class:`~turnkit.types.ErrorCause`), in branch order.
     """
 
     def __init__(
@@ -367,6 +376,12 @@ class RolloutValue:
             raise ConfigError(f"max_turns must be >= 1 or None, got {max_turns}")
         self.env, self.agent, self.samples, self.max_turns, self.force = env, agent, samples, max_turns, force
         self._pool: list[gymnasium.Env] = []
+        self.branch_errors: list[TrajectoryError] = []
+
+    @property
+    def failed_branches(self) -> int:
+        """How many branches of the latest call errored (left out of the values)."""
+        return len(self.branch_errors)
 
     def values(self, trajectory: Trajectory) -> np.ndarray:
         """``[len(steps) + 1]`` estimated success probabilities (see the class docstring)."""
@@ -396,37 +411,41 @@ class RolloutValue:
         total = len(points) * self.samples
         while len(self._pool) < total:
             self._pool.append(clone_env(self.env))
-        live: list[tuple[int, gymnasium.Env, list[Message], int]] = []
-        for p, (_, snap, before, turn) in enumerate(points):
-            for k in range(self.samples):
-                env = self._pool[p * self.samples + k]
-                restore_env(env, snap)
-                live.append((p, env, list(before), turn))
-        wins = np.zeros(len(points))
-        privileged = uses_privileged(self.agent)
-        rounds = 0
-        while live and (self.max_turns is None or rounds < self.max_turns):
-            contexts = []
-            for p, _env, history, turn in live:
-                msgs = tuple(history)
-                if rounds == 0 and self.force is not None:
-                    msgs = self.force(msgs)
-                traj = points[p][0]
-                task = traj.task if privileged else None
-                contexts.append(Context(msgs, traj.env_id, turn + rounds, traj.seed, task))
-            turns = self.agent.act(contexts)
-            if len(turns) != len(live):
-                raise CriticError(f"prover returned {len(turns)} turns for {len(live)} contexts")
-            still = []
-            for (p, env, messages, turn), reply in zip(live, turns, strict=True):
-                obs, reward, terminated, truncated, info = env.step(reply.text)
-                if terminated or truncated:
-                    wins[p] += float(info.get("success", float(reward) > 0 and not truncated))
-                    continue
-                messages += [Message("assistant", reply.text), Message(observation_role(info), obs)]
-                still.append((p, env, messages, turn))
-            live, rounds = still, rounds + 1
-        return wins / self.samples
+        starts, seeds = [], []
+        for traj, snap, before, _ in points:
+            prompt = self.force(before) if self.force is not None else None
+            starts += [Start(snap, before, prompt)] * self.samples
+            seeds += [traj.seed] * self.samples
+        branches = collect_batch(self._pool[:total], self.agent, seeds, max_turns=self.max_turns, starts=starts)
+        self.branch_errors = [b.error for b in branches if b.error is not None]
+        wins = np.array([_branch_win(b) for b in branches]).reshape(len(points), self.samples)
+        clean = ~np.isnan(wins)
+        for p in np.flatnonzero(~clean.any(axis=1)):
+            first = self.branch_errors[int((~clean[:p]).sum())]
+            raise CriticError(
+                f"every branch from step {points[p][3]} of seed {points[p][0].seed} failed; the first: "
+                f"{first.cause.value}: {first.message}"
+            )
+        return np.where(clean, wins, 0.0).sum(axis=1) / clean.sum(axis=1)
+
+    def close(self) -> None:
+        """Close the branch envs (idempotent; the env passed in stays the caller's)."""
+        for env in self._pool:
+            env.close()
+        self._pool.clear()
+
+
+def _branch_win(branch: Trajectory) -> float:
+    """1.0 or 0.0: whether the branch's env ended it in success (``nan``: the branch errored).
+
+    A branch cut by ``max_turns`` (truncated with no ``info["success"]``) counts as a failure.
+    """
+    if branch.error is not None:
+        return float("nan")
+    last = branch.steps[-1] if branch.steps else None
+    if last is None or not (last.terminated or last.truncated):
+        return 0.0
+    return float(last.info.get("success", last.reward > 0 and not last.truncated))
 
 
 # ---------------------------------------------------------------------------------------------- the critics

@@ -28,6 +28,11 @@ prefixes; templates that rewrite earlier turns (e.g. strip ``<think>`` blocks) a
 ``max_new_tokens`` optionally bounds each turn. An episode whose next context would not fit ends there,
 marked truncated, and its reward is the return so far (as with a time limit).
 
+**One episode engine.** The episodes are played by :func:`~turnkit.rollout.collect.collect_batch` (with
+``chat=`` for token-exact contexts and ``max_tokens=`` for the budget), the loop every turnkit tool uses, so
+an episode here is the episode turnkit's own trainers would play: same contexts (tools and tool-reply roles
+included), same ids. :func:`trl_row` then packs each trajectory into TRL's row (a pure function).
+
 **Tasks.** Turnkit tasks come from reset seeds (one first observation can hide many tasks: CollabCode's hidden
 details, PAVDidactic's planted sequence). :attr:`EnvRollout.dataset` has one row per seed: ``prompt``, the
 first observation as a one-message conversation whose message also carries the seed (``env_seed``: TRL hands
@@ -54,9 +59,7 @@ Example:
 
 from __future__ import annotations
 
-import dataclasses
 import difflib
-import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -65,16 +68,19 @@ import gymnasium
 import numpy as np
 
 import turnkit  # noqa: F401  (registers the built-in envs)
-from turnkit.agents.base import Context
-from turnkit.agents.hf import HFPolicy, chat_prompt_ids
+from turnkit.agents.hf import HFPolicy
 from turnkit.errors import AgentError, BrowserError, ConfigError, DataError, EnvError, SandboxError, TurnkitError
+from turnkit.rollout.batch import find_prefix_mismatch
 from turnkit.rollout.chat import ChatDelta
-from turnkit.rollout.collect import env_fault_cause
-from turnkit.types import AgentTurn, ErrorCause, Message, Step, Trajectory, TrajectoryError
+from turnkit.rollout.collect import collect_batch
+from turnkit.types import ErrorCause, Trajectory
 
 if TYPE_CHECKING:
     import datasets
     from transformers import PreTrainedTokenizerBase
+
+TRL_FIELDS = ("prompt_ids", "completion_ids", "logprobs")
+"""The fields TRL's ``rollout_func`` contract requires."""
 
 ENV_FIELDS = ("env_mask", "env_return", "env_success", "env_seed", "env_turns")
 """The fields :class:`EnvRollout` returns besides TRL's required ones (TRL passes them to the reward functions)."""
@@ -106,21 +112,105 @@ class Episode:
     logprobs: tuple[float, ...]
     reward: float | None
 
+    @classmethod
+    def of(cls, trajectory: Trajectory, *, pad_id: int) -> Episode:
+        """The episode of a trajectory, packed by :func:`trl_row`."""
+        row = trl_row(trajectory, pad_id=pad_id)
+        return cls(
+            trajectory,
+            tuple(row["prompt_ids"]),
+            tuple(row["completion_ids"]),
+            tuple(row["env_mask"]),
+            tuple(row["logprobs"]),
+            row["env_return"],
+        )
 
-@dataclass
-class _Live:
-    """Mutable state of one episode being played."""
+    def row(self) -> dict[str, Any]:
+        """This episode's row of TRL's ``rollout_func`` output (:data:`TRL_FIELDS` and :data:`ENV_FIELDS`)."""
+        return {
+            "prompt_ids": list(self.prompt_ids),
+            "completion_ids": list(self.completion_ids),
+            "logprobs": list(self.logprobs),
+            "env_mask": list(self.env_mask),
+            "env_return": self.reward,
+            "env_success": self.trajectory.success,
+            "env_seed": self.trajectory.seed,
+            "env_turns": len(self.trajectory.steps),
+        }
 
-    env: gymnasium.Env
-    seed: int
-    context: list[int] = dataclasses.field(default_factory=list)
-    messages: list[Message] = dataclasses.field(default_factory=list)
-    steps: list[Step] = dataclasses.field(default_factory=list)
-    observation: str = ""
-    reset_info: dict[str, Any] = dataclasses.field(default_factory=dict)
-    used: int = 0
-    error: TrajectoryError | None = None
-    done: bool = False
+
+def trl_row(trajectory: Trajectory, *, pad_id: int) -> dict[str, Any]:
+    """One episode as one row of TRL's ``rollout_func`` output: a pure function of the trajectory's ids.
+
+    The sequence is the last turn's context followed by its sampled ids; ``prompt_ids`` is the first turn's
+    context and ``completion_ids`` everything after it. ``env_mask`` is 1 where a turn's sampled ids sit (each
+    at the length of its own context) and ``logprobs`` holds their sampling log-probs.
+
+    Args:
+        trajectory: An episode played with token-exact contexts (``collect_batch(..., chat=ChatDelta(tok))``
+            with a token-level agent): every turn's ``prompt_token_ids`` starts with the previous turn's
+            prompt and sampled ids.
+        pad_id: The single, masked-out completion id of an episode that errored or took no turn (TRL needs
+            one id per row); its ``env_return`` is ``None``, so TRL gives it no advantage.
+
+    Returns:
+        :data:`TRL_FIELDS` and :data:`ENV_FIELDS`: ``prompt_ids``, ``completion_ids``, ``logprobs``,
+        ``env_mask`` (lists), ``env_return`` (the return, ``None`` if errored), ``env_success``, ``env_seed``,
+        ``env_turns``.
+
+    Raises:
+        DataError: A turn without sampled ids, or a context that does not extend the previous turn's.
+
+    Example:
+        >>> from turnkit.types import AgentTurn, Step
+        >>> t0 = AgentTurn("a", token_ids=(7, 2), logprobs=(-0.5, -0.25), prompt_token_ids=(1, 4))
+        >>> t1 = AgentTurn("b", token_ids=(8,), logprobs=(-1.0,), prompt_token_ids=(1, 4, 7, 2, 5, 6))
+        >>> traj = Trajectory("d", 3, (Step("q", t0, 0.0), Step("r", t1, 1.0, terminated=True)))
+        >>> row = trl_row(traj, pad_id=0)
+        >>> row["prompt_ids"], row["completion_ids"], row["env_mask"]
+        ([1, 4], [7, 2, 5, 6, 8], [1, 1, 0, 0, 1])
+        >>> row["logprobs"], row["env_return"], row["env_seed"], row["env_turns"]
+        ([-0.5, -0.25, 0.0, 0.0, -1.0], 1.0, 3, 2)
+    """
+    steps = trajectory.steps
+    if trajectory.error is not None or not steps:
+        prompt = list(steps[0].action.prompt_token_ids) if steps else []
+        return _row(prompt or [pad_id], [pad_id], [0], [0.0], None, trajectory)
+    for k, step in enumerate(steps):
+        if not step.action.token_ids or not step.action.prompt_token_ids:
+            raise DataError(f"turn {k} of seed {trajectory.seed} has no prompt or sampled ids; TRL needs both")
+    mismatch = find_prefix_mismatch(trajectory)
+    if mismatch is not None:
+        raise DataError(f"seed {trajectory.seed}: the contexts are not token-exact ({mismatch}); play with chat=")
+    first, last = steps[0].action, steps[-1].action
+    start = len(first.prompt_token_ids)
+    completion = [*last.prompt_token_ids[start:], *last.token_ids]
+    mask, logprobs = [0] * len(completion), [0.0] * len(completion)
+    for step in steps:
+        offset = len(step.action.prompt_token_ids) - start
+        for j, lp in enumerate(step.action.logprobs or (0.0,) * len(step.action.token_ids)):
+            mask[offset + j], logprobs[offset + j] = 1, float(lp)
+    return _row(list(first.prompt_token_ids), completion, mask, logprobs, trajectory.total_reward, trajectory)
+
+
+def _row(
+    prompt: list[int],
+    completion: list[int],
+    mask: list[int],
+    logprobs: list[float],
+    reward: float | None,
+    trajectory: Trajectory,
+) -> dict[str, Any]:
+    return {
+        "prompt_ids": prompt,
+        "completion_ids": completion,
+        "logprobs": logprobs,
+        "env_mask": mask,
+        "env_return": reward,
+        "env_success": trajectory.success,
+        "env_seed": trajectory.seed,
+        "env_turns": len(trajectory.steps),
+    }
 
 
 class EnvRollout:
@@ -241,16 +331,8 @@ class EnvRollout:
             raise _FAULTS.get(failed[0].cause, EnvError)(
                 f"every episode of the batch failed ({len(failed)}); the first: {failed[0].message}"
             )
-        return {
-            "prompt_ids": [list(e.prompt_ids) for e in episodes],
-            "completion_ids": [list(e.completion_ids) for e in episodes],
-            "logprobs": [list(e.logprobs) for e in episodes],
-            "env_mask": [list(e.env_mask) for e in episodes],
-            "env_return": [e.reward for e in episodes],
-            "env_success": [e.trajectory.success for e in episodes],
-            "env_seed": [e.trajectory.seed for e in episodes],
-            "env_turns": [len(e.trajectory.steps) for e in episodes],
-        }
+        rows = [e.row() for e in episodes]
+        return {key: [row[key] for row in rows] for key in (*TRL_FIELDS, *ENV_FIELDS)}
 
     def policy_for(self, trainer: Any) -> HFPolicy:
         """An :class:`~turnkit.agents.hf.HFPolicy` over the trainer's current model, sampling as TRL would.
@@ -308,6 +390,9 @@ class EnvRollout:
     ) -> list[Episode]:
         """Play one episode per seed with token-exact contexts, batching the policy across live episodes.
 
+        The episodes are :func:`~turnkit.rollout.collect.collect_batch` episodes (``chat=`` the policy's
+        template, ``max_tokens=max_completion_length``), each packed by :func:`trl_row`.
+
         Args:
             seeds: Reset seeds, one episode each (repeat a seed for a group).
             policy: The policy; its ``max_new_tokens`` caps each turn.
@@ -318,74 +403,16 @@ class EnvRollout:
             One :class:`Episode` per seed, in order.
         """
         delta = self._delta(policy.tokenizer)
-        max_turns = max_turns if max_turns is not None else self.max_turns
-        budget = math.inf if max_completion_length is None else int(max_completion_length)
-        while len(self._envs) < len(seeds):
-            self._env(len(self._envs))
-        episodes = [_Live(env=env, seed=int(s)) for env, s in zip(self._envs, seeds, strict=False)]
-        for ep in episodes:
-            try:
-                ep.observation, ep.reset_info = ep.env.reset(seed=ep.seed)
-                ep.messages = [Message("user", ep.observation)]
-                ep.context = chat_prompt_ids(policy.tokenizer, ep.messages)
-            except Exception as exc:  # an env fault is data, as in turnkit.rollout.collect
-                ep.error = TrajectoryError(env_fault_cause(exc), f"reset: {type(exc).__name__}: {exc}")
-                ep.done = True
-        while live := [ep for ep in episodes if not ep.done]:
-            most = max(budget - ep.used for ep in live)  # each turn is then cut to its own episode's room
-            per_turn = policy.sampling.max_new_tokens
-            view = policy if most >= per_turn else policy.with_sampling(max_new_tokens=max(1, int(most)))
-            contexts = [
-                Context(
-                    messages=tuple(ep.messages),
-                    env_id=self.env_id,
-                    turn=len(ep.steps),
-                    episode_seed=ep.seed,
-                    prompt_token_ids=tuple(ep.context),
-                )
-                for ep in live
-            ]
-            try:
-                turns = view.act(contexts)
-            except Exception as exc:  # a policy fault ends these episodes as data
-                for ep in live:
-                    ep.error = TrajectoryError(ErrorCause.AGENT, f"{type(exc).__name__}: {exc}", len(ep.steps))
-                    ep.done = True
-                continue
-            for ep, turn in zip(live, turns, strict=True):
-                self._advance(ep, _cut(turn, budget - ep.used, policy), delta, budget, max_turns)
-        return [_episode(ep, self.env_id, policy) for ep in episodes]
-
-    def _advance(self, ep: _Live, turn: AgentTurn, delta: ChatDelta, budget: float, max_turns: int | None) -> None:
-        if not turn.token_ids:  # no room left in the model's context window
-            if ep.steps:
-                ep.steps[-1] = dataclasses.replace(ep.steps[-1], truncated=True)
-            else:
-                ep.error = TrajectoryError(ErrorCause.AGENT, f"no tokens generated ({turn.finish_reason})", 0)
-            ep.done = True
-            return
-        try:
-            obs, reward, terminated, truncated, info = ep.env.step(turn.text)
-        except Exception as exc:
-            ep.error = TrajectoryError(env_fault_cause(exc), f"step: {type(exc).__name__}: {exc}", len(ep.steps))
-            ep.done = True
-            return
-        ep.used += len(turn.token_ids)
-        stop = bool(terminated or truncated)
-        if not stop and max_turns is not None and len(ep.steps) + 1 >= max_turns:
-            truncated, stop = True, True
-        between: list[int] = []
-        if not stop:
-            between = delta.between_turns(turn.token_ids, obs)
-            if ep.used + len(between) >= budget:  # no room for another sampled id
-                truncated, stop = True, True
-        ep.steps.append(Step(ep.observation, turn, float(reward), bool(terminated), bool(truncated), dict(info)))
-        ep.messages += [Message("assistant", turn.text), Message("user", obs)]
-        ep.observation = obs
-        ep.done = stop
-        if not stop:
-            ep.context = [*ep.context, *turn.token_ids, *between]
-            ep.used += len(between)
+        self._env(len(seeds) - 1)
+        trajectories = collect_batch(
+            self._envs[: len(seeds)],
+            policy,
+            [int(s) for s in seeds],
+            max_turns=max_turns if max_turns is not None else self.max_turns,
+            chat=delta,
+            max_tokens=None if max_completion_length is None else int(max_completion_length),
+        )
+        return [Episode.of(t, pad_id=policy.pad_token_id) for t in trajectories]
 
     def _env(self, index: int) -> gymnasium.Env:
         while len(self._envs) <= index:
@@ -415,46 +442,6 @@ def _prompt_task(prompt: Any) -> tuple[int, str]:
             "rollout.task_dataset(seeds)), whose prompts carry the seed of their task"
         )
     return int(seed), str(first.get("content", ""))
-
-
-def _cut(turn: AgentTurn, room: float, policy: HFPolicy) -> AgentTurn:
-    """The turn shortened to ``room`` sampled ids (a prefix of a sample is a sample with a smaller budget)."""
-    if len(turn.token_ids) <= room:
-        return turn
-    n = max(0, int(room))
-    ids = turn.token_ids[:n]
-    text = policy.tokenizer.decode([i for i in ids if i not in policy.stop_token_ids], skip_special_tokens=True)
-    return AgentTurn(str(text), ids, turn.logprobs[:n], turn.prompt_token_ids, "length")
-
-
-def _episode(ep: _Live, env_id: str, policy: HFPolicy) -> Episode:
-    traj = Trajectory(
-        env_id=env_id,
-        seed=ep.seed,
-        steps=tuple(ep.steps),
-        initial_observation=ep.messages[0].content if ep.messages else "",
-        final_observation=ep.observation if ep.steps else "",
-        reset_info=ep.reset_info,
-        task=getattr(ep.env.unwrapped, "task", None),
-        error=ep.error,
-    )
-    if ep.error is not None or not ep.steps:
-        # TRL needs one completion id per row; this one is masked out and the reward is None (no advantage)
-        prompt = tuple(ep.context) or (policy.pad_token_id,)
-        return Episode(traj, prompt, (policy.pad_token_id,), (0,), (0.0,), None)
-    first, last = ep.steps[0].action, ep.steps[-1].action
-    sequence = (*last.prompt_token_ids, *last.token_ids)
-    start = len(first.prompt_token_ids)
-    mask = [0] * (len(sequence) - start)
-    logprobs = [0.0] * len(mask)
-    for step in ep.steps:
-        offset = len(step.action.prompt_token_ids) - start
-        for j, lp in enumerate(step.action.logprobs or (0.0,) * len(step.action.token_ids)):
-            mask[offset + j] = 1
-            logprobs[offset + j] = float(lp)
-    return Episode(
-        traj, tuple(first.prompt_token_ids), sequence[start:], tuple(mask), tuple(logprobs), traj.total_reward
-    )
 
 
 def env_reward(

@@ -7,6 +7,11 @@ are the one-episode and same-seed-group front ends.
 Infrastructure failures are data: an exception from the agent or the env ends the affected episodes
 with ``Trajectory.error`` set (typed :class:`~turnkit.types.ErrorCause`), and the other episodes go on.
 
+**One episode engine.** :func:`collect_batch` is the only loop that steps envs for agents. Callers with other
+needs pass options instead of copying it: ``max_tokens`` (a per-episode token budget, e.g. TRL's
+``max_completion_length``), ``stop`` (end an episode when a callback says so) and ``starts`` (begin episodes
+mid-way from env snapshots and the conversation so far, e.g. the branches of a progress critic).
+
 **Token-exact contexts** (``chat=ChatDelta(tokenizer)``, the policy's tokenizer): every context still carries
 the conversation as ``messages``, and after a turn with token ids it also carries ``prompt_token_ids``: that
 turn's prompt ids, the ids it generated, then :meth:`~turnkit.rollout.chat.ChatDelta.between_turns` (the
@@ -29,13 +34,14 @@ from __future__ import annotations
 
 import copy
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import gymnasium
 
 from turnkit.agents.base import Agent, Context, uses_privileged
-from turnkit.errors import AgentError, BrowserError, SandboxError
+from turnkit.envs.core import EnvSnapshot, restore_env
+from turnkit.errors import AgentError, BrowserError, ConfigError, SandboxError
 from turnkit.rollout.chat import ChatDelta
 from turnkit.types import (
     AgentTurn,
@@ -49,6 +55,39 @@ from turnkit.types import (
     observation_role,
 )
 
+Stop = Callable[[Trajectory], bool]
+"""Called after every step with the episode so far; ``True`` ends it there (the last step marked truncated)."""
+
+
+@dataclass(frozen=True)
+class Start:
+    """An episode that begins mid-way instead of at ``reset``: a restored env and the conversation so far.
+
+    Attributes:
+        snapshot: The env state to restore (:func:`~turnkit.envs.core.snapshot_env`); its ``turn`` numbers the
+            first turn, and its ``last_observation`` is the trajectory's ``initial_observation``.
+        messages: The conversation up to that state, ending with the env's latest message.
+        prompt: What the first turn's context shows instead of ``messages`` (e.g. with an "answer now"
+            instruction appended); later turns and the recorded conversation keep ``messages``.
+
+    Example:
+        >>> import gymnasium
+        >>> from turnkit.agents.scripted import ScriptedAgent
+        >>> from turnkit.envs.core import snapshot_env
+        >>> env = gymnasium.make("turnkit/MathEpisodes-v0", kinds=["arithmetic"], difficulty=1)
+        >>> first, _ = env.reset(seed=0)
+        >>> wrong, *_ = env.step("ANSWER: 0")
+        >>> start = Start(snapshot_env(env), (Message("user", first), Message("assistant", "ANSWER: 0"),
+        ...                                   Message("user", wrong)))
+        >>> [branch] = collect_batch([gymnasium.make(env.spec)], ScriptedAgent(["ANSWER: 11"]), [0], starts=[start])
+        >>> branch.initial_observation == wrong, branch.success
+        (True, True)
+    """
+
+    snapshot: EnvSnapshot
+    messages: tuple[Message, ...]
+    prompt: tuple[Message, ...] | None = None
+
 
 @dataclass
 class _Episode:
@@ -57,6 +96,11 @@ class _Episode:
     env: gymnasium.Env
     seed: int | None
     group: int | None
+    first_turn: int = 0
+    """The number of the episode's first turn here (a :class:`Start`'s snapshot turn; 0 after a reset)."""
+    prompt: tuple[Message, ...] | None = None
+    """The first turn's context messages when they differ from ``messages`` (:attr:`Start.prompt`)."""
+    initial_observation: str = ""
     observation: str = ""
     reset_info: dict[str, Any] = field(default_factory=dict)
     messages: list[Message] = field(default_factory=list)
@@ -90,6 +134,9 @@ def collect_batch(
     max_turns: int | None = None,
     reset_options: Sequence[dict[str, Any] | None] | None = None,
     chat: ChatDelta | None = None,
+    max_tokens: int | None = None,
+    stop: Stop | None = None,
+    starts: Sequence[Start | None] | None = None,
 ) -> list[Trajectory]:
     """Play one episode in each env, batching agent calls across live episodes.
 
@@ -102,12 +149,21 @@ def collect_batch(
         reset_options: Optional ``reset(options=...)`` per episode.
         chat: Token-exact contexts over this chat template (see the module docstring); it must wrap the
             agent's tokenizer. ``None``: contexts carry only messages.
+        max_tokens: Most ids of an episode after its first prompt: the ids sampled in every turn plus the
+            template and env ids between turns (TRL's ``max_completion_length``; needs ``chat``). The turn
+            that crosses it is cut to fit (``finish_reason="length"``); an episode whose next context leaves
+            no room, or whose agent generated nothing (the model's context window is full), ends there with
+            its last step marked truncated.
+        stop: Called after each step with the episode so far (:data:`Stop`); ``True`` ends it, truncated.
+        starts: Per episode, ``None`` (reset with its seed) or a :class:`Start` (restore the env's snapshot
+            and continue the conversation; the seed is only recorded and passed to the agent).
 
     Returns:
-        One trajectory per env, in order.
+        One trajectory per env, in order. A started episode's trajectory holds only the steps played here.
 
     Raises:
-        ConfigError: ``chat``'s template rewrites earlier turns when the env's reply is added.
+        ConfigError: ``chat``'s template rewrites earlier turns when the env's reply is added, or
+            ``max_tokens`` without ``chat`` or below 1.
 
     Example:
         >>> import gymnasium, turnkit
@@ -128,32 +184,18 @@ def collect_batch(
         raise ValueError(f"got {len(envs)} envs but {len(seeds)} seeds")
     if len({id(e) for e in envs}) != len(envs):
         raise ValueError("collect_batch needs distinct env instances (one per episode)")
+    if max_tokens is not None and (chat is None or isinstance(max_tokens, bool) or max_tokens < 1):
+        raise ConfigError(f"max_tokens needs chat= (it counts template ids) and an int >= 1, got {max_tokens!r}")
     groups = groups if groups is not None else [None] * len(envs)
     reset_options = reset_options if reset_options is not None else [None] * len(envs)
+    starts = starts if starts is not None else [None] * len(envs)
     privileged = uses_privileged(agent)
     episodes = [_Episode(env=e, seed=s, group=g) for e, s, g in zip(envs, seeds, groups, strict=True)]
-    for ep, options in zip(episodes, reset_options, strict=True):
-        try:
-            ep.observation, ep.reset_info = ep.env.reset(seed=ep.seed, options=options)
-            ep.task = _task_of(ep.env)
-            ep.messages.append(Message("user", ep.observation))
-        except Exception as exc:  # an env fault is recorded, not raised
-            ep.error = TrajectoryError(env_fault_cause(exc), f"reset: {type(exc).__name__}: {exc}")
-            ep.done = True
+    for ep, options, start in zip(episodes, reset_options, starts, strict=True):
+        _begin(ep, options, start)
 
     while live := [ep for ep in episodes if not ep.done]:
-        contexts = [
-            Context(
-                messages=tuple(ep.messages),
-                env_id=_env_id(ep.env),
-                turn=len(ep.steps),
-                episode_seed=ep.seed,
-                task=ep.task if privileged else None,
-                prompt_token_ids=ep.prompt_ids,
-                tools=_tool_schemas(ep.env),
-            )
-            for ep in live
-        ]
+        contexts = [_context(ep, privileged) for ep in live]
         try:
             turns = agent.act(contexts)
             if len(turns) != len(live):
@@ -164,15 +206,107 @@ def collect_batch(
                 ep.done = True
             continue
         for ep, turn in zip(live, turns, strict=True):
+            if max_tokens is not None and chat is not None:
+                turn = cut_turn(turn, max_tokens - _spent(ep, turn), chat.tokenizer)
+                if not turn.token_ids:  # nothing generated: no room in the model's context window
+                    _end_empty(ep, turn)
+                    continue
             _advance(ep, turn, max_turns)
+            if stop is not None and not ep.done and stop(_freeze(ep)):
+                _truncate(ep)
         going = [(ep, t) for ep, t in zip(live, turns, strict=True) if not ep.done]
         if chat is not None and going:
             replies = [ep.observation for ep, _ in going]
             roles = [ep.messages[-1].role for ep, _ in going]
-            ids = next_context_ids([t for _, t in going], replies, chat, roles=roles)
+            ids = next_context_ids([ep.steps[-1].action for ep, _ in going], replies, chat, roles=roles)
             for (ep, _), context in zip(going, ids, strict=True):
                 ep.prompt_ids = context
+                if max_tokens is not None and context and len(context) - _first_prompt_len(ep) >= max_tokens:
+                    _truncate(ep)  # no room for another sampled id
     return [_freeze(ep) for ep in episodes]
+
+
+def _begin(ep: _Episode, options: dict[str, Any] | None, start: Start | None) -> None:
+    """Reset the episode's env (or restore a :class:`Start`); an env fault is recorded, not raised."""
+    try:
+        if start is None:
+            ep.observation, ep.reset_info = ep.env.reset(seed=ep.seed, options=options)
+            ep.messages.append(Message("user", ep.observation))
+        else:
+            restore_env(ep.env, start.snapshot)
+            ep.observation = start.snapshot.last_observation
+            ep.messages.extend(start.messages)
+            ep.first_turn, ep.prompt = start.snapshot.turn, start.prompt
+        ep.initial_observation = ep.observation
+        ep.task = _task_of(ep.env)
+    except Exception as exc:
+        what = "reset" if start is None else "restore"
+        ep.error = TrajectoryError(env_fault_cause(exc), f"{what}: {type(exc).__name__}: {exc}")
+        ep.done = True
+
+
+def _context(ep: _Episode, privileged: bool) -> Context:
+    """The next turn's context of a live episode."""
+    forced = ep.prompt if not ep.steps else None
+    return Context(
+        messages=forced if forced is not None else tuple(ep.messages),
+        env_id=_env_id(ep.env),
+        turn=ep.first_turn + len(ep.steps),
+        episode_seed=ep.seed,
+        task=ep.task if privileged else None,
+        prompt_token_ids=ep.prompt_ids,
+        tools=_tool_schemas(ep.env),
+    )
+
+
+def cut_turn(turn: AgentTurn, room: int, tokenizer: Any) -> AgentTurn:
+    """The turn shortened to its first ``room`` sampled ids (a prefix of a sample is a sample with a smaller budget).
+
+    Args:
+        turn: A turn with token ids.
+        room: Most ids to keep.
+        tokenizer: Decodes the kept ids into the turn's new text.
+
+    Returns:
+        ``turn`` itself when it fits, else the cut turn with ``finish_reason="length"``.
+
+    Example:
+        >>> from turnkit.models.tiny import build_tiny_tokenizer
+        >>> tok = build_tiny_tokenizer()
+        >>> ids = tuple(tok("ANSWER: 42", add_special_tokens=False)["input_ids"])
+        >>> cut = cut_turn(AgentTurn("ANSWER: 42", ids, (-0.5,) * len(ids)), 3, tok)
+        >>> cut.text, len(cut.logprobs), cut.finish_reason
+        ('ANS', 3, 'length')
+    """
+    if len(turn.token_ids) <= room:
+        return turn
+    n = max(0, int(room))
+    ids = turn.token_ids[:n]  # never holds the stop id: generation ends at the first one
+    text = str(tokenizer.decode(list(ids), skip_special_tokens=True))
+    return AgentTurn(text, ids, turn.logprobs[:n], turn.prompt_token_ids, "length")
+
+
+def _first_prompt_len(ep: _Episode) -> int:
+    return len(ep.steps[0].action.prompt_token_ids) if ep.steps else 0
+
+
+def _spent(ep: _Episode, turn: AgentTurn) -> int:
+    """Ids of the episode's budget already used before ``turn``'s sampled ids (its prompt past the first one)."""
+    return len(turn.prompt_token_ids) - _first_prompt_len(ep) if ep.steps else 0
+
+
+def _truncate(ep: _Episode) -> None:
+    ep.steps[-1] = replace(ep.steps[-1], truncated=True)
+    ep.done = True
+
+
+def _end_empty(ep: _Episode, turn: AgentTurn) -> None:
+    """A turn without ids ends its episode: the previous step truncated, or an agent error on the first turn."""
+    if ep.steps:
+        _truncate(ep)
+        return
+    ep.error = TrajectoryError(ErrorCause.AGENT, f"no tokens generated ({turn.finish_reason})", 0)
+    ep.done = True
 
 
 def env_fault_cause(exc: BaseException) -> ErrorCause:
@@ -249,7 +383,7 @@ def _freeze(ep: _Episode) -> Trajectory:
         env_id=_env_id(ep.env),
         seed=ep.seed,
         steps=tuple(ep.steps),
-        initial_observation=ep.messages[0].content if ep.messages else "",
+        initial_observation=ep.initial_observation,
         final_observation=ep.observation if ep.steps else "",
         reset_info=ep.reset_info,
         task=ep.task,
