@@ -45,6 +45,7 @@ from turnkit.agents.base import Agent
 from turnkit.critics.base import CriticResult
 from turnkit.envs.core import EnvSnapshot, snapshot_env
 from turnkit.errors import ConfigError, CriticError
+from turnkit.learners.optim import optimizer_step
 from turnkit.rollout.collect import Start, clone_env, collect_batch
 from turnkit.types import Message, Step, Trajectory, TrajectoryError, observation_role
 
@@ -537,56 +538,18 @@ class ProgressCritic:
             metrics["regret"] = normalized_regret(tokens, v[1:], self.budget)
         return CriticResult(tuple(float(r) for r in rewards), metrics)
 
+    def close(self) -> None:
+        """Close what the value function holds (a :class:`RolloutValue`'s branch envs)."""
+        close = getattr(self.value_fn, "close", None)
+        if callable(close):
+            close()
+
     def fit(self, trajectories: Sequence[Trajectory], **kwargs: Any) -> Mapping[str, float]:
         """Train the value function if it is learned (``value_fn.fit``)."""
         fit = getattr(self.value_fn, "fit", None)
         if fit is None:
             raise CriticError(f"{type(self.value_fn).__name__} is not learned (it has no fit)")
         return fit(trajectories, **kwargs)
-
-
-def mrt_critic(
-    env: gymnasium.Env,
-    policy: Agent,
-    *,
-    samples: int = 8,
-    alpha: float = 1.0,
-    force: Force | None = None,
-    budget: float | None = None,
-    credit: Credit = "advantage",
-) -> ProgressCritic:
-    """MRT's progress bonus: ``J`` of ``policy`` forced to answer after each episode (turn), ``K = samples``.
-
-    Example:
-        >>> import gymnasium
-        >>> from turnkit.agents.scripted import ScriptedAgent
-        >>> critic = mrt_critic(gymnasium.make("turnkit/MathEpisodes-v0"), ScriptedAgent(["ANSWER: 0"]))
-        >>> critic.name, critic.value_fn.max_turns
-        ('mrt', 1)
-    """
-    values = RolloutValue(env, policy, samples=samples, max_turns=1, force=force or force_answer())
-    return ProgressCritic(values, alpha=alpha, credit=credit, budget=budget, name="mrt")
-
-
-def pav_critic(
-    env: gymnasium.Env,
-    prover: Agent,
-    *,
-    rollouts: int = 20,
-    alpha: float = 1.0,
-    best_of: int = 1,
-    credit: Credit = "advantage",
-) -> ProgressCritic:
-    """PAV progress ``α A^μ`` with Monte Carlo ``Q^μ`` from ``rollouts`` prover rollouts per prefix.
-
-    Example:
-        >>> import gymnasium
-        >>> from turnkit.agents.scripted import ScriptedAgent
-        >>> pav_critic(gymnasium.make("turnkit/MathEpisodes-v0"), ScriptedAgent(["ANSWER: 0"]), best_of=4).best_of
-        4
-    """
-    values = RolloutValue(env, prover, samples=rollouts)
-    return ProgressCritic(values, alpha=alpha, credit=credit, best_of=best_of, name="pav")
 
 
 # ---------------------------------------------------------------------------------------------- learned verifier
@@ -720,8 +683,6 @@ class ProgressVerifier:
             for s in range(0, len(order), batch_size):
                 idx = order[s : s + batch_size]
                 loss = balanced_soft_bce(self._logits([prefixes[j] for j in idx]), y[idx])
-                opt.zero_grad()
-                loss.backward()
-                opt.step()
+                optimizer_step(opt, [p for group in opt.param_groups for p in group["params"]], loss)
                 loss_sum += float(loss.detach()) * len(idx)
         return {"loss": loss_sum / len(prefixes), "examples": float(len(prefixes))}
