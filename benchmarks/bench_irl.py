@@ -109,10 +109,10 @@ def interleaved(sides: dict[str, Callable[[], float]], repeats: int) -> dict[str
 def summary(times: dict[str, list[float]], base: str, other: str) -> dict[str, float]:
     out: dict[str, float] = {}
     for name, values in times.items():
-        q1, median, q3 = statistics.quantiles(values, n=4) if len(values) > 1 else (values[0]) * 3
+        q1, median, q3 = statistics.quantiles(values, n=4) if len(values) > 1 else (values[0],) * 3
         out[f"{name}_ms"], out[f"{name}_p25_ms"], out[f"{name}_p75_ms"] = 1e3 * median, 1e3 * q1, 1e3 * q3
     ratios = [o / b for o, b in zip(times[other], times[base], strict=True)]
-    r1, r_med, r3 = statistics.quantiles(ratios, n=4) if len(ratios) > 1 else (ratios[0]) * 3
+    r1, r_med, r3 = statistics.quantiles(ratios, n=4) if len(ratios) > 1 else (ratios[0],) * 3
     out["ratio_median"], out["ratio_p25"], out["ratio_p75"] = r_med, r1, r3
     out["ratio_of_medians"] = out[f"{other}_ms"] / out[f"{base}_ms"]
     return out

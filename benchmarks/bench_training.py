@@ -45,7 +45,7 @@ def prompts(n: int) -> list[Context]:
     out = []
     for i in range(n):
         obs, _ = env.reset(seed=10_000 + i)
-        out.append(Context(messages=(Message("user", obs)), episode_seed=10_000 + i))
+        out.append(Context(messages=(Message("user", obs),), episode_seed=10_000 + i))
     return out
 
 

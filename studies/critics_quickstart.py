@@ -61,7 +61,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--steps", type=int, default=150)
     parser.add_argument("--arms", nargs="+", default=list(ARMS), choices=list(ARMS))
     parser.add_argument("--alpha", type=float, default=1.0, help="critic weight")
-    parser.add_argument("--samples", type=int, default=4, help="critic_samples (MRT answers, PAV rollouts)")
+    parser.add_argument("--samples", type=int, default=4, help="critic.<arm>.samples (MRT answers, PAV rollouts)")
     parser.add_argument("--eval-episodes", type=int, default=300)
     parser.add_argument(
         "--max-turns", type=int, default=1, help="turns per training episode (0: the env's own limit, see docstring)"

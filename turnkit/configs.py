@@ -260,15 +260,14 @@ def apply_overrides(cfg: Any, overrides: Sequence[str], *, aliases: Mapping[str,
             raise ConfigError(f"--set expects KEY=VALUE, got {item!r}")
         path = key.split(".")
         path[0] = aliases.get(path[0], path[0]) if aliases.get(path[0]) in data else path[0]
+        if len(path) > 1 and path[0] in data and not isinstance(data[path[0]], dict):
+            data = _normalized(cfg, data)  # a shorthand (``critic=mrt``) becomes its table before a key is set in it
         table, owner = data, kind
-        for depth, part in enumerate(path[:-1]):
-            if part not in table and depth == 0:
-                table[part] = {}  # an unknown top-level key: from_dict names it (or migrates it)
-            if not isinstance(table.get(part), dict):
-                if part not in table:
-                    table[part] = {}
-                else:
-                    raise ConfigError(f"--set {item!r}: {owner}.{part} is not a table")
+        for part in path[:-1]:
+            if part not in table:
+                table[part] = {}  # a new key of a table (an unknown top-level key: from_dict names it)
+            if not isinstance(table[part], dict):
+                raise ConfigError(f"--set {item!r}: {owner}.{part} is not a table")
             table, owner = table[part], f"{owner}.{part}"
         leaf = path[-1]
         table[leaf] = raw if isinstance(table.get(leaf), str) else parse_value(raw)
@@ -279,6 +278,16 @@ def apply_overrides(cfg: Any, overrides: Sequence[str], *, aliases: Mapping[str,
         if str(exc).startswith("--set"):
             raise
         raise ConfigError(f"--set: {exc}") from exc
+
+
+def _normalized(cfg: Any, data: dict[str, Any]) -> dict[str, Any]:
+    """``data`` as its config class writes it back (shorthands expanded), or unchanged if it does not build yet."""
+    build = getattr(type(cfg), "from_dict", None)
+    try:
+        built = build(data, source="--set") if callable(build) else from_dict(type(cfg), data, source="--set")
+    except ConfigError:
+        return data
+    return to_dict(built)
 
 
 def load_config(path: str | Path, cls: Any) -> Any:

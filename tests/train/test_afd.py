@@ -258,10 +258,9 @@ def test_a_saved_reward_model_drives_the_grpo_loop_as_critic_afd(tmp_path):
     small = TinyModelConfig(hidden_size=32, num_layers=1, num_heads=2, intermediate_size=64)
     folder = AfDCritic(RewardModel.from_causal_lm(build_tiny_model(tok, small), seed=1), tok).save(tmp_path / "rm")
     cfg = TrainConfig(
-        critic="afd",
-        critic_model=str(folder),
+        grpo={"group_size": 2},
+        critic={"afd": {"model": str(folder)}},
         steps=1,
-        group_size=2,
         groups_per_step=2,
         max_new_tokens=4,
         max_turns=1,
@@ -271,4 +270,4 @@ def test_a_saved_reward_model_drives_the_grpo_loop_as_critic_afd(tmp_path):
     result = train(cfg, policy=policy, progress=False)
     assert "afd/total" in result.history[0]
     with pytest.raises(ConfigError, match="not a reward-model folder"):
-        train(TrainConfig(critic="afd", critic_model=str(tmp_path), out_dir=str(tmp_path / "g2")), policy=policy)
+        train(TrainConfig(critic={"afd": {"model": str(tmp_path)}}, out_dir=str(tmp_path / "g2")), policy=policy)

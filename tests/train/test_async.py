@@ -9,8 +9,9 @@ from pathlib import Path
 import pytest
 from transformers import PreTrainedTokenizerFast
 
+from turnkit.configs import apply_overrides
 from turnkit.errors import CheckpointWarning, ConfigError
-from turnkit.train.config import TrainConfig, apply_overrides
+from turnkit.train.config import TrainConfig
 from turnkit.train.loop import train
 from turnkit.train.metrics import read_metrics
 

@@ -62,13 +62,13 @@ def learner(tokenizer, **kwargs) -> HFPolicy:
 
 def contexts() -> list[Context]:
     """A GRPO-like batch: a same-seed group of three, two other tasks, and a second-turn context."""
-    group = [Context(messages=(Message("user", "What is 2+2?")), episode_seed=7)] * 3
+    group = [Context(messages=(Message("user", "What is 2+2?"),), episode_seed=7)] * 3
     multi = Context(
         messages=(Message("user", "Name a color."), Message("assistant", "red"), Message("user", "Another one?")),
         turn=1,
         episode_seed=11,
     )
-    return [*group, Context(messages=(Message("user", "hi")), episode_seed=3), multi]
+    return [*group, Context(messages=(Message("user", "hi"),), episode_seed=3), multi]
 
 
 def assert_same_turns(got: list[AgentTurn], expected: list[AgentTurn]) -> None:
@@ -349,8 +349,8 @@ def test_turnkit_train_through_the_server_backend_equals_training_in_process(tok
     from turnkit.train.loop import train
 
     def run(backend: str) -> list[dict]:
-        cfg = TrainConfig(env_id=LETTER_ENV, env_kwargs={}, steps=3, grpo={"group_size": 4}, groups_per_step=2, lora_r=4,
-                          max_new_tokens=6, lr=5e-3, checkpoint_every=0, eval_every=3, eval_episodes=8,
+        cfg = TrainConfig(env_id=LETTER_ENV, env_kwargs={}, steps=3, grpo={"group_size": 4}, groups_per_step=2,
+                          lora_r=4, max_new_tokens=6, lr=5e-3, checkpoint_every=0, eval_every=3, eval_episodes=8,
                           temperature=1.0, out_dir=str(tmp_path / backend), backend=backend)  # fmt: skip
         result = train(cfg, policy=make_policy(tokenizer), progress=False)
         return result.history

@@ -26,13 +26,13 @@ import torch
 from transformers import PreTrainedTokenizerFast
 
 from turnkit.agents.oracle import OracleAgent
+from turnkit.checkpoint import MANIFEST, check_manifest
 from turnkit.cli import main
 from turnkit.errors import CheckpointError, CheckpointWarning
 from turnkit.models.tiny import save_tiny
 from turnkit.search.mcts import MCTSConfig
 from turnkit.search.pairs import PairConfig
 from turnkit.search.tree import SearchTree
-from turnkit.checkpoint import MANIFEST, check_manifest
 from turnkit.train.config import TrainConfig
 from turnkit.train.dpo import DPOConfig
 from turnkit.train.loop import TrainResult, train
@@ -45,7 +45,7 @@ from .conftest import LETTER_ENV, make_policy
 
 def run_config(out: Path, steps: int, **changes: object) -> TrainConfig:
     cfg = TrainConfig(
-        env_id=LETTER_ENV, env_kwargs={}, steps=steps, group_size=4, groups_per_step=2, max_new_tokens=8,
+        env_id=LETTER_ENV, env_kwargs={}, steps=steps, grpo={"group_size": 4}, groups_per_step=2, max_new_tokens=8,
         lr=3e-3, checkpoint_every=1, out_dir=str(out), seed=11,
     )  # fmt: skip
     return dataclasses.replace(cfg, **changes)  # type: ignore[arg-type]

@@ -108,4 +108,3 @@ def test_flat_keys_of_old_configs_move_into_their_tables(tmp_path: Path) -> None
         cfg = load_config(tmp_path / "config.json")
     assert (cfg.grpo.group_size, cfg.grpo.kl_coef) == (4, 0.1)
     assert cfg.critic == {"sweet": {"weight": 0.5, "steps": 2, "reference_key": None}}
-

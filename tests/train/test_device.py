@@ -6,7 +6,6 @@ Run: python -m pytest tests/train/test_device.py -q       (the CUDA tests run wh
 from __future__ import annotations
 
 import copy
-import dataclasses
 import math
 from pathlib import Path
 
@@ -81,11 +80,16 @@ def test_an_update_on_cuda_matches_the_cpu(tokenizer: PreTrainedTokenizerFast) -
 CUDA = pytest.param("cuda", marks=CUDA_MARKS)
 
 
-def device_run(out: Path, steps: int, device: str, critic: str | None) -> TrainConfig:
+SMALL_CRITIC = {"mrt": {"samples": 2}, "pav": {"samples": 2, "best_of": 2}, "prime": {},
+                "sweet": {"steps": 2, "reference_key": None}, "afd": {}}  # fmt: skip
+"""Each critic at test size."""
+
+
+def device_run(out: Path, steps: int, device: str, critic: str | None, **keys: object) -> TrainConfig:
     return TrainConfig(
-        env_id=LETTER_ENV, env_kwargs={}, steps=steps, grpo={"group_size": 4}, groups_per_step=2, max_new_tokens=6, lr=1e-3,
-        checkpoint_every=1, out_dir=str(out), seed=5, device=device, critic=critic, critic_samples=2,
-        critic_best_of=2, critic_fit_steps=2, critic_reference_key="",
+        env_id=LETTER_ENV, env_kwargs={}, steps=steps, grpo={"group_size": 4}, groups_per_step=2, max_new_tokens=6,
+        lr=1e-3, checkpoint_every=1, out_dir=str(out), seed=5, device=device,
+        critic={critic: {**SMALL_CRITIC[critic], **keys}} if critic else {},
     )  # fmt: skip
 
 
@@ -124,7 +128,7 @@ def test_a_critic_loaded_from_disk_scores_a_learner_on_a_device(tmp_path: Path, 
 
     tok = build_tiny_tokenizer()
     folder = AfDCritic(RewardModel.from_causal_lm(build_tiny_model(tok, SMALL), seed=1), tok).save(tmp_path / "rm")
-    cfg = dataclasses.replace(device_run(tmp_path / "run", 1, device, "afd"), critic_model=str(folder))
+    cfg = device_run(tmp_path / "run", 1, device, "afd", model=str(folder))
     result = train(cfg, policy=HFPolicy(build_tiny_model(tok, SMALL, seed=2), tok, max_new_tokens=4), progress=False)
     assert result.policy.device.type == device
     assert math.isfinite(result.history[0]["afd/total"])

@@ -9,10 +9,10 @@ import pytest
 import torch
 
 from tests.train.conftest import make_policy
+from turnkit.checkpoint import checkpoint_path
 from turnkit.errors import CheckpointWarning, ConfigError, DataError
 from turnkit.models.sft import SFTConfig, train_sft
 from turnkit.rollout.demos import collect_demos, demo_rows
-from turnkit.checkpoint import checkpoint_path
 from turnkit.train.iqlearn import IQLearnConfig, train_iqlearn
 
 ENV_KWARGS = {"difficulty": 1}
@@ -103,10 +103,9 @@ def test_the_extracted_reward_drives_the_grpo_loop_as_a_critic(tokenizer, rows, 
 
     iq = train_iqlearn(_cfg(tmp_path / "iq", steps=2, checkpoint_every=0), policy=make_policy(tokenizer), rows=rows)
     cfg = TrainConfig(
-        critic="iqlearn",
-        critic_model=str(iq.run_dir),
+        grpo={"group_size": 2},
+        critic={"iqlearn": {"model": str(iq.run_dir)}},
         steps=1,
-        group_size=2,
         groups_per_step=2,
         max_new_tokens=4,
         max_turns=1,
@@ -114,5 +113,5 @@ def test_the_extracted_reward_drives_the_grpo_loop_as_a_critic(tokenizer, rows, 
     )
     result = train(cfg, policy=make_policy(tokenizer, seed=1, max_new_tokens=4), progress=False)
     assert "iqlearn/iqlearn_return" in result.history[0]
-    with pytest.raises(ConfigError, match="critic_model"):
+    with pytest.raises(ConfigError, match=r"critic\.iqlearn needs model"):
         train(TrainConfig(critic="iqlearn", out_dir=str(tmp_path / "g2")), policy=make_policy(tokenizer))

@@ -50,7 +50,7 @@ def test_one_grpo_step_raises_the_rewarded_completion(tokenizer: PreTrainedToken
     trajs, prompt, good = group_of_two(policy, tokenizer)
     bad = list(trajs[1].steps[0].action.token_ids)
     before_good, before_bad = total_logprob(policy, prompt, good), total_logprob(policy, prompt, bad)
-    cfg = TrainConfig(group_size=2, lr=1e-3)
+    cfg = TrainConfig(grpo={"group_size": 2}, lr=1e-3)
     optimizer = torch.optim.AdamW(policy.model.parameters(), lr=cfg.lr)
     metrics = update(policy, optimizer, trajs, cfg)
     assert metrics["optimizer_steps"] == 1
@@ -61,7 +61,7 @@ def test_one_grpo_step_raises_the_rewarded_completion(tokenizer: PreTrainedToken
 def test_first_update_is_on_policy(tokenizer: PreTrainedTokenizerFast) -> None:
     policy = make_policy(tokenizer)
     trajs, _, _ = group_of_two(policy, tokenizer)
-    cfg = TrainConfig(group_size=2)
+    cfg = TrainConfig(grpo={"group_size": 2})
     metrics = update(policy, torch.optim.AdamW(policy.model.parameters(), lr=1e-3), trajs, cfg)
     assert metrics["ratio_mean"] == pytest.approx(1.0, abs=1e-4)
     assert metrics["clip_frac"] == 0.0
@@ -71,7 +71,7 @@ def test_errored_trajectories_are_masked_not_scored_as_zero(tokenizer: PreTraine
     clean, masked = make_policy(tokenizer), make_policy(tokenizer)
     trajs, _, _ = group_of_two(clean, tokenizer)
     errored = dataclasses.replace(trajs[1], error=TrajectoryError(ErrorCause.ENV, "step: boom", 0))
-    cfg = TrainConfig(group_size=2, lr=1e-3)
+    cfg = TrainConfig(grpo={"group_size": 2}, lr=1e-3)
     update(clean, torch.optim.AdamW(clean.model.parameters(), lr=cfg.lr), trajs, cfg)
     update(masked, torch.optim.AdamW(masked.model.parameters(), lr=cfg.lr), [*trajs, errored], cfg)
     assert all(torch.equal(a, b) for a, b in zip(clean.model.parameters(), masked.model.parameters(), strict=True))
@@ -83,7 +83,9 @@ def test_tied_groups_leave_the_policy_unchanged(tokenizer: PreTrainedTokenizerFa
     trajs, _, _ = group_of_two(policy, tokenizer)
     tied = [dataclasses.replace(t, steps=(dataclasses.replace(t.steps[0], reward=1.0),)) for t in trajs]
     before = [p.detach().clone() for p in policy.model.parameters()]
-    metrics = update(policy, torch.optim.AdamW(policy.model.parameters(), lr=1e-2), tied, TrainConfig(group_size=2))
+    metrics = update(
+        policy, torch.optim.AdamW(policy.model.parameters(), lr=1e-2), tied, TrainConfig(grpo={"group_size": 2})
+    )
     assert metrics["optimizer_steps"] == 0 and metrics["tied_frac"] == 1.0
     assert all(torch.equal(a, b) for a, b in zip(before, policy.model.parameters(), strict=True))
 
@@ -95,7 +97,7 @@ def test_tied_frac_counts_each_tied_episode_once(tokenizer: PreTrainedTokenizerF
     policy = make_policy(tokenizer)
     trajs, _, _ = group_of_two(policy, tokenizer)
     tied = [dataclasses.replace(t, group=1, steps=(dataclasses.replace(t.steps[0], reward=1.0),)) for t in trajs]
-    cfg = TrainConfig(group_size=2, skip_zero_advantage=skip)
+    cfg = TrainConfig(grpo={"group_size": 2}, skip_zero_advantage=skip)
     metrics = update(policy, torch.optim.AdamW(policy.model.parameters(), lr=1e-3), [*trajs, *tied], cfg)
     assert metrics["tied_frac"] == 0.5 and metrics["optimizer_steps"] == 1
 
@@ -131,7 +133,7 @@ def fresh_policy(tokenizer: PreTrainedTokenizerFast) -> HFPolicy:
 
 def run_config(out: Path, steps: int) -> TrainConfig:
     return TrainConfig(
-        env_id=LETTER_ENV, env_kwargs={}, steps=steps, group_size=4, groups_per_step=3, max_new_tokens=8,
+        env_id=LETTER_ENV, env_kwargs={}, steps=steps, grpo={"group_size": 4}, groups_per_step=3, max_new_tokens=8,
         lr=3e-3, checkpoint_every=1, out_dir=str(out), seed=7,
     )  # fmt: skip
 
@@ -161,7 +163,7 @@ def test_resume_refuses_a_different_run(tokenizer: PreTrainedTokenizerFast, tmp_
 
 
 def test_lora_run_trains_only_the_adapter_and_resumes(tokenizer: PreTrainedTokenizerFast, tmp_path: Path) -> None:
-    cfg = dataclasses.replace(run_config(tmp_path, 2), lora_r=4, kl_coef=0.1, lr=1e-2)
+    cfg = dataclasses.replace(run_config(tmp_path, 2), lora_r=4, grpo={"group_size": 4, "kl_coef": 0.1}, lr=1e-2)
     result = train(cfg, policy=fresh_policy(tokenizer), progress=False)
     assert (tmp_path / "checkpoints" / "step-000002" / "adapter" / "adapter_config.json").is_file()
     base = fresh_policy(tokenizer).model.state_dict()

@@ -106,7 +106,8 @@ def test_a_weighted_sum_adds_each_critic_times_its_weight(model_dir: Path, tmp_p
 
 def test_a_judge_over_http_scores_the_episodes(model_dir: Path, tmp_path: Path) -> None:
     with AgentServer(ScriptedAgent(["Fine work. SCORE: 7"]), model_name="judge") as server:
-        records = run_train(model_dir, tmp_path / "judge", "critic=judge", f"critic.judge.url={server.base_url}")
+        keys = {"url": server.base_url, "reference_key": None}  # the letters env has no privileged answer
+        records = run_train(model_dir, tmp_path / "judge", f"critic={json.dumps({'judge': keys})}")
     for r in records:
         assert r["judge/judge_score"] == 7.0 and r["judge/malformed"] == 0.0
         assert r["judge/total"] == pytest.approx(0.7)

@@ -25,13 +25,13 @@ def test_tensorboard_run_writes_the_logged_scalars(tokenizer: PreTrainedTokenize
     train(cfg, policy=make_policy(tokenizer, max_new_tokens=4), progress=False)
 
     assert list((tmp_path / "tb").glob("events.out.tfevents.*")), "no TensorBoard event file under out_dir/tb"
-    (record) = read_metrics(tmp_path / "metrics.jsonl")
+    (record,) = read_metrics(tmp_path / "metrics.jsonl")
     events = EventAccumulator(str(tmp_path / "tb"))
     events.Reload()
     scalars = set(events.Tags()["scalars"])
     assert {"reward_mean", "success_rate", "loss"} <= scalars
     assert "step" not in scalars
-    (point) = events.Scalars("reward_mean")
+    (point,) = events.Scalars("reward_mean")
     assert point.step == 1
     assert point.value == pytest.approx(record["reward_mean"], rel=1e-6, abs=1e-7)
 

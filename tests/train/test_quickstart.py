@@ -9,7 +9,7 @@ from turnkit.train.quickstart import QuickstartConfig, run_quickstart, run_seeds
 
 from .conftest import MICRO_RECIPE
 
-MICRO_TRAIN = {"groups_per_step": 2, "group_size": 2, "max_new_tokens": 8, "max_turns": 2}
+MICRO_TRAIN = {"groups_per_step": 2, "grpo": {"group_size": 2}, "max_new_tokens": 8, "max_turns": 2}
 
 
 def micro(out: Path, **kwargs: object) -> QuickstartConfig:

@@ -22,10 +22,10 @@ from pathlib import Path
 import pytest
 from transformers import PreTrainedTokenizerFast
 
+from turnkit.checkpoint import stage_checkpoint
 from turnkit.cli import main
 from turnkit.errors import RunLockedError, StaleLockWarning
 from turnkit.models.tiny import save_tiny
-from turnkit.checkpoint import stage_checkpoint
 from turnkit.train.quickstart import QuickstartConfig, run_quickstart
 from turnkit.train.runlock import LOCK_FILE, RunLock, read_holder
 from turnkit.train.synth import SynthConfig, synthesize
@@ -66,7 +66,7 @@ def model_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 def train_argv(run: Path, model: Path, steps: int, *extra: str) -> list[str]:
     """A ``turnkit train`` command line for a micro run on MathEpisodes (no evaluation)."""
-    sets = [f"model={model}", f"steps={steps}", "group_size=2", "groups_per_step=1", "max_new_tokens=4",
+    sets = [f"model={model}", f"steps={steps}", "grpo.group_size=2", "groups_per_step=1", "max_new_tokens=4",
             "checkpoint_every=1000", "eval_every=0"]  # fmt: skip
     return ["train", "--out", str(run), "--quiet", "--threads", "1", *[a for s in sets for a in ("--set", s)], *extra]
 

@@ -30,7 +30,7 @@ def run_config(out: Path, **changes: Any) -> TrainConfig:
     base = TrainConfig(
         env_kwargs=MATH,
         steps=2,
-        grpo={"group_size": 2, "kl_coef": 0.01}, 
+        grpo={"group_size": 2, "kl_coef": 0.01},
         groups_per_step=2,
         max_new_tokens=12,
         max_turns=5,
@@ -38,7 +38,6 @@ def run_config(out: Path, **changes: Any) -> TrainConfig:
         out_dir=str(out),
         batch_layout="episodes",
         lr=1e-3,
-        
     )  # fmt: skip  (a KL term: rows train even when a random policy ties)
     return dataclasses.replace(base, **changes)
 

@@ -2,7 +2,7 @@
 
 ``turnkit afd --data init_sft init_demo sft_demo --out runs/afd`` builds (or loads) the SFT and initial tiny
 policies, samples both on the training prompts, collects demonstrations, fits one reward model per data choice
-(saved to ``<out>/rm/<choice>/``, what ``critic=afd`` with ``critic_model=<out>/rm/<choice>`` loads) and writes
+(saved to ``<out>/rm/<choice>/``, what ``critic.afd.model=<out>/rm/<choice>`` loads) and writes
 ``<out>/summary.json`` (see :mod:`turnkit.train.afd`). Judging the reward models by best-of-N is the study
 ``python studies/irl_afd.py``.
 
@@ -60,7 +60,7 @@ def cmd_afd(args: argparse.Namespace) -> int:
     )
     for choice, m in summary["rm"].items():
         print(f"reward model {choice}: accuracy {m['accuracy']:.3f}, loss {m['loss']:.3f} -> {cfg.out_dir}/rm/{choice}")
-    print(f"use one in training: critic=afd critic_model={cfg.out_dir}/rm/<choice>; best-of-N: studies/irl_afd.py")
+    print(f"use one in training: --set critic.afd.model={cfg.out_dir}/rm/<choice>; best-of-N: studies/irl_afd.py")
     print(f"summary -> {cfg.out_dir}/summary.json")
     return 0
 

@@ -25,8 +25,8 @@ def iqlearn_config(args: argparse.Namespace) -> Any:
     """
     from pathlib import Path
 
-    from turnkit.errors import ConfigError
     from turnkit.configs import apply_overrides, load_config
+    from turnkit.errors import ConfigError
     from turnkit.train.iqlearn import IQLearnConfig
 
     overrides = list(args.overrides) + ([f"out_dir={args.out}"] if args.out else [])

@@ -157,7 +157,7 @@ def check_table(critic: str | Mapping[str, Any] | None) -> CriticTable:
         if _is_factory(name):
             if rest:
                 raise ConfigError(
-                    f"critic {name!r}: a 'module:callable' factory takes only a weight, not {sorted(rest)}"
+                    f"critic {name!r}: a 'module:callable' factory takes a weight only, not {sorted(rest)}"
                 )
             continue
         try:

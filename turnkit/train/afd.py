@@ -11,7 +11,7 @@ discriminator between two samplers is a reward model), on the embedded tiny worl
    (init samples, demonstrations) for ``init_demo``, (SFT samples, demonstrations) for ``sft_demo``.
 3. **Reward model**: :class:`~turnkit.critics.afd.AfDCritic` started from the SFT policy's weights, trained
    with the discriminator loss; its reward is the logit. :func:`train_afd` saves one per data choice to
-   ``<out_dir>/rm/<choice>/``; ``critic=afd`` with ``critic_model=<that folder>`` loads it into training, and
+   ``<out_dir>/rm/<choice>/``; ``critic.afd.model=<that folder>`` loads it into training, and
    :func:`best_of_n` ranks sampled episodes with it.
 
 How well the reward models select (best-of-N against one sample, a plurality vote, the floor of an uninformative

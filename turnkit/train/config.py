@@ -74,7 +74,7 @@ class TrainConfig:
     device: str | None = None
     """Where the learner runs: ``"cpu"``, ``"cuda"``, ``"cuda:N"`` (``None``: where the start policy already is,
     the CPU for ``model="tiny"`` and local folders). The reference model and critics copied from the start policy
-    follow it; critics loaded from ``critic_model`` stay on the CPU."""
+    follow it; critics loaded from a folder (``critic.iqlearn.model``, ``critic.afd.model``) stay on the CPU."""
     lora_r: int = 0
     """LoRA rank; ``0`` fine-tunes every weight (fine for the ~0.5M-parameter tiny model)."""
     lora_alpha: int = 16
@@ -323,6 +323,26 @@ def migrate_flat_keys(data: Mapping[str, Any], *, source: str = "config") -> dic
         stacklevel=3,
     )
     return new
+
+
+def upgrade_config(saved: Mapping[str, Any]) -> dict[str, Any]:
+    """A saved config (a checkpoint's, a ``config.json``) in the current shape, to compare with a live one.
+
+    Flat keys move into their tables (quietly: this is a comparison, not the user's spelling), and the tables
+    are written out in full.
+
+    Example:
+        >>> upgrade_config({"group_size": 2, "critic": None})["grpo"]["group_size"], upgrade_config({})
+        (2, {})
+    """
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", FutureWarning)
+        data = migrate_flat_keys(saved)
+    if isinstance(data.get("grpo"), Mapping):
+        data["grpo"] = configs.to_dict(configs.from_dict(GRPOConfig, data["grpo"], source="TrainConfig.grpo"))
+    if "critic" in data:
+        data["critic"] = check_table(data["critic"])
+    return data
 
 
 def _is_device_name(value: object) -> bool:

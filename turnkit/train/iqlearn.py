@@ -50,7 +50,7 @@ from tqdm.auto import tqdm
 
 import turnkit  # noqa: F401  (registers the built-in envs)
 from turnkit.agents.hf import HFPolicy
-from turnkit.checkpoint import check_manifest, checkpoint_candidates, reading
+from turnkit.checkpoint import reading
 from turnkit.configs import check_float, check_int, check_str, from_dict
 from turnkit.errors import ConfigError, DataError
 from turnkit.learners.irl import iqlearn_loss, token_q_values
@@ -487,26 +487,3 @@ def _step(
     record.update({"loss": float(loss.detach()), "lr": lr, "grad_norm": norm, "step_s": time.perf_counter() - start})
     record["_pool"] = pool
     return record
-
-
-def load_iqlearn_reward(path: str | Path, *, batch_size: int = 32) -> Any:
-    """The learned reward of an IQLearn run folder, or of a plain HF model folder.
-
-    A run folder gives :class:`~turnkit.critics.iqlearn.IQLearnReward` over its newest intact checkpoint with the
-    run's ``gamma``; a model folder gets ``gamma = 0.99``.
-
-    Raises:
-        ConfigError: ``path`` is neither (the message says what was expected).
-    """
-    from turnkit.critics.iqlearn import IQLearnReward
-
-    path = Path(path)
-    if (path / "checkpoints").is_dir() and (path / "config.json").is_file():
-        cfg = IQLearnConfig.from_dict(json.loads((path / "config.json").read_text()), source=str(path / "config.json"))
-        intact = [c for c in checkpoint_candidates(path) if check_manifest(c, required=False) is None]
-        if not intact or not (intact[0] / "model").is_dir():
-            raise ConfigError(f"IQLearn run {path} has no intact checkpoint with full model weights (model/)")
-        return IQLearnReward(HFPolicy.from_pretrained(intact[0] / "model"), gamma=cfg.gamma, batch_size=batch_size)
-    if (path / "config.json").is_file():
-        return IQLearnReward(HFPolicy.from_pretrained(path), batch_size=batch_size)
-    raise ConfigError(f"{path} is neither an IQLearn run folder (config.json + checkpoints/) nor an HF model folder")

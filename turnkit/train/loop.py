@@ -4,7 +4,7 @@ Per step ``s`` (all randomness from the run seed, so a resumed run repeats an un
 
 1. **Tasks.** Draw ``groups_per_step`` task seeds from the run's ``np.random.Generator`` (never inside the
    held-out evaluation range).
-2. **Rollout.** Play ``group_size`` episodes of each task, *all groups in one batch*
+2. **Rollout.** Play ``grpo.group_size`` episodes of each task, *all groups in one batch*
    (:func:`~turnkit.rollout.collect.collect_batch` over ``group_size * groups_per_step`` envs), sampling at
    temperature ``T`` with sampling seed ``hash(seed, s)``. Every turn keeps its prompt ids, sampled ids and
    their log-probs ``log π_old``.
@@ -21,9 +21,9 @@ Per step ``s`` (all randomness from the run seed, so a resumed run repeats an un
    tokens/s, rollout vs update seconds); held-out evaluation every ``eval_every`` steps; an atomic
    checkpoint (weights or adapter, optimizer, RNG states, step) every ``checkpoint_every`` steps.
 
-**Critics.** With ``TrainConfig.critic`` set (``"mrt"``, ``"pav"``, ``"prime"``, ``"sweet"``, ``"judge"``, a
-``"module:callable"`` factory, or a weighted table of them), step 3 uses dense per-turn rewards
-``r_h = r_h^env + Σ_i w_i r_h^{(i)}`` from :mod:`turnkit.train.critic_hook` instead of the env's:
+**Critics.** With critics in ``TrainConfig.critic`` (a table ``{name: {weight, ...}}`` of
+:mod:`turnkit.critics` modules or your own), step 3 uses dense per-turn rewards
+``r_h = r_h^env + Σ_i w_i r_h^{(i)}`` from :mod:`turnkit.critics.registry` instead of the env's:
 ``trajectory_advantages(..., per_turn=True, turn_rewards=...)``. The critics score the rollout batch before
 the update; learned critics (PRIME's PRM, SWEET's critic) then take their own step on the same batch, and
 their adapters and optimizer states are part of every checkpoint. The learners never touch an env. Critic
@@ -42,7 +42,7 @@ Example:
     >>> tok = build_tiny_tokenizer()
     >>> model = build_tiny_model(tok, TinyModelConfig(hidden_size=32, num_layers=1, num_heads=2,
     ...                                               intermediate_size=64))
-    >>> cfg = TrainConfig(steps=1, group_size=2, groups_per_step=2, max_new_tokens=4, max_turns=1,
+    >>> cfg = TrainConfig(steps=1, grpo={"group_size": 2}, groups_per_step=2, max_new_tokens=4, max_turns=1,
     ...                   out_dir=tempfile.mkdtemp())
     >>> result = train(cfg, policy=HFPolicy(model, tok, max_new_tokens=4), progress=False)
     >>> result.steps_done, result.history[-1]["episodes"]
@@ -62,6 +62,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import gymnasium
 import numpy as np
 import torch
 from tqdm.auto import tqdm
@@ -69,6 +70,8 @@ from tqdm.auto import tqdm
 import turnkit  # noqa: F401  (registers the built-in envs)
 from turnkit.agents.hf import HFPolicy
 from turnkit.checkpoint import reading
+from turnkit.critics.base import CriticContext
+from turnkit.critics.registry import CriticSet, build_critics
 from turnkit.errors import ConfigError
 from turnkit.learners.advantages import trajectory_advantages
 from turnkit.learners.grpo import GRPOConfig, policy_loss
@@ -76,8 +79,7 @@ from turnkit.learners.optim import optimizer_step
 from turnkit.rollout.batch import TurnBatch, build_episode_batch, build_turn_batch, gather_token_logprobs
 from turnkit.rollout.chat import ChatDelta
 from turnkit.rollout.evaluate import evaluate
-from turnkit.train.config import TrainConfig
-from turnkit.train.critic_hook import LoopCritics, build_critics
+from turnkit.train.config import TrainConfig, upgrade_config
 from turnkit.train.policy_state import read_policy_state, save_policy_state
 from turnkit.train.rollouts import DoneRollout, RolloutHandle, RolloutJob, build_rollouts
 from turnkit.train.run import Cadence, Run, read_state
@@ -137,6 +139,17 @@ def build_policy(cfg: TrainConfig, *, progress: bool = True) -> HFPolicy:
     return HFPolicy.from_pretrained(cfg.model, **sampling)
 
 
+def critic_context(cfg: TrainConfig, policy: HFPolicy) -> CriticContext:
+    """What the run's critics may see: the live policy, a frozen start copy, spare envs, seed and token limits."""
+
+    def make_env() -> gymnasium.Env:
+        return gymnasium.make(cfg.env_id, split=cfg.split, **cfg.env_kwargs)
+
+    return CriticContext.from_policy(
+        policy, make_env, seed=cfg.seed, max_new_tokens=cfg.max_new_tokens, max_turns=cfg.max_turns
+    )
+
+
 def place_policy(policy: HFPolicy, device: str | None) -> None:
     """Move the learner's model to ``device`` in place (``None``: leave it where it is).
 
@@ -163,7 +176,7 @@ def prepare_policy(policy: HFPolicy, cfg: TrainConfig) -> torch.nn.Module | None
     """Apply the run's sampling and LoRA settings in place; return a frozen reference model if one is needed.
 
     With ``lora_r > 0`` a fresh adapter is attached (the reference is the adapter-disabled base, no copy).
-    With full fine-tuning and ``kl_coef > 0`` the reference is a frozen copy of the start model.
+    With full fine-tuning and ``grpo.kl_coef > 0`` the reference is a frozen copy of the start model.
     """
     policy.sampling = dataclasses.replace(
         policy.sampling, temperature=cfg.temperature, top_p=cfg.top_p, max_new_tokens=cfg.max_new_tokens
@@ -174,7 +187,7 @@ def prepare_policy(policy: HFPolicy, cfg: TrainConfig) -> torch.nn.Module | None
         return None
     for p in policy.model.parameters():
         p.requires_grad_(True)
-    if cfg.kl_coef > 0:
+    if cfg.grpo.kl_coef > 0:
         ref = copy.deepcopy(policy.model).eval()
         for p in ref.parameters():
             p.requires_grad_(False)
@@ -297,7 +310,7 @@ def update(
         steps, plus ``grad_norm``, ``rows``, ``tied_frac`` (episodes with advantage exactly 0) and
         ``update_tokens``. Without any informative row the policy is left unchanged (``optimizer_steps`` 0).
     """
-    grpo = cfg.grpo_config()
+    grpo = cfg.loss_config()
     if turn_rewards is None:
         advantages = trajectory_advantages(
             trajs, estimator=grpo.estimator, per_turn=grpo.per_turn, gamma=grpo.gamma, eps=grpo.adv_eps
@@ -313,7 +326,7 @@ def update(
         )
     scored = [(t, a) for t, a in zip(trajs, advantages, strict=True) if a is not None]
     tied_frac = sum(all(x == 0.0 for x in a) for _, a in scored) / max(len(scored), 1)
-    if cfg.skip_zero_advantage and cfg.kl_coef == 0:
+    if cfg.skip_zero_advantage and grpo.kl_coef == 0:
         scored = [(t, a) for t, a in scored if any(x != 0.0 for x in a)]
     out: dict[str, float] = {"tied_frac": tied_frac, "optimizer_steps": 0.0}
     if not scored:
@@ -404,7 +417,7 @@ def save_checkpoint(
     optimizer: torch.optim.Optimizer,
     rng: np.random.Generator,
     cfg: TrainConfig,
-    critics: LoopCritics | None = None,
+    critics: CriticSet | None = None,
     *,
     pending: dict[int, RolloutHandle] | None = None,
 ) -> Path:
@@ -436,7 +449,7 @@ def load_checkpoint(
     optimizer: torch.optim.Optimizer,
     rng: np.random.Generator,
     cfg: TrainConfig,
-    critics: LoopCritics | None = None,
+    critics: CriticSet | None = None,
     *,
     pending: dict[int, RolloutHandle] | None = None,
 ) -> int:
@@ -461,7 +474,7 @@ def restore_checkpoint(
     policy: HFPolicy,
     optimizer: torch.optim.Optimizer,
     rng: np.random.Generator,
-    critics: LoopCritics | None = None,
+    critics: CriticSet | None = None,
     *,
     pending: dict[int, RolloutHandle] | None = None,
 ) -> int:
@@ -515,7 +528,8 @@ def train(
         CheckpointError: ``resume`` found checkpoints, but none is intact.
     """
     defaults = TrainConfig().to_dict()  # keys newer than a checkpoint take their defaults
-    run = Run(cfg.out_dir, cfg.to_dict(), resumable=RESUMABLE_CHANGES, defaults=defaults, tensorboard=cfg.tensorboard)
+    run = Run(cfg.out_dir, cfg.to_dict(), resumable=RESUMABLE_CHANGES, defaults=defaults, upgrade=upgrade_config,
+              tensorboard=cfg.tensorboard)  # fmt: skip
     with run:
         return _train(run, cfg, resume=resume, progress=progress, policy=policy)
 
@@ -523,7 +537,7 @@ def train(
 def _train(run: Run, cfg: TrainConfig, *, resume: bool, progress: bool, policy: HFPolicy | None) -> TrainResult:
     policy = policy if policy is not None else build_policy(cfg, progress=progress)  # after: a bad log fails fast
     place_policy(policy, cfg.device)
-    critics = build_critics(cfg, policy)  # before the policy's adapter: learned critics copy the start policy
+    critics = build_critics(cfg.critic, critic_context(cfg, policy))  # before the adapter: critics copy the start
     ref_model = prepare_policy(policy, cfg)
     params = trainable_parameters(policy)
     optimizer = torch.optim.AdamW(params, lr=cfg.lr, weight_decay=cfg.weight_decay)
@@ -550,7 +564,7 @@ def _train(run: Run, cfg: TrainConfig, *, resume: bool, progress: bool, policy: 
             for ahead in range(step, min(step + staleness, cfg.steps) + 1):  # this step's job, and async ones
                 if ahead not in pending:
                     seeds = sample_task_seeds(rng, cfg.groups_per_step, cfg)
-                    job = RolloutJob(ahead, seeds, step_sampling_seed(cfg.seed, ahead), cfg.group_size)
+                    job = RolloutJob(ahead, seeds, step_sampling_seed(cfg.seed, ahead), cfg.grpo.group_size)
                     pending[ahead] = source.submit(job)
             handle = pending.pop(step)
             waited = time.perf_counter()

@@ -181,6 +181,7 @@ def read_state(
     config: Mapping[str, Any],
     resumable: Iterable[str] = (),
     defaults: Mapping[str, Any] | None = None,
+    upgrade: Callable[[dict[str, Any]], dict[str, Any]] | None = None,
 ) -> dict[str, Any]:
     """Read a checkpoint's ``state.json`` and check that it belongs to a run with this config.
 
@@ -189,6 +190,7 @@ def read_state(
         config: The current run's config.
         resumable: Keys whose values a resumed run may change.
         defaults: Values of keys the checkpoint's config lacks (fields newer than the checkpoint).
+        upgrade: Rewrites a checkpoint's config into the current shape first (keys that moved into tables).
 
     Returns:
         The state, with ``step`` an int.
@@ -210,6 +212,8 @@ def read_state(
     state = read_checkpoint_json(ckpt / STATE)
     with reading(ckpt / STATE, base=ckpt):
         state["step"], saved = int(state["step"]), dict(state["config"])
+        if upgrade is not None:
+            saved = upgrade(saved)
     check_resumable(ckpt, {**(defaults or {}), **saved}, plain(config), resumable)
     return state
 
@@ -227,6 +231,7 @@ class Run:
         config: The run's config as JSON-ready data (``config.json``, and every checkpoint's ``state.json``).
         resumable: Config keys a resumed run may change; any other difference refuses the checkpoint.
         defaults: Values of keys an older checkpoint's config lacks.
+        upgrade: Rewrites an older checkpoint's config into the current shape (see :func:`read_state`).
         tensorboard: Also write the metrics as TensorBoard events to ``run_dir/tb``.
 
     Raises:
@@ -241,12 +246,14 @@ class Run:
         *,
         resumable: Iterable[str] = (),
         defaults: Mapping[str, Any] | None = None,
+        upgrade: Callable[[dict[str, Any]], dict[str, Any]] | None = None,
         tensorboard: bool = False,
     ) -> None:
         self.dir = Path(run_dir)
         self.config = plain(config)
         self.resumable = frozenset(resumable)
         self.defaults = dict(defaults or {})
+        self.upgrade = upgrade
         self.tensorboard = tensorboard
         self.metrics_path = self.dir / "metrics.jsonl"
         self._lock = RunLock(self.dir)
@@ -276,7 +283,7 @@ class Run:
 
     def read_state(self, ckpt: Path) -> dict[str, Any]:
         """:func:`read_state` with this run's config, resumable keys and defaults."""
-        return read_state(ckpt, self.config, self.resumable, self.defaults)
+        return read_state(ckpt, self.config, self.resumable, self.defaults, self.upgrade)
 
     def start(self, load: Callable[[Path, dict[str, Any]], T], *, resume: bool) -> tuple[int, T | None]:
         """Begin the run: resume from the newest intact checkpoint (or start fresh), then write ``config.json``.
