@@ -90,7 +90,7 @@ def test_max_tokens_limits_the_reply(tiny_server):
         ({**CHAT, "stream": True}, "stream=true is not supported"),
         ({**CHAT, "n": 0}, "n must be an integer"),
         ({**CHAT, "temperature": "hot"}, "temperature must be a number"),
-        ({**CHAT, "temperature": -1}, "temperature must be >= 0"),
+        ({**CHAT, "temperature": -1}, "temperature must be a finite number >= 0, got -1"),
         ({**CHAT, "max_tokens": 2.5}, "max_tokens must be an integer"),
         ({**CHAT, "seed": "s"}, "seed must be an integer"),
         ([1, 2], "must be a JSON object"),
