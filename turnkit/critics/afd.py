@@ -41,7 +41,6 @@ from __future__ import annotations
 
 import copy
 import json
-import math
 import time
 import warnings
 from collections.abc import Sequence
@@ -303,7 +302,7 @@ class AfDConfig:
         >>> AfDConfig(steps=0)
         Traceback (most recent call last):
         ...
-        turnkit.errors.ConfigError: AfDConfig.steps must be >= 1, got 0
+        turnkit.errors.ConfigError: AfDConfig.steps must be an int >= 1, got 0
     """
 
     steps: int = 300
@@ -326,16 +325,10 @@ class AfDConfig:
     """Head initialisation and minibatch order."""
 
     def __post_init__(self) -> None:
-        for name in ("steps", "batch_size", "score_batch_size", "lora_alpha"):
-            if getattr(self, name) < 1:
-                raise ConfigError(f"AfDConfig.{name} must be >= 1, got {getattr(self, name)}")
-        for name in ("lr", "max_grad_norm"):
-            if not (math.isfinite(getattr(self, name)) and getattr(self, name) > 0):
-                raise ConfigError(f"AfDConfig.{name} must be a finite number > 0, got {getattr(self, name)!r}")
-        if self.lora_r < 0 or self.weight_decay < 0:
-            raise ConfigError(
-                f"AfDConfig needs lora_r >= 0 and weight_decay >= 0, got {self.lora_r}, {self.weight_decay}"
-            )
+        configs.check_int(self, "steps", "batch_size", "score_batch_size", "lora_alpha")
+        configs.check_int(self, "lora_r", "seed", low=0)
+        configs.check_float(self, "lr", "max_grad_norm", low=0.0, open_low=True)
+        configs.check_float(self, "weight_decay", low=0.0)
 
 
 class AfDCritic:

@@ -111,18 +111,17 @@ class JudgeConfig:
     """Keep only the last this-many characters of the transcript (long episodes)."""
 
     def __post_init__(self) -> None:
-        if self.granularity not in ("step", "trajectory"):
-            raise ConfigError(f"JudgeConfig.granularity must be 'step' or 'trajectory', got {self.granularity!r}")
-        if self.on_malformed not in ("raise", "record"):
-            raise ConfigError(f"JudgeConfig.on_malformed must be 'raise' or 'record', got {self.on_malformed!r}")
-        if not (math.isfinite(self.low) and math.isfinite(self.high) and self.low < self.high):
+        configs.check_choice(self, "granularity", ("step", "trajectory"))
+        configs.check_choice(self, "on_malformed", ("raise", "record"))
+        configs.check_float(self, "low", "high")
+        if not self.low < self.high:
             raise ConfigError(f"JudgeConfig needs finite low < high, got low={self.low}, high={self.high}")
         if self.on_malformed == "record" and (
             self.malformed_reward is None or not math.isfinite(self.malformed_reward)
         ):
             raise ConfigError("JudgeConfig.on_malformed='record' needs an explicit finite malformed_reward")
-        if self.retries < 0 or self.max_transcript_chars < 1:
-            raise ConfigError("JudgeConfig.retries must be >= 0 and max_transcript_chars >= 1")
+        configs.check_int(self, "retries", low=0)
+        configs.check_int(self, "max_transcript_chars")
         fields = {name for _, name, _, _ in string.Formatter().parse(self.prompt_template) if name is not None}
         unknown = sorted(fields - TEMPLATE_FIELDS)
         if unknown:

@@ -52,6 +52,7 @@ import torch.nn.functional as F
 from torch import Tensor
 
 from turnkit.agents.hf import HFPolicy
+from turnkit.configs import check_float, check_int
 from turnkit.critics.base import CriticContext, CriticResult
 from turnkit.errors import ConfigError, DataError
 from turnkit.learners.advantages import prime_advantages
@@ -181,7 +182,7 @@ class PrimeConfig:
         >>> PrimeConfig(acc_low=0.9, acc_high=0.1)
         Traceback (most recent call last):
         ...
-        turnkit.errors.ConfigError: PrimeConfig needs 0 <= acc_low <= acc_high <= 1, got 0.9, 0.1
+        turnkit.errors.ConfigError: PrimeConfig needs acc_low <= acc_high, got 0.9, 0.1
     """
 
     beta: float = 0.05
@@ -214,21 +215,14 @@ class PrimeConfig:
     """PRM LoRA initialisation."""
 
     def __post_init__(self) -> None:
-        for name in ("beta", "prm_lr", "max_grad_norm"):
-            value = getattr(self, name)
-            if not (math.isfinite(value) and value > 0):
-                raise ConfigError(f"PrimeConfig.{name} must be a finite number > 0, got {value!r}")
-        if not 0 <= self.acc_low <= self.acc_high <= 1:
-            raise ConfigError(f"PrimeConfig needs 0 <= acc_low <= acc_high <= 1, got {self.acc_low}, {self.acc_high}")
-        for name in ("prm_minibatches", "policy_minibatches", "lora_r", "lora_alpha", "score_batch_size"):
-            if getattr(self, name) < 1:
-                raise ConfigError(f"PrimeConfig.{name} must be >= 1, got {getattr(self, name)!r}")
-        if not (math.isfinite(self.process_coef) and self.process_coef >= 0):
-            raise ConfigError(f"PrimeConfig.process_coef must be finite and >= 0, got {self.process_coef!r}")
-        if not 0 <= self.gamma <= 1 or not 0 < self.clip_eps < 1:
-            raise ConfigError(
-                f"PrimeConfig needs gamma in [0, 1] and clip_eps in (0, 1), got {self.gamma}, {self.clip_eps}"
-            )
+        check_float(self, "beta", "prm_lr", "max_grad_norm", low=0.0, open_low=True)
+        check_float(self, "acc_low", "acc_high", "gamma", low=0.0, high=1.0)
+        if self.acc_low > self.acc_high:
+            raise ConfigError(f"PrimeConfig needs acc_low <= acc_high, got {self.acc_low}, {self.acc_high}")
+        check_int(self, "prm_minibatches", "policy_minibatches", "lora_r", "lora_alpha", "score_batch_size")
+        check_int(self, "seed", low=0)
+        check_float(self, "process_coef", low=0.0)
+        check_float(self, "clip_eps", low=0.0, high=1.0, open_low=True, open_high=True)
 
 
 _Segment = tuple[tuple[int, ...], tuple[int, ...]]

@@ -57,6 +57,7 @@ from torch import Tensor
 
 from turnkit.agents.base import Context
 from turnkit.agents.hf import HFPolicy, chat_prompt_ids
+from turnkit.configs import check_bool, check_choice, check_float, check_int, check_str
 from turnkit.critics.base import CriticContext, CriticResult
 from turnkit.errors import ConfigError, CriticError, DataError
 from turnkit.learners.optim import optimizer_step
@@ -309,19 +310,18 @@ class SweetConfig:
     """LoRA initialisation, pair subsampling and batch order."""
 
     def __post_init__(self) -> None:
-        if self.trajectory_score not in ("sum", "mean"):
-            raise ConfigError(f"SweetConfig.trajectory_score must be 'sum' or 'mean', got {self.trajectory_score!r}")
-        if self.placement not in ("prefix", "suffix"):
-            raise ConfigError(f"SweetConfig.placement must be 'prefix' or 'suffix', got {self.placement!r}")
-        if "{reference}" not in self.template:
+        check_choice(self, "trajectory_score", ("sum", "mean"))
+        check_choice(self, "placement", ("prefix", "suffix"))
+        if not isinstance(self.template, str) or "{reference}" not in self.template:
             raise ConfigError(f"SweetConfig.template must contain '{{reference}}', got {self.template!r}")
-        if not (math.isfinite(self.beta) and self.beta > 0) or not (math.isfinite(self.lr) and self.lr > 0):
-            raise ConfigError(f"SweetConfig.beta and lr must be finite and > 0, got {self.beta!r}, {self.lr!r}")
-        for name in ("steps", "batch_size", "lora_r", "lora_alpha", "score_batch_size"):
-            if getattr(self, name) < 1:
-                raise ConfigError(f"SweetConfig.{name} must be >= 1, got {getattr(self, name)!r}")
-        if self.max_pairs_per_task is not None and self.max_pairs_per_task < 1:
-            raise ConfigError(f"SweetConfig.max_pairs_per_task must be >= 1 or None, got {self.max_pairs_per_task}")
+        check_float(self, "beta", "lr", "max_grad_norm", low=0.0, open_low=True)
+        check_int(self, "steps", "batch_size", "lora_r", "lora_alpha", "score_batch_size")
+        check_int(self, "max_pairs_per_task", optional=True)
+        check_int(self, "seed", low=0)
+        check_float(self, "require_success", optional=True)
+        check_str(self, "reference_key", optional=True)
+        check_bool(self, "length_normalize")
+        object.__setattr__(self, "lora_targets", tuple(self.lora_targets))
 
     @property
     def privileged(self) -> bool:

@@ -19,6 +19,7 @@ from dataclasses import asdict, dataclass
 from types import TracebackType
 from typing import Any, Protocol, TypeVar, runtime_checkable
 
+from turnkit.configs import check_float
 from turnkit.errors import ConfigError, SandboxError
 from turnkit.types import ExecResult
 
@@ -60,7 +61,7 @@ class Limits:
         >>> Limits(pids=0)
         Traceback (most recent call last):
         ...
-        turnkit.errors.ConfigError: Limits.pids must be positive, got 0
+        turnkit.errors.ConfigError: Limits.pids must be null or a finite number > 0, got 0
     """
 
     wall_time_s: float = 10.0
@@ -75,11 +76,8 @@ class Limits:
     network: bool = False
 
     def __post_init__(self) -> None:
-        for name, value in asdict(self).items():
-            if name == "network" or value is None:
-                continue
-            if not isinstance(value, int | float) or isinstance(value, bool) or not value > 0:
-                raise ConfigError(f"Limits.{name} must be positive, got {value!r}")
+        names = [name for name in asdict(self) if name != "network"]
+        check_float(self, *names, low=0.0, open_low=True, optional=True)
 
     def cpu_seconds(self, timeout: float) -> int:
         """The ``RLIMIT_CPU`` value for a call with the given wall timeout.

@@ -45,6 +45,7 @@ from typing import Any, NamedTuple
 import gymnasium
 
 from turnkit.agents.hf import HFPolicy
+from turnkit.configs import check_int
 from turnkit.critics.afd import AfDConfig, AfDCritic
 from turnkit.critics.base import Critic, score_all
 from turnkit.errors import ConfigError, DataError
@@ -306,9 +307,7 @@ class AfDRunConfig:
         for choice in self.data:
             if choice not in DATA_CHOICES:
                 raise ConfigError(f"unknown AfD data choice {choice!r}; choose one of {', '.join(DATA_CHOICES)}")
-        for name in ("train_episodes", "init_sft_steps"):
-            if getattr(self, name) < 1:
-                raise ConfigError(f"AfDRunConfig.{name} must be >= 1, got {getattr(self, name)}")
+        check_int(self, "train_episodes", "init_sft_steps")
         if self.init_sft_steps >= self.recipe.sft.steps:
             raise ConfigError(
                 f"AfDRunConfig.init_sft_steps={self.init_sft_steps} must be below the SFT recipe's "
