@@ -8,11 +8,9 @@ from __future__ import annotations
 import dataclasses
 import json
 import math
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-import torch
 
 from studies.common.afd import (
     AfDStudyConfig,
@@ -25,24 +23,11 @@ from studies.common.afd import (
     within_task_spearman,
 )
 from tests.train.conftest import MICRO_RECIPE, make_policy
+from tests.train.test_afd import _one_thread, ep  # noqa: F401  (the autouse one-thread fixture, the episode maker)
 from turnkit.critics.afd import AfDCritic
 from turnkit.critics.base import CriticResult
 from turnkit.errors import ConfigError
-from turnkit.types import AgentTurn, ErrorCause, Step, Trajectory, TrajectoryError
-
-
-@pytest.fixture(autouse=True, scope="module")
-def _one_thread() -> Iterator[None]:
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
-
-
-def ep(text: str, *, success: bool = False, error: bool = False, env_id: str = "d") -> Trajectory:
-    step = Step("q", AgentTurn(text), float(success), terminated=True, info={"success": success})
-    err = TrajectoryError(ErrorCause.ENV, "boom", 0) if error else None
-    return Trajectory(env_id, 0, (step,), error=err)
+from turnkit.types import Trajectory
 
 
 class Cheat:
