@@ -19,14 +19,87 @@ Example:
 
 from __future__ import annotations
 
+import argparse
+from collections.abc import Mapping
+from typing import Any
+
 from turnkit.agents.base import Agent
 from turnkit.errors import ConfigError
 
 SPECS = ("oracle", "random", "scripted:TEXT", "hf:PATH", "tiny", "openai:URL#MODEL")
+SAMPLING_FLAGS = ("temperature", "top_p", "max_new_tokens")
+"""The sampling settings a command line may give a model agent (``hf:``, ``tiny``, ``openai:``)."""
 
 
-def make_agent(spec: str, *, seed: int = 0) -> Agent:
-    """Build the agent named by ``spec`` (see the module docstring)."""
+def add_sampling_args(parser: argparse.ArgumentParser) -> None:
+    """Add ``--temperature``, ``--top-p``, ``--max-new-tokens`` and ``--threads`` to a command that runs an agent.
+
+    Example:
+        >>> p = argparse.ArgumentParser()
+        >>> add_sampling_args(p)
+        >>> args = p.parse_args(["--max-new-tokens", "32", "--threads", "1"])
+        >>> sampling_changes(args), args.threads
+        ({'max_new_tokens': 32}, 1)
+    """
+    g = parser.add_argument_group("sampling (model agents: hf:PATH, tiny, openai:URL#MODEL)")
+    g.add_argument("--temperature", type=float, default=None, help="sampling temperature (0: greedy)")
+    g.add_argument("--top-p", type=float, default=None, help="nucleus mass in (0, 1]")
+    g.add_argument("--max-new-tokens", type=int, default=None, help="most tokens per turn")
+    g.add_argument("--threads", type=int, default=None, help="torch threads (default: torch's own count)")
+
+
+def sampling_changes(args: argparse.Namespace) -> dict[str, Any]:
+    """The sampling flags a command line gave (those left out keep the agent's own settings)."""
+    return {k: getattr(args, k) for k in SAMPLING_FLAGS if getattr(args, k, None) is not None}
+
+
+MODEL_KINDS = ("hf", "tiny", "openai")
+"""Agent spec kinds that sample from a model (and so take the sampling flags)."""
+
+
+def with_sampling(agent: Agent, spec: str, changes: Mapping[str, Any]) -> Agent:
+    """``agent`` with the sampling settings in ``changes`` (validated); an agent that does not sample refuses them.
+
+    Raises:
+        ConfigError: Sampling flags for an agent without sampling, or an invalid value.
+
+    Example:
+        >>> with_sampling(make_agent("oracle"), "oracle", {"temperature": 0.5})
+        Traceback (most recent call last):
+        ...
+        turnkit.errors.ConfigError: --temperature/--top-p/--max-new-tokens set the sampling of a model agent \
+(hf:PATH, tiny, openai:URL#MODEL); agent 'oracle' does not sample
+    """
+    if not changes:
+        return agent
+    _check_samples(spec)
+    if spec.startswith("openai:"):
+        names = {"temperature": "temperature", "top_p": "top_p", "max_new_tokens": "max_tokens"}
+        for key, value in changes.items():
+            setattr(agent, names[key], value)
+        return agent
+    return agent.with_sampling(**changes)  # type: ignore[attr-defined]
+
+
+def _check_samples(spec: str) -> None:
+    if spec.partition(":")[0] not in MODEL_KINDS:
+        raise ConfigError(
+            "--temperature/--top-p/--max-new-tokens set the sampling of a model agent (hf:PATH, tiny, "
+            f"openai:URL#MODEL); agent {spec!r} does not sample"
+        )
+
+
+def make_agent(spec: str, *, seed: int = 0, sampling: Mapping[str, Any] | None = None) -> Agent:
+    """Build the agent named by ``spec`` (see the module docstring), with optional sampling settings.
+
+    ``sampling`` keys are :data:`SAMPLING_FLAGS`; an agent that does not sample refuses them before it is built.
+    """
+    if sampling:
+        _check_samples(spec)
+    return with_sampling(_make_agent(spec, seed=seed), spec, sampling or {})
+
+
+def _make_agent(spec: str, *, seed: int) -> Agent:
     kind, _, arg = spec.partition(":")
     if kind == "oracle" and not arg:
         from turnkit.agents.oracle import OracleAgent
@@ -64,11 +137,11 @@ class AgentSpec:
         'OracleAgent'
     """
 
-    def __init__(self, spec: str, seed: int = 0) -> None:
+    def __init__(self, spec: str, seed: int = 0, sampling: Mapping[str, Any] | None = None) -> None:
         if spec.partition(":")[0] not in {s.partition(":")[0] for s in SPECS}:
             make_agent(spec)  # an unknown spec fails here, in the driver, not in every worker
-        self.spec, self.seed = spec, seed
+        self.spec, self.seed, self.sampling = spec, seed, dict(sampling or {})
 
     def __call__(self, index: int) -> Agent:
         """The worker's agent."""
-        return make_agent(self.spec, seed=self.seed)
+        return make_agent(self.spec, seed=self.seed, sampling=self.sampling)

@@ -30,6 +30,7 @@ import gymnasium
 from gymnasium.envs.registration import load_env_creator
 
 import turnkit
+from turnkit.cli.agents import add_sampling_args
 from turnkit.envs.names import safe_name
 from turnkit.envs.plugins import env_origins, import_env_module, load_plugins, plugin_failure
 from turnkit.errors import ConfigError
@@ -242,7 +243,8 @@ def _play(env: gymnasium.Env, args: argparse.Namespace) -> int:
 
 def cmd_eval(args: argparse.Namespace) -> int:
     """Evaluate an agent and write trajectories + a summary."""
-    from turnkit.cli.agents import make_agent
+    from turnkit.cli.agents import make_agent, sampling_changes
+    from turnkit.models.threads import torch_threads
     from turnkit.rollout.evaluate import evaluate
 
     out_dir = args.out or f"runs/{safe_name(f'eval-{args.env_id}-{args.split}-s{args.seed}')}"
@@ -255,15 +257,17 @@ def cmd_eval(args: argparse.Namespace) -> int:
         "out_dir": out_dir,
         "progress": not args.quiet,
     }
+    sampling = sampling_changes(args)
     if args.ray is not None:  # the same episodes on Ray env workers (docs/scaling.md)
         from turnkit.cli.agents import AgentSpec
         from turnkit.distributed import RayConfig
         from turnkit.distributed.evaluate import evaluate_on_ray
 
         ray = RayConfig(address=args.ray, workers=args.ray_workers)
-        summary = evaluate_on_ray(args.env_id, AgentSpec(args.agent, args.seed), ray=ray, **common)
+        summary = evaluate_on_ray(args.env_id, AgentSpec(args.agent, args.seed, sampling), ray=ray, **common)
     else:
-        summary = evaluate(args.env_id, make_agent(args.agent, seed=args.seed), **common)
+        with torch_threads(args.threads):
+            summary = evaluate(args.env_id, make_agent(args.agent, seed=args.seed, sampling=sampling), **common)
     lo, hi = summary.success_ci95
     print(
         f"{args.env_id} [{args.split}] agent={args.agent} episodes={summary.episodes}: "
@@ -324,6 +328,7 @@ def add_commands(sub: Any) -> None:
         help="play on Ray env workers: local (a cluster in this process), auto, or host:6379 (docs/scaling.md)",
     )  # fmt: skip
     ev.add_argument("--ray-workers", type=int, default=2, help="env workers with --ray (default 2)")
+    add_sampling_args(ev)
     ev.set_defaults(func=cmd_eval)
 
     bench = sub.add_parser("bench", help="run a benchmark from benchmarks/ (e.g. envs, sandbox)")

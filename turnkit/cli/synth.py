@@ -17,6 +17,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
+from turnkit.cli.agents import add_sampling_args, sampling_changes, with_sampling
 from turnkit.cli.envs import parse_env_kwargs
 from turnkit.envs.names import safe_name
 from turnkit.search.mcts import MCTSConfig
@@ -101,6 +102,7 @@ def add_commands(subparsers: Any) -> None:
     g.add_argument("--eval-episodes", type=int, default=0, help="held-out episodes evaluated per iteration")
     g.add_argument("--render", type=int, default=2, help="trees per iteration drawn as PNG + HTML")
     g.add_argument("--quiet", action="store_true", help="no progress bars")
+    add_sampling_args(p)
     p.set_defaults(func=cmd_synth)
 
 
@@ -177,8 +179,12 @@ def cmd_synth(args: argparse.Namespace) -> int:
 
     config = config_from_args(args)
     out = args.out or f"runs/{safe_name(f'synth-{args.env_id}-s{args.seed}')}"
-    agent = load_policy(args.policy, seed=args.seed, progress=not args.quiet)
-    result = synthesize(config, agent, out, progress=not args.quiet)
+    from turnkit.models.threads import torch_threads
+
+    with torch_threads(args.threads):
+        agent = load_policy(args.policy, seed=args.seed, progress=not args.quiet)
+        agent = with_sampling(agent, args.policy, sampling_changes(args))
+        result = synthesize(config, agent, out, progress=not args.quiet)
     for m in result.iterations:
         search = m["search"]
         line = (
