@@ -23,7 +23,7 @@ from tqdm.auto import tqdm
 import turnkit  # noqa: F401  (registers the built-in envs)
 from turnkit.agents.base import Agent
 from turnkit.rollout.collect import collect_batch
-from turnkit.rollout.records import write_jsonl
+from turnkit.rollout.records import trajectory_to_record, write_jsonl
 from turnkit.stats import mean_ci, wilson_interval
 from turnkit.types import Trajectory
 
@@ -136,14 +136,46 @@ def evaluate(
     envs = [gymnasium.make(env_id, split=split, **kwargs) for _ in range(min(batch_size, episodes))]
     start = time.perf_counter()
     play = lambda seeds: collect_batch(envs[: len(seeds)], agent, seeds)  # noqa: E731
+    sink = EpisodeSink(out_dir) if out_dir is not None else None
     trajs = play_in_blocks(play, seed=seed, episodes=episodes, block=len(envs), desc=f"eval {env_id} [{split}]",
-                           progress=progress)  # fmt: skip
+                           progress=progress, on_block=sink)  # fmt: skip
     for env in envs:
         env.close()
     summary = summarize(env_id, split, seed, trajs, time.perf_counter() - start)
-    if out_dir is not None:
-        write_evaluation(out_dir, trajs, summary)
+    if sink is not None:
+        sink.finish(summary)
     return summary
+
+
+class EpisodeSink:
+    """Appends each finished block of episodes to ``out_dir/trajectories.jsonl`` as it comes, then the summary.
+
+    A long evaluation can be read (and is not lost) while it runs; ``summary.json`` appears when it ends.
+
+    Example:
+        >>> import tempfile
+        >>> out = Path(tempfile.mkdtemp()) / "eval"
+        >>> sink = EpisodeSink(out)
+        >>> sink([Trajectory(env_id="e", seed=1)])
+        >>> len((out / "trajectories.jsonl").read_text().splitlines()), (out / "summary.json").exists()
+        (1, False)
+    """
+
+    def __init__(self, out_dir: str | Path) -> None:
+        self.out = Path(out_dir)
+        self.out.mkdir(parents=True, exist_ok=True)
+        (self.out / "summary.json").unlink(missing_ok=True)  # an old summary never describes the new episodes
+        (self.out / "trajectories.jsonl").write_text("", encoding="utf-8")
+
+    def __call__(self, trajs: list[Trajectory]) -> None:
+        """Append one block of episodes."""
+        with open(self.out / "trajectories.jsonl", "a", encoding="utf-8") as f:
+            for t in trajs:
+                f.write(json.dumps(trajectory_to_record(t), ensure_ascii=False) + "\n")
+
+    def finish(self, summary: EvalSummary) -> None:
+        """Write ``summary.json``."""
+        (self.out / "summary.json").write_text(summary.to_json() + "\n", encoding="utf-8")
 
 
 def play_in_blocks(
@@ -154,8 +186,11 @@ def play_in_blocks(
     block: int,
     desc: str,
     progress: bool,
+    on_block: Callable[[list[Trajectory]], None] | None = None,
 ) -> list[Trajectory]:
     """Seeds ``seed .. seed + episodes - 1`` through ``play`` in blocks of ``block``, with a progress bar.
+
+    ``on_block`` is called with each block's episodes as soon as they finish (e.g. :class:`EpisodeSink`).
 
     Example:
         >>> from turnkit.types import Trajectory
@@ -167,7 +202,10 @@ def play_in_blocks(
     with tqdm(total=episodes, desc=desc, disable=not progress, unit="ep") as bar:
         for first in range(seed, seed + episodes, block):
             seeds = list(range(first, min(first + block, seed + episodes)))
-            trajs.extend(play(seeds))
+            played = play(seeds)
+            trajs.extend(played)
+            if on_block is not None:
+                on_block(played)
             bar.update(len(seeds))
             bar.set_postfix(success=f"{sum(t.success for t in trajs) / len(trajs):.2f}")
     return trajs
