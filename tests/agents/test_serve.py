@@ -1,5 +1,6 @@
 """AgentServer's OpenAI protocol: routes, request validation, n samples, batching, agent faults, token-id
-prompts (/v1/completions) and runtime LoRA adapters (vLLM's /v1/load_lora_adapter and /v1/unload_lora_adapter).
+prompts (/v1/completions), runtime LoRA adapters (vLLM's /v1/load_lora_adapter and /v1/unload_lora_adapter) and
+streamed replies (stream=true, read with the real openai client and as raw Server-Sent Events).
 
 Run: python -m pytest tests/agents/test_serve.py -q
 """
@@ -7,11 +8,13 @@ Run: python -m pytest tests/agents/test_serve.py -q
 from __future__ import annotations
 
 import json
+import re
 import threading
 import time
 import urllib.error
 import urllib.request
 from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
 
 import pytest
 import torch
@@ -20,8 +23,9 @@ from tests.agents.conftest import TEST_CONFIG
 from turnkit.agents.hf import HFPolicy, chat_prompt_ids
 from turnkit.agents.scripted import ScriptedAgent
 from turnkit.agents.serve import AgentServer
-from turnkit.models.tiny import build_tiny_model
-from turnkit.types import Message
+from turnkit.models.tiny import build_tiny_model, save_tiny
+from turnkit.tools import PYTHON_SPEC, format_tool_call
+from turnkit.types import AgentTurn, Message
 
 CHAT = {"model": "turnkit", "messages": [{"role": "user", "content": "2+2?"}]}
 
@@ -87,7 +91,10 @@ def test_max_tokens_limits_the_reply(tiny_server):
         ({"model": "x"}, "messages must be a non-empty list"),
         ({**CHAT, "messages": [{"role": "robot", "content": "x"}]}, "needs a role"),
         ({**CHAT, "messages": [{"role": "user", "content": 5}]}, "content must be a string"),
-        ({**CHAT, "stream": True}, "stream=true is not supported"),
+        ({**CHAT, "stream": "yes"}, "stream must be a boolean"),
+        ({**CHAT, "stream_options": {"include_usage": True}}, "stream_options is only allowed when stream is true"),
+        ({**CHAT, "stream": True, "stream_options": {"include_usage": 1}}, "stream_options must be an object"),
+        ({**CHAT, "stream": True, "n": 0}, "n must be an integer"),
         ({**CHAT, "n": 0}, "n must be an integer"),
         ({**CHAT, "temperature": "hot"}, "temperature must be a number"),
         ({**CHAT, "temperature": -1}, "temperature must be a finite number >= 0, got -1"),
@@ -311,3 +318,168 @@ def test_an_agent_without_load_adapter_refuses_adapters(tmp_path, tokenizer):
     with AgentServer(ScriptedAgent(["x"])) as server:
         status, reply = post_route(server, "load_lora_adapter", {"lora_name": "a", "lora_path": str(tmp_path / "a")})
     assert status == 400 and "the served agent (ScriptedAgent) cannot load adapters" in reply["error"]["message"]
+
+
+# ---------------------------------------------------------------- streaming (stream=true)
+
+
+def stream_raw(server: AgentServer, route: str, body: dict) -> tuple[str, str]:
+    """POST a streamed request; returns the Content-Type and the whole body, decoded as UTF-8."""
+    data = json.dumps({**body, "stream": True}).encode()
+    request = urllib.request.Request(f"{server.base_url}/{route}", data=data, method="POST")
+    with urllib.request.urlopen(request, timeout=30) as response:
+        return response.headers["Content-Type"], response.read().decode("utf-8")
+
+
+def events(body: str) -> list[dict]:
+    """The JSON chunks of an SSE body, checking OpenAI's framing: only ``data: `` events, then ``[DONE]``."""
+    assert body.endswith("data: [DONE]\n\n")
+    blocks = body.split("\n\n")
+    assert blocks[-2:] == ["data: [DONE]", ""] and all(b.startswith("data: ") and "\n" not in b for b in blocks[:-1])
+    return [json.loads(b.removeprefix("data: ")) for b in blocks[:-2]]
+
+
+@pytest.fixture
+def openai_client(tiny_server):
+    openai = pytest.importorskip("openai")
+    with openai.OpenAI(base_url=tiny_server.base_url, api_key="unused", max_retries=0, timeout=30) as client:
+        yield client
+
+
+@pytest.mark.parametrize("seed", [3, 11])
+def test_a_stream_joins_to_the_unstreamed_reply(openai_client, seed):
+    kwargs = {"model": "tiny", "messages": CHAT["messages"], "seed": seed, "temperature": 1.0}
+    whole = openai_client.chat.completions.create(**kwargs)
+    chunks = list(openai_client.chat.completions.create(**kwargs, stream=True))
+    assert all(c.object == "chat.completion.chunk" for c in chunks)
+    assert len({(c.id, c.created, c.model) for c in chunks}) == 1 and chunks[0].model == "tiny"
+    assert chunks[0].choices[0].delta.role == "assistant" and chunks[0].choices[0].delta.content == ""
+    content = "".join(c.choices[0].delta.content or "" for c in chunks)
+    assert content == whole.choices[0].message.content and len(chunks) > 3
+    last = chunks[-1].choices[0]
+    assert last.finish_reason == whole.choices[0].finish_reason and last.delta.content is None
+    assert [c.choices[0].finish_reason for c in chunks[:-1]] == [None] * (len(chunks) - 1)
+    assert all(c.usage is None for c in chunks)
+
+
+def test_include_usage_adds_a_usage_chunk_equal_to_the_unstreamed_usage(openai_client):
+    kwargs = {"model": "tiny", "messages": CHAT["messages"], "seed": 4}
+    whole = openai_client.chat.completions.create(**kwargs)
+    chunks = list(openai_client.chat.completions.create(**kwargs, stream=True, stream_options={"include_usage": True}))
+    *body, tail = chunks
+    assert tail.choices == [] and tail.usage == whole.usage and whole.usage.completion_tokens > 0
+    assert all(c.usage is None for c in body) and body[-1].choices[0].finish_reason is not None
+
+
+def test_n_streams_each_choice_under_its_index(openai_client):
+    kwargs = {"model": "tiny", "messages": CHAT["messages"], "seed": 9, "n": 3}
+    whole = openai_client.chat.completions.create(**kwargs)
+    chunks = list(openai_client.chat.completions.create(**kwargs, stream=True))
+    for choice in whole.choices:
+        mine = [c.choices[0] for c in chunks if c.choices[0].index == choice.index]
+        assert "".join(m.delta.content or "" for m in mine) == choice.message.content
+        assert mine[0].delta.role == "assistant" and mine[-1].finish_reason == choice.finish_reason
+
+
+def test_the_raw_stream_has_openais_sse_framing(tiny_server):
+    kind, body = stream_raw(tiny_server, "chat/completions", {**CHAT, "seed": 2})
+    assert kind == "text/event-stream"
+    chunks = events(body)
+    assert chunks[0]["choices"][0]["delta"] == {"role": "assistant", "content": ""}
+    assert chunks[-1]["choices"][0]["delta"] == {} and chunks[-1]["choices"][0]["finish_reason"] in ("stop", "length")
+    assert all(c["object"] == "chat.completion.chunk" and "usage" not in c for c in chunks)
+
+
+def test_streamed_chunks_carry_their_own_token_ids_and_logprobs(tiny_server):
+    fields = {**CHAT, "seed": 6, "logprobs": True, "return_token_ids": True}
+    _, whole = post(tiny_server, fields)
+    chunks = events(stream_raw(tiny_server, "chat/completions", fields)[1])
+    assert chunks[0]["prompt_token_ids"] == whole["prompt_token_ids"]
+    assert all("prompt_token_ids" not in c for c in chunks[1:])
+    choices = [c["choices"][0] for c in chunks]
+    assert [i for c in choices for i in c["token_ids"]] == whole["choices"][0]["token_ids"]
+    assert [e for c in choices if c["logprobs"] for e in c["logprobs"]["content"]] == whole["choices"][0]["logprobs"][
+        "content"
+    ]
+    for c in choices:  # a chunk's log-probs are those of its own tokens
+        assert len(c["token_ids"]) == len(c["logprobs"]["content"] if c["logprobs"] else [])
+
+
+def test_a_token_id_prompt_streams_text_completion_chunks(tiny_server, tokenizer):
+    ids = chat_prompt_ids(tokenizer, [Message("user", "2+2?")])
+    body = {"model": "tiny", "prompt": ids, "seed": 5, "return_token_ids": True}
+    _, whole = post_route(tiny_server, "completions", body)
+    chunks = events(stream_raw(tiny_server, "completions", {**body, "stream_options": {"include_usage": True}})[1])
+    *parts, usage = chunks
+    assert all(c["object"] == "text_completion" for c in chunks) and usage["usage"] == whole["usage"]
+    assert "".join(c["choices"][0]["text"] for c in parts) == whole["choices"][0]["text"]
+    assert [i for c in parts for i in c["choices"][0]["token_ids"]] == whole["choices"][0]["token_ids"]
+    assert parts[0]["choices"][0]["prompt_token_ids"] == ids
+    assert parts[-1]["choices"][0]["finish_reason"] == whole["choices"][0]["finish_reason"]
+
+
+class Spelled:
+    """An agent that answers ``text`` with its byte-level token ids, as a token-level policy would."""
+
+    def __init__(self, tokenizer, text: str) -> None:
+        self.tokenizer, self.text = tokenizer, text
+
+    def act(self, contexts):
+        ids = tuple(self.tokenizer.encode(self.text, add_special_tokens=False))
+        return [AgentTurn(self.text, ids, tuple(-0.5 for _ in ids), (1, 2), "stop") for _ in contexts]
+
+
+def test_multi_byte_characters_stream_intact_at_token_boundaries(tokenizer):
+    text = "héllo ✓ 日本"
+    assert len(tokenizer.encode(text, add_special_tokens=False)) > len(text)  # some characters span tokens
+    with AgentServer(Spelled(tokenizer, text)) as server:
+        _, body = stream_raw(server, "chat/completions", {**CHAT, "return_token_ids": True})
+    pieces = [c["choices"][0] for c in events(body)[1:-1]]
+    assert "".join(p["delta"]["content"] for p in pieces) == text
+    assert all("\ufffd" not in p["delta"]["content"] for p in pieces)
+    assert "✓" in [p["delta"]["content"] for p in pieces]  # one chunk for the character's three tokens
+    assert max(len(p["token_ids"]) for p in pieces) == 3
+
+
+def test_text_without_token_ids_streams_word_by_word():
+    pytest.importorskip("openai")
+    import openai
+
+    with (
+        AgentServer(ScriptedAgent(["héllo ✓  wörld "])) as server,
+        openai.OpenAI(base_url=server.base_url, api_key="x", max_retries=0) as client,
+    ):
+        chunks = list(client.chat.completions.create(model="m", messages=CHAT["messages"], stream=True))
+    assert [c.choices[0].delta.content for c in chunks] == ["", "héllo ", "✓  ", "wörld ", None]
+    assert chunks[-1].choices[0].finish_reason == "stop"
+
+
+def test_a_tool_call_streams_as_a_tool_calls_delta():
+    tools = [PYTHON_SPEC.openai_schema()]
+    reply = "Let me run it.\n" + format_tool_call("python", {"code": "print(1)"})
+    with AgentServer(ScriptedAgent([reply, reply])) as server:
+        _, whole = post(server, {**CHAT, "tools": tools})
+        chunks = events(stream_raw(server, "chat/completions", {**CHAT, "tools": tools})[1])
+    message = whole["choices"][0]["message"]
+    assert whole["choices"][0]["finish_reason"] == "tool_calls"
+    deltas = [c["choices"][0]["delta"] for c in chunks]
+    assert message["content"] == "Let me run it." == "".join(d.get("content") or "" for d in deltas)
+    (calls,) = [d["tool_calls"] for d in deltas if "tool_calls" in d]
+    assert [{**c, "id": "same"} for c in calls] == [{"index": 0, **message["tool_calls"][0], "id": "same"}]
+    assert calls[0]["id"].startswith("call_")
+    assert chunks[-1]["choices"][0]["finish_reason"] == "tool_calls"
+
+
+def test_a_streamed_request_that_fails_validation_is_a_json_400(tiny_server):
+    status, reply = post(tiny_server, {**CHAT, "stream": True, "temperature": "hot"})
+    assert status == 400 and "temperature must be a number" in reply["error"]["message"]
+
+
+def test_the_docs_streaming_example_runs(model, tokenizer, tmp_path, capsys):
+    pytest.importorskip("openai")
+    doc = Path(__file__).resolve().parents[2] / "docs" / "integrations.md"
+    section = doc.read_text().split("\n## OpenAI clients: serving a turnkit agent\n", 1)[1].split("\n## ", 1)[0]
+    [code] = re.findall(r"```python\n(.*?)```", section, flags=re.S)
+    folder = save_tiny(model, tokenizer, tmp_path / "tiny")
+    exec(compile(code.replace("path/to/model", str(folder)), str(doc), "exec"), {})
+    assert "completion_tokens=" in capsys.readouterr().out

@@ -4,7 +4,7 @@ For tests and demos: serve the tiny model (or any agent) on loopback and talk to
 :class:`~turnkit.agents.openai.OpenAIAgent` or any OpenAI client. Standard library only
 (``http.server.ThreadingHTTPServer``), bound to ``127.0.0.1`` on an ephemeral port by default.
 
-Endpoints: ``GET /v1/models``, ``POST /v1/chat/completions`` (no streaming; tools below), ``POST
+Endpoints: ``GET /v1/models``, ``POST /v1/chat/completions`` (tools and streaming below), ``POST
 /v1/completions`` with token-id prompts only (``"prompt": [ids]``, the exact prompt, for token-in clients)
 and vLLM's runtime LoRA routes ``POST /v1/load_lora_adapter`` / ``/v1/unload_lora_adapter`` (below).
 Requests that arrive together are batched into one ``agent.act`` call (one worker thread owns the agent, so
@@ -25,6 +25,24 @@ calls are not parsed). Request messages may carry ``tool_calls`` and ``tool`` re
 as the content, a newline and :func:`~turnkit.tools.format_tool_call`, the text
 :class:`~turnkit.agents.openai.OpenAIAgent` makes of a ``tool_calls`` reply, so a conversation reads the same
 on both sides of the wire (:mod:`turnkit.agents.tool_messages`).
+
+Streaming. With ``"stream": true`` both completion routes answer Server-Sent Events as OpenAI sends them
+(``Content-Type: text/event-stream``): lines ``data: {json}``, each followed by a blank line, then ``data:
+[DONE]``. Every chunk (object ``chat.completion.chunk``; ``text_completion`` on ``/v1/completions``) has the
+same ``id``, ``created`` and ``model``. Per choice (``n`` > 1 streams each choice in turn, told apart by
+``index``): a first delta ``{"role": "assistant", "content": ""}`` (chat only), the content deltas, a
+``tool_calls`` delta when the reply calls a tool, and a last chunk with an empty delta (``"text": ""``) and the
+``finish_reason``. With ``"stream_options": {"include_usage": true}`` every chunk has ``"usage": null`` and one
+more chunk before ``[DONE]`` has no choices and the usage of the non-streamed reply. The agent makes the whole
+turn at once, so the stream is that reply cut into pieces: at token boundaries when the turn has token ids and
+the agent a ``tokenizer`` (a piece ends only where the ids decode to whole characters, so a multi-byte
+character is never split), else after each word. The pieces join to exactly the non-streamed content. The
+extensions travel with the pieces, as in vLLM: each chunk's choice has the ``logprobs`` of its own tokens and,
+with ``return_token_ids``, their ``token_ids``; joined over a choice's chunks they are the reply's
+``token_ids`` and log-probs (ids past the content, such as a stop token's, come with the last content piece; a
+tool call's with the ``tool_calls`` chunk). The first chunk has the ``prompt_token_ids`` (chat: at the top
+level; completions: on each choice's first chunk). Errors found before the turn is made are JSON replies (400, 404,
+500) as without ``stream``; ``stream_options`` without ``stream`` is a 400, as at OpenAI.
 
 Seeds. As in vLLM, a request's ``seed`` seeds its sample's random stream directly (sample ``i > 0`` of
 ``n`` gets a seed derived from it), for the seeded agents (``HFPolicy``, ``VLLMPolicy``, ``OpenAIAgent``:
@@ -64,6 +82,7 @@ import itertools
 import json
 import logging
 import queue
+import re
 import threading
 import time
 from collections.abc import Sequence
@@ -109,6 +128,13 @@ class _Call:
 
     fn: Any
     future: Future[str] = field(default_factory=Future)
+
+
+@dataclass
+class _Stream:
+    """A reply to stream: the chunks sent as ``data:`` events, in order (the handler adds ``data: [DONE]``)."""
+
+    chunks: list[dict[str, Any]]
 
 
 class _HTTPServer(ThreadingHTTPServer):
@@ -327,8 +353,11 @@ class AgentServer:
 
     # ------------------------------------------------------------------ protocol
 
-    def complete(self, body: Any) -> dict[str, Any]:
-        """Answer one parsed ``/v1/chat/completions`` request body (raises :class:`BadRequest`)."""
+    def complete(self, body: Any) -> dict[str, Any] | _Stream:
+        """Answer one parsed ``/v1/chat/completions`` request body (raises :class:`BadRequest`).
+
+        With ``stream`` set, the answer is the reply's chunks (see the module docstring).
+        """
         if not isinstance(body, dict):
             raise BadRequest("request body must be a JSON object")
         try:
@@ -340,9 +369,10 @@ class AgentServer:
             raise BadRequest(f'tool_choice must be "auto" or "none" here, got {choice!r}')
         messages = _parse_messages(body.get("messages"))
         turns = self._sample(body, Context(messages=messages, tools=tools))
-        return self._reply(body, turns, chat=True, tools=() if choice == "none" else tools)
+        reply = self._reply(body, turns, chat=True, tools=() if choice == "none" else tools)
+        return self._stream(body, reply, turns, chat=True) if body.get("stream") else reply
 
-    def complete_prompt(self, body: Any) -> dict[str, Any]:
+    def complete_prompt(self, body: Any) -> dict[str, Any] | _Stream:
         """Answer one ``/v1/completions`` body whose ``prompt`` is token ids (raises :class:`BadRequest`).
 
         The ids are the exact prompt (``Context.prompt_token_ids``; honoured by the token-level agents), as in
@@ -358,12 +388,13 @@ class AgentServer:
                 "prompt must be a non-empty list of token ids (this server takes no text prompts: "
                 "send text through /v1/chat/completions)"
             )
-        return self._reply(body, self._sample(body, Context(messages=(), prompt_token_ids=tuple(ids))), chat=False)
+        turns = self._sample(body, Context(messages=(), prompt_token_ids=tuple(ids)))
+        reply = self._reply(body, turns, chat=False)
+        return self._stream(body, reply, turns, chat=False) if body.get("stream") else reply
 
     def _sample(self, body: dict[str, Any], context: Context) -> list[AgentTurn]:
         """Validate the sampling fields of a request and have the worker sample ``n`` turns for ``context``."""
-        if body.get("stream"):
-            raise BadRequest("stream=true is not supported by this server")
+        _check_stream_fields(body)
         n = body.get("n", 1)
         if not isinstance(n, int) or not 1 <= n <= _MAX_N:
             raise BadRequest(f"n must be an integer in [1, {_MAX_N}], got {n!r}")
@@ -431,6 +462,51 @@ class AgentServer:
         if want_ids and chat:
             reply["prompt_token_ids"] = prompt or None
         return reply
+
+    def _stream(self, body: dict[str, Any], reply: dict[str, Any], turns: list[AgentTurn], *, chat: bool) -> _Stream:
+        """Cut the non-streamed ``reply`` for ``turns`` into OpenAI's stream chunks (see the module docstring)."""
+        usage = bool((body.get("stream_options") or {}).get("include_usage"))
+        head: dict[str, Any] = {
+            "id": reply["id"],
+            "object": "chat.completion.chunk" if chat else "text_completion",
+            "created": reply["created"],
+            "model": reply["model"],
+        }
+        tokenizer = getattr(self.agent, "tokenizer", None)
+        chunks: list[dict[str, Any]] = []
+        for choice, turn in zip(reply["choices"], turns, strict=True):
+            ids = list(turn.token_ids)
+            message = choice.get("message", {})
+            calls = message.get("tool_calls") or []
+            pieces, used = _pieces((message.get("content") if chat else choice["text"]) or "", ids, tokenizer)
+            if pieces and not calls:  # ids past the content (e.g. a stop token's) go with its last piece
+                pieces[-1] = (pieces[-1][0], range(pieces[-1][1].start, len(ids)))
+                used = len(ids)
+            parts: list[tuple[dict[str, Any], range]] = [
+                ({"delta": {"content": text}} if chat else {"text": text}, span) for text, span in pieces
+            ]
+            if chat:
+                parts.insert(0, ({"delta": {"role": "assistant", "content": ""}}, range(0)))
+            if calls:
+                parts.append(({"delta": {"tool_calls": [{"index": j, **c} for j, c in enumerate(calls)]}}, range(0)))
+            parts.append(({"delta": {}} if chat else {"text": ""}, range(0)))
+            rest = -2 if calls else -1  # ids past the content: on the tool_calls chunk, or the final one
+            parts[rest] = (parts[rest][0], range(used, len(ids)))
+            for k, (part, span) in enumerate(parts):
+                out: dict[str, Any] = {"index": choice["index"], **part}
+                out["logprobs"] = _logprobs_span(choice["logprobs"], span, chat)
+                out["finish_reason"] = choice["finish_reason"] if k == len(parts) - 1 else None
+                if "token_ids" in choice:
+                    out["token_ids"] = ids[span.start : span.stop] if choice["token_ids"] is not None else None
+                if k == 0 and "prompt_token_ids" in choice:  # completions: on each choice's first chunk
+                    out["prompt_token_ids"] = choice["prompt_token_ids"]
+                chunk: dict[str, Any] = {**head, "choices": [out]}
+                if k == 0 and choice["index"] == 0 and "prompt_token_ids" in reply:  # chat: on the first chunk
+                    chunk["prompt_token_ids"] = reply["prompt_token_ids"]
+                chunks.append({**chunk, "usage": None} if usage else chunk)
+        if usage:
+            chunks.append({**head, "choices": [], "usage": reply["usage"]})
+        return _Stream(chunks)
 
     def models(self) -> dict[str, Any]:
         """The ``/v1/models`` listing: the served model, then the loaded adapters (``parent``: the served model)."""
@@ -518,6 +594,64 @@ def _parse_messages(raw: Any) -> tuple[Message, ...]:
         raise BadRequest(str(exc)) from exc
 
 
+def _check_stream_fields(body: dict[str, Any]) -> None:
+    """Refuse malformed ``stream`` and ``stream_options`` fields (a :class:`BadRequest`)."""
+    stream, options = body.get("stream"), body.get("stream_options")
+    if stream is not None and not isinstance(stream, bool):
+        raise BadRequest(f"stream must be a boolean, got {stream!r}")
+    if options is None:
+        return
+    if not stream:
+        raise BadRequest("stream_options is only allowed when stream is true")
+    if not isinstance(options, dict) or not isinstance(options.get("include_usage", False), bool):
+        raise BadRequest(f'stream_options must be an object like {{"include_usage": true}}, got {options!r}')
+
+
+def _pieces(text: str, ids: list[int], tokenizer: Any) -> tuple[list[tuple[str, range]], int]:
+    """Cut ``text`` into stream pieces, each with the span of ``ids`` behind it; also the count of ids used.
+
+    With ids and a tokenizer, a piece ends after each token where the ids so far decode to a prefix of
+    ``text`` that ends in a whole character (a partly decoded multi-byte character decodes to U+FFFD), so the
+    pieces follow the tokens. Text that the ids do not spell (any left at the end) is one more piece; text
+    without ids is cut after each word. The pieces always join to ``text``.
+
+    Example:
+        >>> _pieces("hi  there ", [], None)
+        ([('hi  ', range(0, 0)), ('there ', range(0, 0))], 0)
+    """
+    pieces: list[tuple[str, range]] = []
+    pos = used = 0
+    if ids and tokenizer is not None:
+        for end in range(1, len(ids) + 1):
+            decoded = str(tokenizer.decode(ids[:end], skip_special_tokens=True))
+            if not text.startswith(decoded.rstrip("\ufffd")):
+                break  # the ids go on past the text (e.g. into a tool call): the rest is not content
+            if len(decoded) > pos and not decoded.endswith("\ufffd") and text.startswith(decoded):
+                pieces.append((decoded[pos:], range(used, end)))
+                pos, used = len(decoded), end
+            if pos == len(text):
+                break
+    if pos < len(text) and pieces:
+        pieces.append((text[pos:], range(used, used)))
+    elif pos < len(text):
+        pieces = [(word, range(0, 0)) for word in re.findall(r"\S+\s*|\s+", text)]
+    return pieces, used
+
+
+def _logprobs_span(logprobs: dict[str, Any] | None, span: range, chat: bool) -> dict[str, Any] | None:
+    """The part of a choice's ``logprobs`` for the tokens in ``span`` (``None`` without log-probs or tokens)."""
+    if logprobs is None or not span:
+        return None
+    lo, hi = span.start, span.stop
+    if chat:
+        return {"content": logprobs["content"][lo:hi]}
+    return {
+        "tokens": logprobs["tokens"][lo:hi],
+        "token_logprobs": logprobs["token_logprobs"][lo:hi],
+        "top_logprobs": None,
+    }
+
+
 def _token_text(token_id: int, tokenizer: Any, as_ids: bool) -> str:
     if as_ids or tokenizer is None:
         return f"token_id:{token_id}"
@@ -553,7 +687,8 @@ def _handler_for(server: AgentServer) -> type[BaseHTTPRequestHandler]:
                 self._send(400, _error(f"request body is not JSON: {exc}", "invalid_request_error"))
                 return
             try:
-                self._send(200, route(body))
+                answer = route(body)
+                self._send_stream(answer) if isinstance(answer, _Stream) else self._send(200, answer)
             except BadRequest as exc:
                 self._send(400, _error(str(exc), "invalid_request_error"))
             except NotFound as exc:
@@ -573,6 +708,23 @@ def _handler_for(server: AgentServer) -> type[BaseHTTPRequestHandler]:
                 self.wfile.write(data)
             except ConnectionError:  # the client gave up (e.g. its timeout): nobody is left to answer
                 logger.debug("%s went away before its HTTP %d reply", self.address_string(), status)
+
+        def _send_stream(self, stream: _Stream) -> None:
+            """Send ``stream`` as Server-Sent Events; the connection closes after ``data: [DONE]``."""
+            self.close_connection = True  # no Content-Length: the end of the body is the end of the connection
+            try:
+                self.send_response(200)
+                self.send_header("Content-Type", "text/event-stream")
+                self.send_header("Cache-Control", "no-cache")
+                self.send_header("Connection", "close")
+                self.end_headers()
+                for chunk in stream.chunks:
+                    self.wfile.write(b"data: " + json.dumps(chunk, ensure_ascii=False).encode() + b"\n\n")
+                    self.wfile.flush()
+                self.wfile.write(b"data: [DONE]\n\n")
+                self.wfile.flush()
+            except ConnectionError:
+                logger.debug("%s went away during its streamed reply", self.address_string())
 
         def log_message(self, format: str, *args: Any) -> None:
             logger.debug("%s " + format, self.address_string(), *args)
