@@ -16,6 +16,7 @@ import subprocess
 import sys
 import threading
 import time
+import urllib.error
 import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
@@ -224,6 +225,103 @@ def test_openenv_generic_client_plays_a_turnkit_server(math_server: EnvServer) -
         assert result.observation["info"] == expected[4] and result.observation["terminated"]
         assert client.state()["step_count"] == 1
     local.close()
+
+
+def test_the_envs_own_invalid_actions_count_remotely() -> None:
+    """WebShop rejects malformed commands itself (on the server); the client adopts the served count (issue 40)."""
+    actions = ["click[nothing]", "search[]", "click[Buy Now]", "look"]
+    local = gymnasium.make("turnkit/WebShop-v0")
+    with EnvServer("turnkit/WebShop-v0") as server:
+        remote = make_remote_env(server.url)
+        expected, got = transcript(local, 0, actions), transcript(remote, 0, actions)
+        remote.close()
+    local.close()
+    assert got == expected
+    assert [step[4]["invalid_actions"] for step in got[1:]] == [1, 2, 3, 4] and got[-1][2]  # the 4th ends it
+
+
+# ------------------------------------------------------------------------------------------ the protocol's edges
+def post_json(url: str, body: Any) -> tuple[int, dict[str, str], Any]:
+    request = urllib.request.Request(url, json.dumps(body).encode(), {"Content-Type": "application/json"})
+    try:
+        with NO_PROXY.open(request, timeout=10) as response:
+            return response.status, {k.lower(): v for k, v in response.headers.items()}, json.loads(response.read())
+    except urllib.error.HTTPError as exc:
+        return exc.code, {k.lower(): v for k, v in exc.headers.items()}, json.loads(exc.read())
+
+
+def test_step_over_plain_http_is_a_405_naming_the_websocket_session(math_server: EnvServer) -> None:
+    """openenv-core builds a fresh env per HTTP request, so a stateless step has no episode: 405, never a 500."""
+    for body in ({"action": {"message": "ANSWER: 1"}}, {"action": {}}, {}):
+        code, headers, reply = post_json(math_server.url + "/step", body)
+        assert code == 405 and headers.get("allow") == "" and reply["code"] == "SESSION_REQUIRED"
+        assert "not served over plain HTTP" in reply["detail"] and "WebSocket session at /ws" in reply["detail"]
+    code, _, reply = post_json(math_server.url + "/reset", {"seed": 1})  # stateless reset: the first message
+    local = gymnasium.make(MATH, **MATH_KW)
+    assert code == 200 and reply["observation"]["message"] == local.reset(seed=1)[0]
+    local.close()
+    with NO_PROXY.open(math_server.url + "/openapi.json", timeout=10) as response:
+        step_doc = json.loads(response.read())["paths"]["/step"]["post"]
+    assert "Not served" in step_doc["summary"] and "405" in step_doc["responses"]
+
+
+def test_malformed_frames_get_a_clear_error_and_the_session_stays_usable(math_server: EnvServer) -> None:
+    frames: list[tuple[str | bytes, str]] = [
+        ("[1, 2]", "a JSON array"),
+        (b"\x00\x01binary", "a binary frame"),
+        ("42", "a JSON number"),
+        ('"reset"', "a JSON string"),
+        ("null", "a JSON null"),
+        ("{not json", "text that is not JSON"),
+        ('{"data": {"seed": 1}}', 'a JSON object without a string "type" field'),
+        ('{"type": ["reset"]}', 'a JSON object without a string "type" field'),
+    ]
+    local = gymnasium.make(MATH, **MATH_KW)
+    first = local.reset(seed=1)[0]
+    local.close()
+    with connect(math_server.url.replace("http", "ws", 1) + "/ws", proxy=None) as ws:
+        for frame, got in frames:
+            ws.send(frame)
+            reply = json.loads(ws.recv(timeout=10))
+            assert reply["type"] == "error" and reply["data"]["code"] == "INVALID_JSON", reply
+            message = reply["data"]["message"]
+            assert message.startswith(f"malformed message: got {got}"), message
+            assert 'expected a text frame holding a JSON object with a "type" field ("reset", "step"' in message
+        ws.send(json.dumps({"type": "reset", "data": {"seed": 1}}))  # the same session still plays
+        reply = json.loads(ws.recv(timeout=10))
+        assert reply["type"] == "observation" and reply["data"]["observation"]["message"] == first
+        ws.send(b"\xff")
+        assert json.loads(ws.recv(timeout=10))["data"]["code"] == "INVALID_JSON"
+        ws.send(json.dumps({"type": "step", "data": {"message": "ANSWER: 1"}}))
+        assert json.loads(ws.recv(timeout=10))["data"]["observation"]["info"]["turn"] == 1
+
+
+def test_a_refused_session_is_readable_by_openenvs_client_and_ours() -> None:
+    """At max_sessions the server answers the client's first message with CAPACITY_REACHED (no race with close)."""
+    from openenv.core import GenericEnvClient
+
+    with EnvServer("turnkit/PAVDidactic-v0", max_sessions=1) as server:
+        holder = OpenEnvTextEnv(server.url)
+        holder.reset(seed=0)
+        refusals: list[str] = []
+        for _ in range(10):
+            try:
+                with GenericEnvClient(base_url=server.url).sync() as client:
+                    client.reset(seed=1)
+            except Exception as exc:  # openenv-core raises RuntimeError("Server error: ... (code: ...)")
+                refusals.append(f"{type(exc).__name__}: {exc}")
+        assert len(refusals) == 10 and all(r.startswith("RuntimeError: Server error:") for r in refusals), refusals
+        assert all("Server at capacity: 1/1 sessions" in r and "CAPACITY_REACHED" in r for r in refusals), refusals
+        for _ in range(10):
+            env = OpenEnvTextEnv(server.url)
+            with pytest.raises(EnvError, match=r"answered reset with an error: Server at capacity.*CAPACITY_REACHED"):
+                env.reset(seed=1)
+            env.close()
+        assert holder.step("1 2")[4]["turn"] == 1  # the admitted session was not disturbed
+        holder.close()
+        time.sleep(0.2)  # the server closes the freed env asynchronously
+        with GenericEnvClient(base_url=server.url).sync() as client:
+            assert client.reset(seed=1).observation["message"]
 
 
 # ------------------------------------------------------------------------------------------ privileged data

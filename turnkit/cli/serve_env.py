@@ -51,5 +51,10 @@ def add_commands(sub: Any) -> None:
     p.add_argument(
         "--env-kwarg", action="append", default=[], metavar="KEY=VALUE", help="gymnasium.make argument (JSON value)"
     )
-    p.add_argument("--max-sessions", type=int, default=64, help="most concurrent WebSocket sessions (one env each)")
+    p.add_argument(
+        "--max-sessions",
+        type=int,
+        default=64,
+        help="most concurrent WebSocket sessions (one env each); one more is answered CAPACITY_REACHED",
+    )
     p.set_defaults(func=cmd_serve_env)

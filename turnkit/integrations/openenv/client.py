@@ -260,9 +260,17 @@ class OpenEnvTextEnv(TextEnv):
         return reply.text
 
     def respond(self, action: str) -> Transition:
-        """Send one valid action (after mirroring any earlier invalid ones) and map the reply."""
+        """Send one valid action (after mirroring any earlier invalid ones) and map the reply.
+
+        A turnkit server may reject text the client passed (a malformed env command such as WebShop's
+        ``click[nothing]``); its ``invalid_actions`` count is adopted, so the next ``info`` and the invalid-action
+        allowance agree with the local env.
+        """
         self._mirror_invalid(self._turn - 1)
         reply = self._remote_step(action)
+        served = reply.info.get("invalid_actions") if self.turnkit_server else None
+        if isinstance(served, int) and not isinstance(served, bool):
+            self._invalid = served
         info = {k: v for k, v in reply.info.items() if k not in BASE_INFO_KEYS}
         return Transition(reply.text, reward=reply.reward, terminated=reply.terminated, info=info)
 

@@ -20,10 +20,21 @@ SPEC_PATH = "/turnkit/spec"
 """turnkit's extension endpoint: the served env id and limits (JSON); other OpenEnv servers answer 404."""
 
 BASE_INFO_KEYS = ("task_id", "family", "split", "difficulty", "turn", "invalid_actions")
-"""The keys TextEnv puts into every info; the client recomputes them from its own state."""
+"""The keys TextEnv puts into every info; the client recomputes them from its own state (a turnkit server's
+``invalid_actions`` count is adopted after each valid step: the served env may reject text the client passed)."""
 
 MAX_MESSAGE_BYTES = 64 * 1024 * 1024
 """Largest WebSocket message either side accepts."""
+
+FIRST_MESSAGE_WAIT_S = 10.0
+"""How long a refused session (server at ``max_sessions``) waits for the client's first message to answer it."""
+
+STEP_OVER_HTTP = (
+    "POST /step is not served over plain HTTP: every HTTP request gets a fresh env, so there is no episode to step. "
+    'Open a WebSocket session at /ws and send {"type": "reset", "data": {"seed": 0}}, then '
+    '{"type": "step", "data": {"message": "..."}} (openenv\'s EnvClient and turnkit\'s make_remote_env do this).'
+)
+"""The body's ``detail`` of the HTTP 405 that ``POST /step`` answers."""
 
 
 # ----------------------------------------------------------------------------------------------------- serving
