@@ -21,6 +21,9 @@ pins=()
 [ "${WHEEL_SMOKE_UNPINNED:-0}" = 1 ] || pins=(-c "$repo/.ci/constraints.txt")
 export PIP_DISABLE_PIP_VERSION_CHECK=1
 unset PYTHONPATH PYTHONHOME VIRTUAL_ENV  # nothing may point back at the checkout
+# With a cold cache the first `tiny` command builds the embedded policy, and its SFT bar shows despite --quiet:
+# keep the CI log short.
+export TQDM_DISABLE=1
 
 server_pid=
 cleanup() {
@@ -59,6 +62,8 @@ quiet_pip() {
 
 build_dists() {
   rm -rf "$dist" "$work/tools"
+  "$py" -c "import ensurepip, venv" 2>/dev/null \
+    || { echo "$py cannot make a venv (no ensurepip; on Debian: apt-get install python3-venv)" >&2; exit 1; }
   "$py" -m venv "$work/tools"
   quiet_pip "$work/tools/bin/pip" install build twine
   # `python -m build` makes the sdist, then the wheel from the unpacked sdist: a file the sdist lacks fails here.
