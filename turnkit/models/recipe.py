@@ -29,14 +29,14 @@ import shutil
 import tempfile
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import MISSING, asdict, fields, is_dataclass
+from dataclasses import asdict
 from pathlib import Path
 from typing import Any, ClassVar
 
 from transformers import PreTrainedTokenizerFast
 
 from turnkit.agents.hf import HFPolicy
-from turnkit.configs import check_int, from_dict, to_dict
+from turnkit.configs import check_int, from_dict
 from turnkit.errors import ConfigError
 from turnkit.models.sft import SFTConfig
 from turnkit.models.threads import torch_threads
@@ -93,20 +93,7 @@ class TinyTrainingRecipe:
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any], *, source: str = "recipe") -> Any:
-        """Build from a mapping; a partial ``model`` or ``sft`` table changes only its keys of this recipe's defaults.
-
-        (:func:`turnkit.configs.from_dict` would start a nested table from the nested class's own defaults.)
-        """
-        if isinstance(data, Mapping):
-            defaults = {}
-            for f in fields(cls):
-                default = f.default_factory() if f.default_factory is not MISSING else f.default
-                if is_dataclass(default):
-                    defaults[f.name] = default
-            data = {
-                key: {**to_dict(defaults[key]), **value} if key in defaults and isinstance(value, Mapping) else value
-                for key, value in data.items()
-            }
+        """Build from a mapping; a partial ``model`` or ``sft`` table changes only those keys of the defaults."""
         return from_dict(cls, data, source=source)
 
     def check_common(self) -> None:
