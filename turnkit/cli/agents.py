@@ -49,7 +49,12 @@ def add_sampling_args(parser: argparse.ArgumentParser) -> None:
 
 
 def sampling_changes(args: argparse.Namespace) -> dict[str, Any]:
-    """The sampling flags a command line gave (those left out keep the agent's own settings)."""
+    """The sampling flags a command line gave (those left out keep the agent's own settings).
+
+    Example:
+        >>> sampling_changes(argparse.Namespace(temperature=0.0, top_p=None, max_new_tokens=None))
+        {'temperature': 0.0}
+    """
     return {k: getattr(args, k) for k in SAMPLING_FLAGS if getattr(args, k, None) is not None}
 
 
@@ -93,6 +98,10 @@ def make_agent(spec: str, *, seed: int = 0, sampling: Mapping[str, Any] | None =
     """Build the agent named by ``spec`` (see the module docstring), with optional sampling settings.
 
     ``sampling`` keys are :data:`SAMPLING_FLAGS`; an agent that does not sample refuses them before it is built.
+
+    Example:
+        >>> make_agent("openai:http://127.0.0.1:8000/v1#my-model", sampling={"max_new_tokens": 32}).max_tokens
+        32
     """
     if sampling:
         _check_samples(spec)

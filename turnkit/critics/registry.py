@@ -150,6 +150,10 @@ def check_table(critic: str | Mapping[str, Any] | None) -> CriticTable:
 
     Raises:
         ConfigError: An unknown critic or key, or an invalid value (naming ``critic.<name>``).
+
+    Example:
+        >>> check_table({"pav": {"weight": 0.5, "best_of": 2}})
+        {'pav': {'weight': 0.5, 'best_of': 2}}
     """
     table = normalize_table(critic)
     for name, options in table.items():
@@ -305,6 +309,12 @@ def build_critics(table: str | Mapping[str, Any] | None, ctx: CriticContext) -> 
 
     Raises:
         ConfigError: An unknown or unloadable critic, or a critic that cannot be built for this run.
+
+    Example:
+        >>> ctx = CriticContext(policy=None, start_policy=lambda: None, make_env=lambda: None)
+        >>> critics = build_critics({"length": {"weight": 0.5, "unit": "words"}}, ctx)
+        >>> [(name, weight) for name, weight, _ in critics.parts], build_critics({}, ctx)
+        ([('length', 0.5)], None)
     """
     parts = check_table(table)
     if not parts:

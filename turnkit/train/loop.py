@@ -140,7 +140,16 @@ def build_policy(cfg: TrainConfig, *, progress: bool = True) -> HFPolicy:
 
 
 def critic_context(cfg: TrainConfig, policy: HFPolicy) -> CriticContext:
-    """What the run's critics may see: the live policy, a frozen start copy, spare envs, seed and token limits."""
+    """What the run's critics may see: the live policy, a frozen start copy, spare envs, seed and token limits.
+
+    Example:
+        >>> from turnkit.models.tiny import TinyModelConfig, build_tiny_model, build_tiny_tokenizer
+        >>> tok = build_tiny_tokenizer()
+        >>> policy = HFPolicy(build_tiny_model(tok, TinyModelConfig(hidden_size=32, num_heads=2)), tok)
+        >>> ctx = critic_context(TrainConfig(max_new_tokens=8, max_turns=3, seed=4), policy)
+        >>> ctx.seed, ctx.token_budget, ctx.start_policy() is ctx.start_policy()
+        (4, 24, True)
+    """
 
     def make_env() -> gymnasium.Env:
         return gymnasium.make(cfg.env_id, split=cfg.split, **cfg.env_kwargs)
