@@ -1,0 +1,177 @@
+"""The viewer's JSON API over real HTTP on loopback: discovery, paging, filters, privileged data, broken files."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import urllib.error
+import urllib.request
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.view import builders
+from turnkit.rollout.evaluate import EpisodeSink
+from turnkit.view import EpisodeIndex, ViewerServer
+
+
+def get(server: ViewerServer, path: str) -> tuple[int, Any]:
+    try:
+        with urllib.request.urlopen(server.url + path, timeout=10) as reply:
+            body = reply.read()
+            is_json = reply.headers["Content-Type"].startswith("application/json")
+            return reply.status, json.loads(body) if is_json else body
+    except urllib.error.HTTPError as exc:
+        return exc.code, json.loads(exc.read())
+
+
+def test_sources_lists_every_kind(server: ViewerServer) -> None:
+    status, body = get(server, "api/sources")
+    assert status == 200
+    kinds = {s["id"]: s["kinds"] for s in body["sources"]}
+    assert kinds == {
+        "eval": ["eval"],
+        "eval-privileged": ["eval"],
+        "synth": ["run", "synth"],
+        "train": ["run"],
+        "train-b": ["run"],
+    }
+
+
+def test_run_has_series_evals_and_checkpoints(server: ViewerServer) -> None:
+    status, run = get(server, "api/run?id=train")
+    assert status == 200
+    assert run["keys"][:3] == ["reward_mean", "success_rate", "eval_success"]
+    assert "length/total" in run["keys"] and "policy_lag" in run["keys"]
+    assert run["series"]["loss"][0] == [1, 1.0] and len(run["series"]["loss"]) == 12
+    assert [(e["label"], e["lo"], e["hi"]) for e in run["evals"]] == [("step 6", 0.35, 0.55), ("step 12", 0.5, 0.7)]
+    assert [c["name"] for c in run["checkpoints"]] == ["step-000006", "step-000012"]
+    assert run["problems"] == []
+
+
+def test_eval_summary_gives_an_interval_row(server: ViewerServer) -> None:
+    _, run = get(server, "api/run?id=eval")
+    [row] = run["evals"]
+    assert row["label"] == "summary" and row["episodes"] == 60 and row["lo"] < row["success"] < row["hi"]
+    assert row["errors"] == 9  # seeds 3, 10, ..., 59
+
+
+def test_paging_covers_every_episode_once(server: ViewerServer) -> None:
+    seen = []
+    for offset in (0, 25, 50):
+        _, page = get(server, f"api/episodes?id=eval&offset={offset}&limit=25")
+        assert page["total"] == page["matched"] == 60
+        seen += [e["seed"] for e in page["items"]]
+    assert seen == list(range(60))
+
+
+def test_sort_and_filters(server: ViewerServer) -> None:
+    _, page = get(server, "api/episodes?id=eval&sort=return&order=desc&limit=500")
+    returns = [e["return"] for e in page["items"]]
+    assert returns == sorted(returns, reverse=True) and returns[0] == 1.0 and returns[-1] == 0.0
+    _, errored = get(server, "api/episodes?id=eval&error=timeout&limit=500")
+    assert [e["seed"] for e in errored["items"]] == [s for s in range(60) if s % 7 == 3]
+    assert errored["causes"] == ["timeout"] and errored["items"][0]["error_message"].startswith("episode exceeded")
+    _, clean = get(server, "api/episodes?id=eval&error=none&success=yes&limit=500")
+    assert all(e["success"] and not e["error"] for e in clean["items"]) and clean["matched"] == 26
+    _, longest = get(server, "api/episodes?id=eval&sort=turns&order=desc&limit=1")
+    assert longest["items"][0]["turns"] == 2
+    _, one = get(server, "api/episodes?id=eval&seed=17")
+    assert [e["seed"] for e in one["items"]] == [17]
+    _, text = get(server, "api/episodes?id=eval&q=t-42")
+    assert [e["seed"] for e in text["items"]] == [42]  # the task id
+    _, prompt = get(server, "api/episodes?id=eval&q=what%20is%202%2B5")
+    assert {e["seed"] % 10 for e in prompt["items"]} == {2} and prompt["matched"] >= 1
+
+
+def test_privileged_data_only_on_request(server: ViewerServer) -> None:
+    _, plain = get(server, "api/episode?id=eval-privileged&i=0")
+    assert "privileged" not in plain and plain["_view"]["privileged"] == ["privileged"]
+    assert plain["steps"][0]["token_ids"] == [11, 12, 13]
+    _, shown = get(server, "api/episode?id=eval-privileged&i=0&privileged=1")
+    assert shown["privileged"] == {"answer": "0", "hidden_tests": ["0+0"]}
+
+
+@pytest.mark.parametrize(
+    ("path", "status", "words"),
+    [
+        ("api/episodes?id=eval&sort=length", 400, "sort must be one of"),
+        ("api/episodes?id=eval&offset=x", 400, "offset must be an integer"),
+        ("api/episode?id=eval&i=60", 404, "no episode 60 in eval/trajectories.jsonl (60 episodes)"),
+        ("api/run?id=nowhere", 404, "'nowhere' is not a run, eval or synth folder"),
+        ("api/run?id=../..", 404, "is outside"),
+        ("api/trees?id=train", 404, "holds no synth data"),
+        ("api/tree?id=synth&tree=seed_0", 400, "not a tree id"),
+        ("api/tree?id=synth&tree=iter_000/seed_9", 422, "synth/iter_000/trees/seed_9.json: missing"),
+        ("api/nothing", 404, "no API route"),
+        ("files/../../etc/passwd", 404, "no picture"),
+    ],
+)
+def test_bad_requests_are_answered_with_a_message(server: ViewerServer, path: str, status: int, words: str) -> None:
+    got, body = get(server, path)
+    assert got == status and words in body["error"]
+
+
+def test_tree_nodes_and_pairs_link_to_nodes(server: ViewerServer) -> None:
+    _, trees = get(server, "api/trees?id=synth")
+    assert [t["tree"] for t in trees["trees"]] == ["iter_000/seed_0", "iter_000/seed_1"]
+    _, tree = get(server, "api/tree?id=synth&tree=iter_000/seed_1")
+    assert [(n["id"], n["visits"], n["q"]) for n in tree["nodes"]] == [
+        (0, 10, 0.4), (1, 7, 0.6), (2, 3, -1.0), (3, 5, 1.0), (4, 2, -1.0)
+    ]  # fmt: skip
+    links = [(p["step"], p["parent"], p["chosen_node"], p["rejected_node"]) for p in tree["pairs"]]
+    assert links == [(0, 0, 1, 2), (1, 1, 3, 4)]
+    assert tree["pairs"][1]["chosen"] == "ANSWER: 4" and tree["pairs"][1]["rejected"] == "ANSWER: 3"
+
+
+def test_broken_files_are_named_with_their_line(broken_server: ViewerServer) -> None:
+    _, run = get(broken_server, "api/run?id=cut-run")
+    assert [p["text"] for p in run["problems"]] == [
+        "cut-run/metrics.jsonl:4: invalid JSON: Unterminated string starting at (column 13)"
+    ]
+    assert len(run["series"]["reward_mean"]) == 3  # the good lines still draw
+    _, page = get(broken_server, "api/episodes?id=bad-eval")
+    assert page["total"] == 5
+    bad_line = "bad-eval/trajectories.jsonl:3: invalid JSON: Expecting value (column 1)"
+    assert [p["text"] for p in page["problems"]] == [bad_line]
+    _, missing = get(broken_server, "api/run?id=no-metrics")
+    assert [p["text"] for p in missing["problems"]] == ["no-metrics/metrics.jsonl: missing (no step has been logged)"]
+
+
+def test_an_empty_folder_says_what_was_looked_for(empty_server: ViewerServer) -> None:
+    _, body = get(empty_server, "api/sources")
+    assert body["sources"] == [] and "holds no run, eval or synth folder" in body["note"]
+
+
+def test_index_follows_a_growing_file(tmp_path: Path) -> None:
+    sink = EpisodeSink(tmp_path)
+    sink(builders.episodes(3))
+    index = EpisodeIndex(tmp_path / "trajectories.jsonl")
+    assert len(index) == 3
+    path = tmp_path / "trajectories.jsonl"
+    with open(path, "a", encoding="utf-8") as f:
+        f.write('{"env_id": "e", "seed": 99, "st')  # a writer half-way through a line
+    page = index.page()
+    assert page["total"] == 3
+    assert [p["line"] for p in page["problems"]] == [4] and "still being written" in page["problems"][0]["message"]
+    with open(path, "a", encoding="utf-8") as f:
+        f.write('eps": []}\n')
+    sink(builders.episodes(2, first=100))
+    page = index.page(limit=10)
+    assert [e["seed"] for e in page["items"]] == [0, 1, 2, 99, 100, 101] and page["problems"] == []
+    sink.__init__(tmp_path)  # a new evaluation into the same folder starts the file again
+    sink(builders.episodes(1, first=7))
+    assert [e["seed"] for e in index.page()["items"]] == [7]
+
+
+def test_cli_refuses_a_public_host_and_a_missing_folder(tmp_path: Path) -> None:
+    def run(*args: str) -> subprocess.CompletedProcess[str]:
+        cmd = [sys.executable, "-m", "turnkit.cli", "view", *args]
+        return subprocess.run(cmd, capture_output=True, text=True, timeout=120)
+
+    public = run(str(tmp_path), "--host", "0.0.0.0", "--port", "0")
+    assert public.returncode == 2 and "loopback address only" in public.stderr
+    missing = run(str(tmp_path / "nope"), "--port", "0")
+    assert missing.returncode == 2 and "is not a folder" in missing.stderr
