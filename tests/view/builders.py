@@ -62,8 +62,9 @@ def write_run(folder: Path, steps: int = 12) -> Path:
                      "loss": 1.0 / step, "approx_kl": 1e-3 * step, "policy_lag": step % 2,
                      "length/total": -0.01 * step})  # fmt: skip
             if step % 6 == 0:
-                run.log({"step": step, "eval_success": 0.3 + step / 40, "eval_success_lo": 0.2 + step / 40,
-                         "eval_success_hi": 0.4 + step / 40, "eval_reward": 0.3, "eval_episodes": 100,
+                success = min(0.9, 0.3 + step / 40)
+                run.log({"step": step, "eval_success": success, "eval_success_lo": round(success - 0.1, 6),
+                         "eval_success_hi": round(min(1.0, success + 0.1), 6), "eval_reward": 0.3, "eval_episodes": 100,
                          "eval_errors": 1, "eval_turns": 2.0})  # fmt: skip
                 run.save(step, lambda tmp: (tmp / "model.txt").write_text("weights"))
     return folder

@@ -202,7 +202,7 @@ async function episodesView(p) {
       onclick: () => go("episodes", { ...p, id, ep: e.index }) },
     h("td", {}, e.index), h("td", {}, e.seed ?? "–"), h("td", { class: "num" }, e.turns), h("td", { class: "num" }, fmt(e.return)),
     h("td", {}, e.success ? badge("yes", "ok") : badge("no", "fail")), h("td", {}, e.error ? badge(e.error, "err") : ""),
-    h("td", { class: "muted" }, e.prompt.slice(0, 70)))));
+    h("td", { class: "muted prompt", title: e.prompt }, e.prompt))));
   const detail = h("div", { id: "episode" }, h("p", { class: "muted" }, "Pick an episode."));
   view.replaceChildren(h("h2", {}, `Episodes of ${id}`), toolbar, ...problems(page.problems),
     h("div", { class: "split" }, h("div", {}, pager, table), detail));
@@ -279,7 +279,7 @@ function qColor(q) {
 }
 function treeSvg(data, id, selected) {
   const { pos, width, depth } = layout(data.nodes);
-  const DX = 64, DY = 78, P = 30;
+  const DX = 84, DY = 78, P = 48;
   const chosen = new Set(data.pairs.map((q) => q.chosen_node)), rejected = new Set(data.pairs.map((q) => q.rejected_node));
   const X = (n) => P + pos.get(n).x * DX, Y = (n) => P + pos.get(n).y * DY;
   const byId = new Map(data.nodes.map((n) => [n.id, n]));
@@ -291,7 +291,7 @@ function treeSvg(data, id, selected) {
     const r = 6 + 10 * Math.sqrt(n.visits / maxV);
     const g = s("g", { class: cls, "data-node": n.id, "data-visits": n.visits, "data-q": n.q },
       s("circle", { cx: X(n.id), cy: Y(n.id), r, fill: n.id === 0 ? "#dfe3ea" : qColor(n.q) }),
-      s("text", { x: X(n.id), y: Y(n.id) + r + 11, "text-anchor": "middle" }, `N=${n.visits} Q=${fmt(n.q, 2)}`),
+      s("text", { x: X(n.id), y: Y(n.id) + r + 11, "text-anchor": "middle" }, `N=${n.visits} Q=${Number(n.q ?? 0).toFixed(2)}`),
       s("title", {}, `node ${n.id}${n.terminal ? " (terminal" + (n.success ? ", success)" : ")") : ""}\n${n.text.slice(0, 200)}`));
     g.addEventListener("click", () => go("search", { id, tree: data.tree, node: n.id }));
     svg.append(g);
