@@ -8,6 +8,16 @@
 4. Evaluate again on the same held-out seeds; print a before/after table with Wilson 95% intervals; write
    ``summary.json`` and ``quickstart.png`` (training curve + before/after bars) into the output folder.
 
+The output folder, which ``turnkit view runs/quickstart`` shows (curves, evaluations and every held-out
+episode)::
+
+    summary.json, quickstart.png
+    train/                      the GRPO run (config.json, metrics.jsonl, checkpoints/, curves.png)
+    eval/sft-greedy/            trajectories.jsonl + summary.json of each held-out evaluation:
+    eval/sft-sampled/           the start policy and the trained one, greedy and at the training temperature
+    eval/rl-greedy/
+    eval/rl-sampled/
+
 ``--seeds N`` repeats step 3-4 with ``N`` training seeds (the start policy and evaluation seeds stay the
 same) and reports the mean improvement with a 95% interval over seeds.
 
@@ -35,9 +45,10 @@ from turnkit.errors import ConfigError
 from turnkit.models import embedded
 from turnkit.models.embedded import TinyRecipe, tiny_policy
 from turnkit.models.threads import torch_threads
+from turnkit.rollout.evaluate import evaluate
 from turnkit.stats import mean_ci
 from turnkit.train.config import TrainConfig
-from turnkit.train.loop import evaluate_policy, train
+from turnkit.train.loop import train
 from turnkit.train.runlock import RunLock
 
 QUICKSTART_TRAIN: dict[str, Any] = {
@@ -143,13 +154,13 @@ def _run_quickstart(qcfg: QuickstartConfig, *, progress: bool, policy: HFPolicy 
         policy = tiny_policy(recipe=qcfg.recipe, cache=qcfg.cache, progress=progress)
     build_s = time.perf_counter() - start
     sampled = dataclasses.replace(cfg, eval_temperature=cfg.temperature)
-    before = evaluate_policy(policy, cfg, progress=progress)
-    before_sampled = evaluate_policy(policy, sampled, progress=progress)
+    before = held_out(policy, cfg, out / "eval" / "sft-greedy", progress=progress)
+    before_sampled = held_out(policy, sampled, out / "eval" / "sft-sampled", progress=progress)
     train_start = time.perf_counter()
     result = train(cfg, policy=policy, progress=progress)
     train_wall = time.perf_counter() - train_start
-    after = evaluate_policy(result.policy, cfg, progress=progress)
-    after_sampled = evaluate_policy(result.policy, sampled, progress=progress)
+    after = held_out(result.policy, cfg, out / "eval" / "rl-greedy", progress=progress)
+    after_sampled = held_out(result.policy, sampled, out / "eval" / "rl-sampled", progress=progress)
     wall = time.perf_counter() - start
     steps = [r for r in result.history if "reward_mean" in r]
     summary = {
@@ -188,6 +199,26 @@ def _run_quickstart(qcfg: QuickstartConfig, *, progress: bool, policy: HFPolicy 
         print(format_table([summary]))
         print(f"wall time {wall:.0f}s -> {out / 'summary.json'}, {out / 'quickstart.png'}")
     return summary
+
+
+def held_out(policy: HFPolicy, cfg: TrainConfig, out_dir: Path, *, progress: bool) -> dict[str, Any]:
+    """:func:`~turnkit.train.loop.evaluate_policy` that also keeps the episodes, for ``turnkit view``.
+
+    Writes ``trajectories.jsonl`` and ``summary.json`` into ``out_dir`` (:func:`~turnkit.rollout.evaluate.evaluate`)
+    and returns the same ``eval_*`` metrics record.
+    """
+    summary = evaluate(
+        cfg.env_id,
+        policy.with_sampling(temperature=cfg.eval_temperature),
+        episodes=cfg.eval_episodes,
+        seed=cfg.eval_seed,
+        split=cfg.split,
+        batch_size=64,
+        env_kwargs=cfg.env_kwargs,
+        progress=progress,
+        out_dir=out_dir,
+    )
+    return summary.metrics()
 
 
 def format_table(summaries: Sequence[dict[str, Any]]) -> str:
