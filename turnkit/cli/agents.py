@@ -6,6 +6,8 @@ Specs:
     ``scripted:TEXT``     :class:`~turnkit.agents.scripted.ScriptedAgent` that always replies ``TEXT``
     ``hf:PATH``           ``HFPolicy`` over a local Hugging Face model directory
     ``tiny``              the embedded default tiny policy (built and cached locally on first use)
+    ``smollm2``           SmolLM2-135M-Instruct (``smollm2-bf16``: in bfloat16), converted and cached on first use;
+                          any name of :mod:`turnkit.models.names` works the same way
     ``openai:URL#MODEL``  ``OpenAIAgent`` against an OpenAI-compatible server
 
 Example:
@@ -25,8 +27,9 @@ from typing import Any
 
 from turnkit.agents.base import Agent
 from turnkit.errors import ConfigError
+from turnkit.models.names import model_names
 
-SPECS = ("oracle", "random", "scripted:TEXT", "hf:PATH", "tiny", "openai:URL#MODEL")
+SPECS = ("oracle", "random", "scripted:TEXT", "hf:PATH", *model_names(), "openai:URL#MODEL")
 SAMPLING_FLAGS = ("temperature", "top_p", "max_new_tokens")
 """The sampling settings a command line may give a model agent (``hf:``, ``tiny``, ``openai:``)."""
 
@@ -41,7 +44,7 @@ def add_sampling_args(parser: argparse.ArgumentParser) -> None:
         >>> sampling_changes(args), args.threads
         ({'max_new_tokens': 32}, 1)
     """
-    g = parser.add_argument_group("sampling (model agents: hf:PATH, tiny, openai:URL#MODEL)")
+    g = parser.add_argument_group("sampling (model agents: hf:PATH, tiny, smollm2, openai:URL#MODEL)")
     g.add_argument("--temperature", type=float, default=None, help="sampling temperature (0: greedy)")
     g.add_argument("--top-p", type=float, default=None, help="nucleus mass in (0, 1]")
     g.add_argument("--max-new-tokens", type=int, default=None, help="most tokens per turn")
@@ -58,7 +61,7 @@ def sampling_changes(args: argparse.Namespace) -> dict[str, Any]:
     return {k: getattr(args, k) for k in SAMPLING_FLAGS if getattr(args, k, None) is not None}
 
 
-MODEL_KINDS = ("hf", "tiny", "openai")
+MODEL_KINDS = ("hf", *model_names(), "openai")
 """Agent spec kinds that sample from a model (and so take the sampling flags)."""
 
 
@@ -73,7 +76,7 @@ def with_sampling(agent: Agent, spec: str, changes: Mapping[str, Any]) -> Agent:
         Traceback (most recent call last):
         ...
         turnkit.errors.ConfigError: --temperature/--top-p/--max-new-tokens set the sampling of a model agent \
-(hf:PATH, tiny, openai:URL#MODEL); agent 'oracle' does not sample
+(hf:PATH, tiny, smollm2, openai:URL#MODEL); agent 'oracle' does not sample
     """
     if not changes:
         return agent
@@ -89,7 +92,7 @@ def with_sampling(agent: Agent, spec: str, changes: Mapping[str, Any]) -> Agent:
 def _check_samples(spec: str) -> None:
     if spec.partition(":")[0] not in MODEL_KINDS:
         raise ConfigError(
-            "--temperature/--top-p/--max-new-tokens set the sampling of a model agent (hf:PATH, tiny, "
+            "--temperature/--top-p/--max-new-tokens set the sampling of a model agent (hf:PATH, tiny, smollm2, "
             f"openai:URL#MODEL); agent {spec!r} does not sample"
         )
 
@@ -126,10 +129,10 @@ def _make_agent(spec: str, *, seed: int) -> Agent:
         from turnkit.agents.hf import HFPolicy
 
         return HFPolicy.from_pretrained(arg)
-    if kind == "tiny" and not arg:
-        from turnkit.models.embedded import tiny_policy
+    if kind in model_names() and not arg:
+        from turnkit.models.names import load_policy
 
-        return tiny_policy(seed=seed)
+        return load_policy(kind, seed=seed)
     if kind == "openai" and arg:
         from turnkit.agents.openai import OpenAIAgent
 

@@ -317,7 +317,7 @@ def add_commands(sub: Any) -> None:
     ev.add_argument(
         "--agent",
         default="oracle",
-        help="oracle | random | scripted:TEXT | hf:PATH | tiny | openai:URL#MODEL",
+        help="oracle | random | scripted:TEXT | hf:PATH | tiny | smollm2 | smollm2-bf16 | openai:URL#MODEL",
     )
     ev.add_argument("--episodes", type=int, default=100)
     ev.add_argument("--batch-size", type=int, default=16)

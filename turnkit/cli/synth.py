@@ -40,7 +40,9 @@ def add_commands(subparsers: Any) -> None:
         ),
     )
     p.add_argument("env_id", help="a registered env id, e.g. turnkit/MathEpisodes-v0")
-    p.add_argument("--policy", default="tiny", help="tiny | hf:PATH (trainable), or oracle/random/... with --no-train")
+    p.add_argument(
+        "--policy", default="tiny", help="tiny | smollm2 | hf:PATH (trainable), or oracle/random/... with --no-train"
+    )
     p.add_argument("--iterations", type=int, default=2, help="search -> pairs -> DPO rounds")
     p.add_argument("--out", default=None, help="output directory (default runs/synth-ENV-sSEED)")
     p.add_argument("--tasks", type=int, default=32, help="task seeds searched per iteration")
@@ -107,11 +109,11 @@ def add_commands(subparsers: Any) -> None:
 
 
 def load_policy(spec: str, *, seed: int = 0, progress: bool = True) -> Any:
-    """The agent named by ``spec``: ``tiny`` (the embedded SFT policy), ``hf:PATH`` or any agent-registry spec."""
-    if spec == "tiny":
-        from turnkit.models.embedded import tiny_policy
+    """The agent named by ``spec``: a built-in model (``tiny``, ``smollm2``, ...), ``hf:PATH`` or any agent spec."""
+    from turnkit.models.names import load_policy, model_names
 
-        return tiny_policy(progress=progress, seed=seed)
+    if spec in model_names():
+        return load_policy(spec, progress=progress, seed=seed)
     if spec.startswith("hf:"):
         from turnkit.agents.hf import HFPolicy
 

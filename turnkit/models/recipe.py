@@ -31,7 +31,7 @@ import time
 from collections.abc import Callable, Mapping
 from dataclasses import asdict
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Protocol
 
 from transformers import PreTrainedTokenizerFast
 
@@ -49,6 +49,27 @@ INFO_FILE = "turnkit_recipe.json"
 
 Trainer = Callable[[], tuple[Any, PreTrainedTokenizerFast, dict[str, Any]]]
 """Trains a model: returns ``(model, tokenizer, info)``; ``info`` (JSON-able) is saved next to the weights."""
+
+
+class CachedRecipe(Protocol):
+    """What :func:`load_or_build` needs of a recipe: a frozen dataclass with these members.
+
+    :class:`TinyTrainingRecipe` subclasses have them, and so does :class:`turnkit.models.smollm2.SmolLM2Recipe`
+    (a conversion rather than a training run).
+    """
+
+    kind: ClassVar[str]
+    version: ClassVar[int]
+    max_new_tokens: int
+    policy_defaults: ClassVar[dict[str, Any]]
+
+    def key(self) -> str:
+        """The cache folder name."""
+        ...
+
+    def build(self, *, progress: bool) -> tuple[Any, Any, dict[str, Any]]:
+        """``(model, tokenizer, info)``."""
+        ...
 
 
 class TinyTrainingRecipe:
@@ -179,7 +200,7 @@ def build_into(folder: Path, train: Trainer, *, recipe: Any, version: int, repla
         raise
 
 
-def model_folder(recipe: TinyTrainingRecipe, cache: str | Path | None = None) -> Path:
+def model_folder(recipe: CachedRecipe, cache: str | Path | None = None) -> Path:
     """Where ``recipe``'s model is (or will be) cached: ``<cache>/<recipe.kind>/<recipe.key()>``.
 
     Args:
@@ -194,10 +215,40 @@ def model_folder(recipe: TinyTrainingRecipe, cache: str | Path | None = None) ->
     return (Path(cache) if cache is not None else cache_dir()) / recipe.kind / recipe.key()
 
 
+def ensure_built(
+    recipe: CachedRecipe, *, cache: str | Path | None = None, rebuild: bool = False, progress: bool = True
+) -> Path:
+    """``recipe``'s cached model folder, built first (:meth:`~TinyTrainingRecipe.build`) if it is not there yet.
+
+    Args:
+        recipe: What to build.
+        cache: Cache root (see :func:`model_folder`).
+        rebuild: Build again even if a cached copy exists, and replace it.
+        progress: Show progress bars while building.
+
+    Example:
+        >>> import tempfile
+        >>> from turnkit.models.embedded import TinyRecipe
+        >>> micro = TinyRecipe.from_dict({"model": {"hidden_size": 32, "num_layers": 1, "intermediate_size": 64},
+        ...                               "sft": {"steps": 1}, "demo_episodes": 4, "corpus_tasks": 20,
+        ...                               "vocab_size": 300})
+        >>> with tempfile.TemporaryDirectory() as d:
+        ...     folder = ensure_built(micro, cache=d, progress=False)
+        ...     sorted(p.name for p in folder.glob("*.json"))[:2]
+        ['config.json', 'generation_config.json']
+    """
+    folder = model_folder(recipe, cache)
+    if rebuild or not (folder / "config.json").is_file():
+        build_into(
+            folder, lambda: recipe.build(progress=progress), recipe=recipe, version=recipe.version, replace=rebuild
+        )
+    return folder
+
+
 def load_or_build(
-    recipe: TinyTrainingRecipe, *, cache: str | Path | None = None, rebuild: bool = False, progress: bool = True
+    recipe: CachedRecipe, *, cache: str | Path | None = None, rebuild: bool = False, progress: bool = True
 ) -> tuple[Any, PreTrainedTokenizerFast]:
-    """``recipe``'s model and tokenizer: loaded from the cache, or trained (:meth:`~TinyTrainingRecipe.build`).
+    """``recipe``'s model and tokenizer: loaded from the cache, or built first (:func:`ensure_built`).
 
     Args:
         recipe: What to build.
@@ -218,16 +269,11 @@ def load_or_build(
         >>> cached, len(tokenizer), again.config.hidden_size
         (True, 300, 32)
     """
-    folder = model_folder(recipe, cache)
-    if rebuild or not (folder / "config.json").is_file():
-        build_into(
-            folder, lambda: recipe.build(progress=progress), recipe=recipe, version=recipe.version, replace=rebuild
-        )
-    return load_tiny(folder)
+    return load_tiny(ensure_built(recipe, cache=cache, rebuild=rebuild, progress=progress))
 
 
 def recipe_policy(
-    recipe: TinyTrainingRecipe,
+    recipe: CachedRecipe,
     *,
     cache: str | Path | None = None,
     rebuild: bool = False,

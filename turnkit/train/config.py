@@ -70,13 +70,15 @@ class TrainConfig:
     """Cut episodes after this many turns (``None``: the env's own time limit)."""
     # --- policy
     model: str = "tiny"
-    """``"tiny"`` (the embedded SFT policy, :func:`turnkit.models.embedded.tiny_policy`) or a local HF model folder."""
+    """A built-in model's name (``"tiny"``: the embedded SFT policy; ``"smollm2"``: SmolLM2-135M-Instruct; see
+    :mod:`turnkit.models.names`) or a local HF model folder."""
     device: str | None = None
     """Where the learner runs: ``"cpu"``, ``"cuda"``, ``"cuda:N"`` (``None``: where the start policy already is,
     the CPU for ``model="tiny"`` and local folders). The reference model and critics copied from the start policy
     follow it; critics loaded from a folder (``critic.iqlearn.model``, ``critic.afd.model``) stay on the CPU."""
-    lora_r: int = 0
-    """LoRA rank; ``0`` fine-tunes every weight (fine for the ~0.5M-parameter tiny model)."""
+    lora_r: int | None = None
+    """LoRA rank; ``0`` fine-tunes every weight (fine for the ~0.5M-parameter tiny model). ``None`` (the default):
+    the model's own default (:meth:`lora_rank`): 8 for ``smollm2``, 0 for the tiny models and local folders."""
     lora_alpha: int = 16
     """LoRA scaling numerator (``alpha / r`` scales the update)."""
     lora_targets: tuple[str, ...] = ("q_proj", "k_proj", "v_proj", "o_proj")
@@ -163,7 +165,8 @@ class TrainConfig:
             raise ConfigError(f"TrainConfig.lora_targets must be non-empty module names, got {self.lora_targets!r}")
         configs.check_int(self, "lora_alpha", "max_new_tokens", "groups_per_step", "steps", "ppo_epochs")
         configs.check_int(self, "minibatches", "eval_episodes", "max_staleness")
-        configs.check_int(self, "lora_r", "warmup_steps", "seed", "eval_every", "checkpoint_every", "eval_seed", low=0)
+        configs.check_int(self, "lora_r", low=0, optional=True)
+        configs.check_int(self, "warmup_steps", "seed", "eval_every", "checkpoint_every", "eval_seed", low=0)
         configs.check_int(self, "max_turns", optional=True)
         if self.device is not None and not _is_device_name(self.device):
             raise ConfigError(f"TrainConfig.device must be 'cpu', 'cuda' or 'cuda:N' (or null), got {self.device!r}")
@@ -190,6 +193,23 @@ class TrainConfig:
         except ConfigError as exc:
             raise ConfigError(f"TrainConfig.{exc}") from exc
         self.loss_config()  # validates the loss as the loop builds it
+
+    def lora_rank(self) -> int:
+        """The run's LoRA rank (``0``: full fine-tuning): ``lora_r``, or the model's default when it is ``None``.
+
+        The default comes from :func:`turnkit.models.names.default_lora_rank`.
+
+        Example:
+            >>> TrainConfig().lora_rank(), TrainConfig(model="smollm2").lora_rank()
+            (0, 8)
+            >>> TrainConfig(model="smollm2", lora_r=0).lora_rank(), TrainConfig(lora_r=4).lora_rank()
+            (0, 4)
+        """
+        if self.lora_r is not None:
+            return self.lora_r
+        from turnkit.models.names import default_lora_rank
+
+        return default_lora_rank(self.model)
 
     def ray_config(self) -> RayConfig | None:
         """The :class:`~turnkit.distributed.cluster.RayConfig` of ``ray`` (``None``: no Ray).

@@ -98,8 +98,8 @@ class IQLearnConfig:
     # --- policy
     model: str = "scratch"
     """``"scratch"`` (a fresh tiny model with the embedded recipe's tokenizer and size, seeded by ``seed``: the
-    embedded default's recipe with IQLearn instead of SFT), ``"tiny"`` (the embedded SFT policy) or a local HF
-    model folder."""
+    embedded default's recipe with IQLearn instead of SFT), a built-in model's name (``"tiny"``, the embedded SFT
+    policy; ``"smollm2"``: :mod:`turnkit.models.names`) or a local HF model folder."""
     lora_r: int = 0
     """LoRA rank; ``0`` trains every weight."""
     lora_alpha: int = 16
@@ -213,11 +213,9 @@ def build_start_policy(cfg: IQLearnConfig, *, progress: bool = True) -> HFPolicy
         tokenizer = build_tiny_tokenizer_for(DEFAULT_RECIPE)
         model = build_tiny_model(tokenizer, DEFAULT_RECIPE.model_config(), seed=cfg.seed)
         return HFPolicy(model, tokenizer, max_new_tokens=cfg.max_new_tokens)
-    if cfg.model == "tiny":
-        from turnkit.models.embedded import tiny_policy
+    from turnkit.models.names import load_policy
 
-        return tiny_policy(progress=progress, max_new_tokens=cfg.max_new_tokens)
-    return HFPolicy.from_pretrained(cfg.model, max_new_tokens=cfg.max_new_tokens)
+    return load_policy(cfg.model, progress=progress, max_new_tokens=cfg.max_new_tokens)
 
 
 def demonstration_rows(cfg: IQLearnConfig, tokenizer: Any) -> list[TokenRow]:

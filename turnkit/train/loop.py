@@ -119,7 +119,9 @@ class TrainResult:
 
 
 def build_policy(cfg: TrainConfig, *, progress: bool = True) -> HFPolicy:
-    """The start policy of a run: the embedded tiny SFT policy or a local HF model, with the run's sampling.
+    """The start policy of a run: a built-in model or a local HF model folder, with the run's sampling.
+
+    Built-in names (``tiny``, ``smollm2``, ...) resolve through :mod:`turnkit.models.names`.
 
     Example:
         >>> build_policy(TrainConfig(model="/nonexistent"))
@@ -132,11 +134,9 @@ def build_policy(cfg: TrainConfig, *, progress: bool = True) -> HFPolicy:
         "top_p": cfg.top_p,
         "max_new_tokens": cfg.max_new_tokens,
     }
-    if cfg.model == "tiny":
-        from turnkit.models.embedded import tiny_policy
+    from turnkit.models.names import load_policy
 
-        return tiny_policy(progress=progress, **sampling)
-    return HFPolicy.from_pretrained(cfg.model, **sampling)
+    return load_policy(cfg.model, progress=progress, **sampling)
 
 
 def critic_context(cfg: TrainConfig, policy: HFPolicy) -> CriticContext:
@@ -184,15 +184,16 @@ def place_policy(policy: HFPolicy, device: str | None) -> None:
 def prepare_policy(policy: HFPolicy, cfg: TrainConfig) -> torch.nn.Module | None:
     """Apply the run's sampling and LoRA settings in place; return a frozen reference model if one is needed.
 
-    With ``lora_r > 0`` a fresh adapter is attached (the reference is the adapter-disabled base, no copy).
+    With a LoRA rank > 0 (:meth:`~turnkit.train.config.TrainConfig.lora_rank`) a fresh adapter is attached (the
+    reference is the adapter-disabled base, no copy).
     With full fine-tuning and ``grpo.kl_coef > 0`` the reference is a frozen copy of the start model.
     """
     policy.sampling = dataclasses.replace(
         policy.sampling, temperature=cfg.temperature, top_p=cfg.top_p, max_new_tokens=cfg.max_new_tokens
     )
-    if cfg.lora_r > 0:
+    if (rank := cfg.lora_rank()) > 0:
         if not policy.has_adapter:
-            policy.attach_lora(r=cfg.lora_r, alpha=cfg.lora_alpha, target_modules=cfg.lora_targets, seed=cfg.seed)
+            policy.attach_lora(r=rank, alpha=cfg.lora_alpha, target_modules=cfg.lora_targets, seed=cfg.seed)
         return None
     for p in policy.model.parameters():
         p.requires_grad_(True)
