@@ -1,7 +1,7 @@
-"""The ``turnkit`` command: ``list play eval bench train quickstart iqlearn afd synth serve-env``.
+"""The ``turnkit`` command: ``list play eval bench train quickstart iqlearn afd synth serve-env models``.
 
 One module per command group: :mod:`.envs`, :mod:`.train`, :mod:`.iqlearn`, :mod:`.afd`, :mod:`.synth`,
-:mod:`.serve_env`.
+:mod:`.serve_env`, :mod:`.models`.
 
 Example:
     >>> main(["list"])  # doctest: +ELLIPSIS
@@ -20,7 +20,7 @@ from collections.abc import Iterator, Sequence
 
 import gymnasium
 
-from turnkit.cli import envs
+from turnkit.cli import envs, models
 from turnkit.errors import TurnkitError
 
 
@@ -41,6 +41,7 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True)
 
     envs.add_commands(sub)
+    models.add_commands(sub)
     # Training and synthesis commands; torch is imported only when one of them runs.
     from turnkit.cli import afd, iqlearn, serve_env, synth, train
 
