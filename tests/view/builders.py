@@ -9,7 +9,7 @@ import json
 from pathlib import Path
 
 from turnkit.rollout.evaluate import EpisodeSink, summarize, write_evaluation
-from turnkit.rollout.records import write_jsonl
+from turnkit.rollout.records import trajectory_to_record, write_jsonl
 from turnkit.search.pairs import PairConfig, tree_pairs, write_pairs
 from turnkit.search.tree import SearchTree
 from turnkit.train.run import Run
@@ -132,4 +132,22 @@ def write_broken(folder: Path) -> Path:
     path.write_text("".join(lines), encoding="utf-8")
     (folder / "no-metrics").mkdir(parents=True)
     (folder / "no-metrics" / "config.json").write_text('{"lr": 0.1}')
+    return folder
+
+
+def write_scored_rollouts(folder: Path, n: int = 4) -> Path:
+    """Training rollouts with what the learner saw per turn: each critic's reward, the advantage, the trained mask.
+
+    The records are ``trajectory_to_record(tokens=True)`` rows plus the per-step keys docs/viewer.md describes
+    (``critic_rewards``, ``advantage``, ``mask``); the last token of every turn is left untrained.
+    """
+    folder.mkdir(parents=True, exist_ok=True)
+    with open(folder / "trajectories.jsonl", "w", encoding="utf-8") as f:
+        for t in episodes(n):
+            rec = trajectory_to_record(t, tokens=True)
+            for k, step in enumerate(rec["steps"]):
+                step["critic_rewards"] = {"env": step["reward"], "length": -0.01 * len(step["action"])}
+                step["advantage"] = round(0.5 - 0.25 * k, 3)
+                step["mask"] = [1] * (len(step["token_ids"]) - 1) + [0]
+            f.write(json.dumps(rec) + "\n")
     return folder

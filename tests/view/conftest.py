@@ -24,6 +24,7 @@ def root(tmp_path_factory: pytest.TempPathFactory) -> Path:
     builders.write_eval(base / "eval")
     builders.write_privileged_eval(base / "eval-privileged")
     builders.write_synth(base / "synth")
+    builders.write_scored_rollouts(base / "rollouts")
     return base
 
 

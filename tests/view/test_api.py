@@ -34,6 +34,7 @@ def test_sources_lists_every_kind(server: ViewerServer) -> None:
     assert kinds == {
         "eval": ["eval"],
         "eval-privileged": ["eval"],
+        "rollouts": ["eval"],
         "synth": ["run", "synth"],
         "train": ["run"],
         "train-b": ["run"],

@@ -19,7 +19,7 @@ def test_runs_view_draws_curves_evals_and_config(tab: Tab, server: ViewerServer)
     visit(tab, server, "runs?id=train")
     assert text(tab, "#run-title") == "Run train"
     sources = tab.evaluate("[...document.querySelectorAll('aside a[data-source]')].map(a => a.dataset.source)")
-    assert sources == ["eval", "eval-privileged", "synth", "train", "train-b"]
+    assert sources == ["eval", "eval-privileged", "rollouts", "synth", "train", "train-b"]
     keys = tab.evaluate("[...document.querySelectorAll('#charts svg')].map(s => s.dataset.key)")
     assert keys[:4] == ["reward_mean", "success_rate", "eval_success", "eval_reward"]
     assert {"loss", "approx_kl", "policy_lag", "length/total"} <= set(keys)
@@ -81,6 +81,15 @@ def test_episode_transcript_turn_by_turn(tab: Tab, server: ViewerServer) -> None
     assert texts(tab, ".turn[data-turn='1'] .env-reward") == ["1"]
     assert count(tab, ".turn[data-turn='1'] .tok") == 2  # the token ids written with tokens=True
     assert text(tab, "#ep-return") == "1"
+
+
+def test_critic_rewards_advantage_and_trained_tokens(tab: Tab, server: ViewerServer) -> None:
+    visit(tab, server, "episodes?id=rollouts&ep=0")
+    first = ".turn[data-turn='0']"
+    assert texts(tab, f"{first} .critic") == ["env 0", "length -0.270"]  # 27 characters
+    assert text(tab, f"{first} .advantage") == "advantage 0.500"
+    assert count(tab, f"{first} .tok.trained") == 2 and count(tab, f"{first} .tok.untrained") == 1
+    assert text(tab, ".turn[data-turn='1'] .advantage") == "advantage 0.250"
 
 
 def test_errored_episode_names_its_cause_and_untrained_tokens(tab: Tab, server: ViewerServer) -> None:
