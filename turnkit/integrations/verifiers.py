@@ -1,0 +1,305 @@
+"""Any registered turnkit env as a `verifiers <https://github.com/PrimeIntellect-ai/verifiers>`_ environment.
+
+verifiers (tested with 0.4.0, its ``verifiers.v1`` API) is what prime-rl trains with and what the Environments
+Hub serves. :func:`load_environment` returns a ``verifiers.v1.Env`` that plays a turnkit env, multi-turn:
+
+* **Tasks are reset seeds.** The taskset (:class:`TurnkitTaskset`) has one task per seed (default
+  ``range(1024)``); a task's ``prompt`` is the env's first observation for that seed, and its data carries the
+  env id, ``env_kwargs`` (``split=``, ``difficulty=``, ...) and the seed, never privileged data.
+* **The env plays the user.** Per rollout, :class:`TurnkitEnv` makes its own env instance
+  (``gymnasium.make(env_id, **env_kwargs)``, time limit included), resets it with the task's seed, and opens the
+  ``player`` agent's interaction: each assistant reply is ``env.step``'s action, the next observation comes
+  back as the next user message, and a terminated or truncated step ends the exchange. The env is closed at
+  the end of the rollout, whatever happened.
+* **The env's reward is the rubric.** The episode return (the sum of the step rewards) is the trace's one
+  reward, ``env_return`` (weight 1); ``turns``, ``success`` and ``truncated`` are metrics, and
+  ``trace.info["turnkit"]`` keeps the seed and every step's reward and flags.
+
+The player's harness defaults to verifiers' tool-less ``null`` chat loop (a PEP 723 script run by ``uv``), so
+the model sees exactly the conversation: no system prompt, the observations as user messages, its own replies.
+
+verifiers loads plugins by installed module name, so the taskset is also importable as the top-level module
+``turnkit_verifiers`` (taskset id ``turnkit-verifiers``): ``vf eval turnkit-verifiers --env.taskset.env-id
+turnkit/MathEpisodes-v0 ...`` or prime-rl's ``[env.taskset] id = "turnkit-verifiers"`` play the same env. The
+verifiers classes are built on first use (importing verifiers takes seconds), so this module imports without
+verifiers installed.
+
+Example:
+    >>> env = load_environment("turnkit/MathEpisodes-v0", seeds=range(3), kinds=["arithmetic"])
+    >>> type(env).__name__, env.config.player.harness.id, env.config.player.runtime.type
+    ('TurnkitEnv', 'null', 'subprocess')
+    >>> task = next(iter(env.taskset))
+    >>> task.data.seed, task.data.prompt
+    (0, 'What is 6 plus 5?\\nReply with ANSWER: <value>.')
+"""
+
+from __future__ import annotations
+
+import asyncio
+import copy
+import difflib
+import functools
+import importlib
+import importlib.util
+import sys
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from types import ModuleType, SimpleNamespace
+from typing import Any
+
+import gymnasium
+
+from turnkit.envs import TextEnv
+from turnkit.errors import ConfigError, EnvError
+
+TASKSET_ID = "turnkit-verifiers"
+"""The verifiers taskset id of the adapter (the top-level module ``turnkit_verifiers``)."""
+
+DEFAULT_NUM_SEEDS = 1024
+REWARD_NAME = "env_return"
+PUBLIC_NAMES = frozenset(
+    {"TurnkitTaskData", "TurnkitTask", "TurnkitTasksetConfig", "TurnkitTaskset", "TurnkitEnvConfig", "TurnkitEnv"}
+)
+
+
+def task_seeds(seeds: Iterable[int] | None, num_seeds: int | None, seed_start: int = 0) -> list[int]:
+    """The seeds a taskset plays: ``seeds`` if given, else ``seed_start ..  seed_start + num_seeds - 1``.
+
+    Args:
+        seeds: Explicit reset seeds (any order, no repeats), or ``None``.
+        num_seeds: How many consecutive seeds from ``seed_start`` when ``seeds`` is ``None``
+            (``None``: :data:`DEFAULT_NUM_SEEDS`).
+        seed_start: The first consecutive seed.
+
+    Returns:
+        The seeds, as a list of ints.
+
+    Raises:
+        ConfigError: a seed that is not an int >= 0, a repeated seed, or an empty set of seeds.
+
+    Example:
+        >>> task_seeds(None, 3, seed_start=10), task_seeds([5, 1], None)
+        ([10, 11, 12], [5, 1])
+    """
+    if seeds is None:
+        count = DEFAULT_NUM_SEEDS if num_seeds is None else num_seeds
+        seeds = range(seed_start, seed_start + count)
+    out = list(seeds)
+    bad = [s for s in out if isinstance(s, bool) or not isinstance(s, int) or s < 0]
+    if bad or not out or len(set(out)) != len(out):
+        why = f"seeds must be ints >= 0 ({bad[:3]!r})" if bad else "seeds must be distinct and not empty"
+        raise ConfigError(f"turnkit verifiers taskset: {why}")
+    return out
+
+
+def make_env(env_id: str, env_kwargs: Mapping[str, Any]) -> gymnasium.Env:
+    """``gymnasium.make(env_id, **env_kwargs)`` for a turnkit text env, with turnkit errors.
+
+    Raises:
+        EnvError: an unknown env id (naming the closest registered id), kwargs the env does not take, or an env
+            that is not a :class:`turnkit.TextEnv`.
+
+    Example:
+        >>> make_env("turnkit/MathEpisods-v0", {})
+        Traceback (most recent call last):
+        ...
+        turnkit.errors.EnvError: unknown env id 'turnkit/MathEpisods-v0'; did you mean 'turnkit/MathEpisodes-v0'?
+    """
+    if env_id not in gymnasium.registry:
+        close = difflib.get_close_matches(env_id, list(gymnasium.registry), n=1)
+        hint = f"; did you mean {close[0]!r}?" if close else "; `turnkit list` shows the registered envs"
+        raise EnvError(f"unknown env id {env_id!r}{hint}")
+    try:
+        env = gymnasium.make(env_id, **copy.deepcopy(dict(env_kwargs)))
+    except TypeError as exc:
+        raise EnvError(f"cannot make {env_id!r} with {dict(env_kwargs)}: {exc}") from exc
+    if not isinstance(env.unwrapped, TextEnv):
+        env.close()
+        raise EnvError(f"{env_id!r} is a {type(env.unwrapped).__name__}, not a turnkit TextEnv")
+    return env
+
+
+def load_environment(
+    env_id: str,
+    *,
+    seeds: Iterable[int] | None = None,
+    **env_kwargs: Any,
+) -> Any:
+    """A verifiers environment (``verifiers.v1.Env``) playing the registered turnkit env ``env_id``.
+
+    Args:
+        env_id: A registered env id, e.g. ``"turnkit/MathEpisodes-v0"``.
+        seeds: The reset seeds that make the taskset, one task each (default ``range(1024)``); e.g.
+            ``range(10**6, 10**6 + 64)`` for held-out tasks.
+        **env_kwargs: Passed to ``gymnasium.make`` (``split="ood"``, ``difficulty=2``...); ``max_episode_steps=N``
+            ends episodes after ``N`` turns (truncated), as everywhere in turnkit.
+
+    Returns:
+        A :class:`TurnkitEnv` (a ``verifiers.v1.Env``) over a :class:`TurnkitTaskset`; run it as any verifiers
+        env (``env.serving()`` and ``env.run_episode(task, ctx)``, verifiers' eval, prime-rl).
+
+    Raises:
+        EnvError: an unknown env id (with the closest registered id) or bad ``env_kwargs``.
+        ConfigError: bad ``seeds``.
+    """
+    import verifiers.v1 as vf
+
+    make_env(env_id, env_kwargs).close()  # fail here, not in the first rollout
+    plugin_module()
+    taskset = {"id": TASKSET_ID, "env_id": env_id, "env_kwargs": dict(env_kwargs), "seeds": task_seeds(seeds, None)}
+    return vf.load_environment(vf.resolve_env_config({"taskset": taskset}))
+
+
+def plugin_module() -> ModuleType:
+    """The module verifiers imports for the taskset id :data:`TASKSET_ID` (``turnkit_verifiers``).
+
+    turnkit ships it as a top-level module; an install of turnkit made before it existed (an old editable
+    install) cannot import it, so it is then registered in ``sys.modules`` for this process (verifiers' CLI in
+    another process needs the installed module: reinstall turnkit).
+    """
+    if "turnkit_verifiers" not in sys.modules and importlib.util.find_spec("turnkit_verifiers") is None:
+        module = ModuleType("turnkit_verifiers", "turnkit's verifiers taskset (registered by load_environment)")
+        classes = verifiers_classes()
+        vars(module).update(TurnkitEnv=classes.TurnkitEnv, TurnkitTaskset=classes.TurnkitTaskset)
+        vars(module)["__all__"] = ["TurnkitEnv", "TurnkitTaskset"]
+        sys.modules["turnkit_verifiers"] = module
+    return importlib.import_module("turnkit_verifiers")
+
+
+def reply_text(messages: Sequence[Any]) -> str:
+    """The text of the last assistant message of a verifiers segment, exactly as the model wrote it."""
+    for message in reversed(messages):
+        if getattr(message, "role", None) == "assistant":
+            content = message.content
+            return content if isinstance(content, str) else "".join(getattr(p, "text", "") for p in content or ())
+    return ""
+
+
+def episode_success(steps: Sequence[Mapping[str, Any]]) -> bool:
+    """:attr:`turnkit.Trajectory.success` of recorded steps (``reward``, ``truncated``, ``success`` or ``None``).
+
+    Example:
+        >>> episode_success([{"reward": 0.0, "truncated": False, "success": None},
+        ...                  {"reward": 1.0, "truncated": False, "success": None}])
+        True
+    """
+    if not steps:
+        return False
+    last = steps[-1]
+    if last.get("success") is not None:
+        return bool(last["success"])
+    return not last["truncated"] and sum(s["reward"] for s in steps) > 0
+
+
+@functools.cache
+def verifiers_classes() -> SimpleNamespace:
+    """The verifiers taskset, task and env classes of the adapter, built on first use (imports verifiers).
+
+    Returns:
+        A namespace with ``TurnkitTaskData``, ``TurnkitTask``, ``TurnkitTasksetConfig``, ``TurnkitTaskset``,
+        ``TurnkitEnvConfig`` and ``TurnkitEnv`` (also importable by those names from this module).
+    """
+    import verifiers.v1 as vf
+    from pydantic import Field
+
+    class TurnkitTaskData(vf.TaskData):
+        """One turnkit task: the env, its kwargs and the reset seed (``prompt`` is the first observation)."""
+
+        env_id: str
+        env_kwargs: dict[str, Any] = Field(default_factory=dict)
+        seed: int
+
+    class TurnkitTask(vf.Task[TurnkitTaskData, vf.State, vf.TaskConfig]):
+        """A turnkit task; scored by the env's return (recorded by :class:`TurnkitEnv`), not by task hooks."""
+
+    class TurnkitTasksetConfig(vf.TasksetConfig):
+        """``--env.taskset.*``: which env (``env-id``, ``env-kwargs``) and which seeds."""
+
+        env_id: str = "turnkit/MathEpisodes-v0"
+        env_kwargs: dict[str, Any] = Field(default_factory=dict)
+        seeds: list[int] | None = None
+        """Explicit reset seeds; ``None``: ``seed_start .. seed_start + num_seeds - 1``."""
+        seed_start: int = 0
+        num_seeds: int = DEFAULT_NUM_SEEDS
+
+    class TurnkitTaskset(vf.Taskset[TurnkitTask, TurnkitTasksetConfig]):
+        """One task per seed; the prompt is the env's first observation for that seed."""
+
+        def load(self) -> Iterator[TurnkitTask]:
+            config = self.config
+            seeds = task_seeds(config.seeds, config.num_seeds, config.seed_start)
+            env = make_env(config.env_id, config.env_kwargs)
+            try:
+                for seed in seeds:
+                    observation, _ = env.reset(seed=seed)
+                    data = TurnkitTaskData(
+                        id=f"{config.env_id}@{seed}",
+                        name=f"{config.env_id}#{seed}",
+                        prompt=observation,
+                        env_id=config.env_id,
+                        env_kwargs=config.env_kwargs,
+                        seed=seed,
+                    )
+                    yield TurnkitTask(data, config.task)
+            finally:
+                env.close()
+
+    class TurnkitEnvConfig(vf.EnvConfig):
+        """The env's one seat, ``player``: verifiers' tool-less ``null`` chat loop, run locally (``subprocess``)."""
+
+        player: vf.AgentConfig = vf.AgentConfig(harness={"id": "null"}, runtime={"type": "subprocess"})
+
+    class TurnkitEnv(vf.Env[TurnkitEnvConfig]):
+        """One turnkit env instance per rollout, reset with the task's seed, stepped with the player's replies."""
+
+        async def run(self, task: TurnkitTask, agents: vf.Agents) -> None:
+            data = task.data
+            env = await asyncio.to_thread(make_env, data.env_id, data.env_kwargs)
+            steps: list[dict[str, Any]] = []
+            try:
+                observation, _ = await asyncio.to_thread(env.reset, seed=data.seed)
+                if observation != data.prompt:
+                    raise EnvError(
+                        f"{data.env_id} reset with seed {data.seed} does not give the task's prompt: the taskset was "
+                        "built with other env_kwargs, or the env is not deterministic"
+                    )
+                async with agents.player.interaction(task) as interaction:
+                    segment = await interaction.turn()
+                    while not segment.terminated:
+                        action = reply_text(segment.messages)
+                        observation, reward, terminated, truncated, info = await asyncio.to_thread(env.step, action)
+                        steps.append(
+                            {
+                                "reward": float(reward),
+                                "terminated": bool(terminated),
+                                "truncated": bool(truncated),
+                                "success": bool(info["success"]) if "success" in info else None,
+                            }
+                        )
+                        if terminated or truncated:
+                            break
+                        segment = await interaction.turn(observation)
+            finally:
+                await asyncio.to_thread(env.close)
+            trace = interaction.trace
+            total = float(sum(s["reward"] for s in steps))
+            trace.record_reward(REWARD_NAME, total, 1.0)
+            trace.record_metric("turns", len(steps))
+            trace.record_metric("truncated", float(not steps or not steps[-1]["terminated"]))
+            trace.record_metric("success", float(episode_success(steps)))
+            trace.info["turnkit"] = {"env_id": data.env_id, "seed": data.seed, "steps": steps, "return": total}
+
+    return SimpleNamespace(
+        TurnkitTaskData=TurnkitTaskData,
+        TurnkitTask=TurnkitTask,
+        TurnkitTasksetConfig=TurnkitTasksetConfig,
+        TurnkitTaskset=TurnkitTaskset,
+        TurnkitEnvConfig=TurnkitEnvConfig,
+        TurnkitEnv=TurnkitEnv,
+    )
+
+
+def __getattr__(name: str) -> Any:
+    """The verifiers classes by name (:func:`verifiers_classes`), built on first access."""
+    if name in PUBLIC_NAMES:
+        return getattr(verifiers_classes(), name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
