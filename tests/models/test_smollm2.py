@@ -126,3 +126,22 @@ def test_train_cli_runs_smollm2_with_its_lora_default(tmp_path: Path, folder: Pa
     saved = json.loads((out / "config.json").read_text())
     assert saved["model"] == "smollm2" and saved["lora_r"] is None
     assert list(out.glob("checkpoints/*/**/adapter_config.json")), "the default run trains a LoRA adapter"
+
+
+def test_trl_rollout_plays_the_real_template_token_exact(greedy: HFPolicy) -> None:
+    from turnkit.integrations.trl import EnvRollout
+
+    rollout = EnvRollout(MATH, seeds=range(1), env_kwargs={"kinds": ["arithmetic"]}, max_new_tokens=8)
+    [episode] = rollout.play([0], greedy, max_completion_length=64, max_turns=2)
+    sampled = [i for step in episode.trajectory.steps for i in step.action.token_ids]
+    assert [i for i, m in zip(episode.completion_ids, episode.env_mask, strict=True) if m] == sampled
+    last = episode.trajectory.steps[-1].action
+    assert (*episode.prompt_ids, *episode.completion_ids) == (*last.prompt_token_ids, *last.token_ids)
+
+
+def test_models_cli_lists_the_built_folder(folder: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["models"]) == 0
+    line = next(row for row in capsys.readouterr().out.splitlines() if row.startswith("smollm2 "))
+    assert "built" in line and "542 MB" in line and str(folder) in line
+    assert main(["models", "build", "smollm2", "--quiet"]) == 0
+    assert capsys.readouterr().out.strip() == str(folder)

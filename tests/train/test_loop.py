@@ -121,6 +121,16 @@ def test_a_run_that_never_updates_warns(tokenizer: PreTrainedTokenizerFast, tmp_
     assert [r["tied_frac"] for r in training_records(tmp_path / "metrics.jsonl")] == [1.0] * IDLE_STEPS_WARNING
 
 
+@pytest.mark.parametrize("skip", [True, False])
+def test_a_short_run_whose_groups_all_tie_warns_once_even_when_tied_rows_are_trained(
+    tokenizer: PreTrainedTokenizerFast, tmp_path: Path, skip: bool
+) -> None:
+    cfg = dataclasses.replace(run_config(tmp_path, 2), env_id=SILENT_ENV, checkpoint_every=0, skip_zero_advantage=skip)
+    with pytest.warns(UserWarning, match=r"2 steps in a row .* \(tied_frac 1.00\).* SFT warm start") as seen:
+        train(cfg, policy=fresh_policy(tokenizer), progress=False)
+    assert sum("steps in a row" in str(w.message) for w in seen) == 1
+
+
 def test_task_seeds_avoid_the_held_out_range() -> None:
     cfg = TrainConfig(eval_seed=10, eval_episodes=2**31 - 20)  # only 20 legal seeds: 0..9 and 2**31-10..
     seeds = sample_task_seeds(np.random.default_rng(0), 12, cfg)

@@ -276,22 +276,27 @@ def rollout_metrics(trajs: Sequence[Trajectory], max_new_tokens: int) -> dict[st
 
 
 IDLE_STEPS_WARNING = 5
-"""Steps in a row without an optimizer step (every group tied) after which :func:`train` warns."""
+"""Steps in a row without a policy-changing update (every group tied) after which :func:`train` warns (or the
+whole run, if it is shorter)."""
 
 
-def idle_warning(idle_steps: int, tied_frac: float) -> str | None:
-    """The warning for a run that has not updated its policy for ``idle_steps`` steps in a row, once per streak.
+def idle_warning(idle_steps: int, tied_frac: float, *, threshold: int = IDLE_STEPS_WARNING) -> str | None:
+    """The warning for a run whose policy has had no signal for ``idle_steps`` steps in a row, once per streak.
+
+    A step is idle when it took no optimizer step or every group tied (``tied_frac == 1``: with
+    ``skip_zero_advantage=false`` or a KL term the tied rows still make optimizer steps, without reward signal).
 
     Example:
-        >>> idle_warning(4, 1.0) is None, idle_warning(5, 1.0)[:38]
-        (True, '5 steps in a row took no optimizer ste')
+        >>> idle_warning(4, 1.0) is None, idle_warning(5, 1.0)[:38], idle_warning(2, 1.0, threshold=2) is None
+        (True, '5 steps in a row took no optimizer ste', False)
     """
-    if idle_steps != IDLE_STEPS_WARNING:
+    if idle_steps != threshold:
         return None
     return (
-        f"{idle_steps} steps in a row took no optimizer step (tied_frac {tied_frac:.2f}): every group's episodes "
-        "got the same reward, so GRPO has no signal and the policy is not learning. Check that the env rewards "
-        "this policy at all (e.g. its answer format), or raise group_size or temperature."
+        f"{idle_steps} steps in a row took no optimizer step that could change the policy (tied_frac "
+        f"{tied_frac:.2f}): every group's episodes got the same reward, so GRPO has no signal and the policy is not "
+        "learning. Check that the env rewards this policy at all (e.g. its answer format: a model that never "
+        "writes it needs a short SFT warm start on demonstrations first), or raise group_size or temperature."
     )
 
 
@@ -588,8 +593,10 @@ def _train(run: Run, cfg: TrainConfig, *, resume: bool, progress: bool, policy: 
             start = time.perf_counter()  # update_s excludes the critics (logged as critic_s)
             record.update(update(policy, optimizer, trajs, cfg, ref_model=ref_model, turn_rewards=turn_rewards))
             record["update_s"] = time.perf_counter() - start
-            idle_steps = idle_steps + 1 if record["optimizer_steps"] == 0 else 0
-            if (message := idle_warning(idle_steps, record["tied_frac"])) is not None:
+            idle = record["optimizer_steps"] == 0 or record["tied_frac"] == 1.0
+            idle_steps = idle_steps + 1 if idle else 0
+            threshold = min(IDLE_STEPS_WARNING, cfg.steps)
+            if (message := idle_warning(idle_steps, record["tied_frac"], threshold=threshold)) is not None:
                 warnings.warn(message, stacklevel=2)
             record.update(source.sync(policy, step))
             record.update(timing)
