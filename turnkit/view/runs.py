@@ -89,7 +89,7 @@ def metric_series(records: list[dict[str, Any]]) -> dict[str, list[list[float]]]
     """
     out: dict[str, list[list[float]]] = {}
     for r in records:
-        step = r.get("step")
+        step: Any = r.get("step")
         if not _number(step):
             continue
         for key, value in r.items():

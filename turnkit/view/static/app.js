@@ -65,6 +65,7 @@ function flatten(obj, prefix = "", out = {}) {
   }
   return out;
 }
+function label(id) { return id === "." ? "(this folder)" : id; }
 function show(v) { return typeof v === "object" && v !== null ? JSON.stringify(v) : fmt(v, 4); }
 
 // ------------------------------------------------------------------------------------------ state
@@ -81,7 +82,7 @@ function sidebar(view, kinds, current, extra) {
   aside.replaceChildren(
     h("h3", {}, view === "runs" ? "Runs" : view === "episodes" ? "Episode files" : "Synth folders"),
     ...(list.length ? list.map((src) => h("a", { href: link(view, { id: src.id }), class: src.id === current ? "active" : "", "data-source": src.id },
-      src.id, h("div", { class: "kinds" }, src.kinds.join(" · ")))) : [h("p", { class: "muted" }, "none here")]),
+      label(src.id), h("div", { class: "kinds" }, src.kinds.join(" · ")))) : [h("p", { class: "muted" }, "none here")]),
     extra || "",
   );
 }
@@ -143,10 +144,10 @@ async function runsView(p) {
   const data = await Promise.all(ids.map((i) => api("run", { id: i })));
   const keys = [...new Set(data.flatMap((r) => r.keys))];
   const other = h("select", { id: "compare", onchange: (e) => go("runs", { id, vs: e.target.value }) },
-    h("option", { value: "" }, "— none —"), ...runs.filter((r) => r.id !== id).map((r) => h("option", { value: r.id, selected: r.id === p.vs }, r.id)));
+    h("option", { value: "" }, "— none —"), ...runs.filter((r) => r.id !== id).map((r) => h("option", { value: r.id, selected: r.id === p.vs }, label(r.id))));
   const first = data[0];
   view.replaceChildren(
-    h("h2", { id: "run-title" }, `Run ${id}`),
+    h("h2", { id: "run-title" }, `Run ${label(id)}`),
     h("div", { class: "toolbar" }, h("label", {}, "compare with"), other,
       first.kinds.includes("eval") ? h("a", { href: link("episodes", { id }) }, "episodes →") : "",
       first.kinds.includes("synth") ? h("a", { href: link("search", { id }) }, "search trees →") : ""),
