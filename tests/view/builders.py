@@ -138,13 +138,14 @@ def write_broken(folder: Path) -> Path:
 def write_scored_rollouts(folder: Path, n: int = 4) -> Path:
     """Training rollouts with what the learner saw per turn: each critic's reward, the advantage, the trained mask.
 
-    The records are ``trajectory_to_record(tokens=True)`` rows plus the per-step keys docs/viewer.md describes
-    (``critic_rewards``, ``advantage``, ``mask``); the last token of every turn is left untrained.
+    The records are ``trajectory_to_record(tokens=True, include_privileged=True)`` rows plus the per-step keys
+    docs/viewer.md describes (``critic_rewards``, ``advantage``, ``mask``); the last token of every turn is left
+    untrained.
     """
     folder.mkdir(parents=True, exist_ok=True)
     with open(folder / "trajectories.jsonl", "w", encoding="utf-8") as f:
         for t in episodes(n):
-            rec = trajectory_to_record(t, tokens=True)
+            rec = trajectory_to_record(t, tokens=True, include_privileged=True)
             for k, step in enumerate(rec["steps"]):
                 step["critic_rewards"] = {"env": step["reward"], "length": -0.01 * len(step["action"])}
                 step["advantage"] = round(0.5 - 0.25 * k, 3)

@@ -73,7 +73,8 @@ WAIT_NEXT = (
 
 def test_episode_transcript_turn_by_turn(tab: Tab, server: ViewerServer) -> None:
     visit(tab, server, "episodes?id=eval-privileged&ep=2")
-    assert count(tab, "#episode .turn") == 2
+    assert count(tab, "#episode .turn[data-turn]") == 2
+    assert text(tab, "#final .msg") == "userCorrect."  # the env's reply to the last action
     roles = texts(tab, "#episode .msg .role")
     assert roles == ["user", "assistant", "tool", "assistant", "user"]
     assert "print(2+2)" in text(tab, ".turn[data-turn='0'] .msg.assistant")

@@ -255,7 +255,7 @@ function episodeDetail(ep, privileged) {
       h("details", {}, h("summary", {}, "info"), h("pre", {}, JSON.stringify(step.info || {}, null, 2)))));
     role = tool ? "tool" : "user";
   });
-  if (ep.final_observation) parts.push(message(role, ep.final_observation));
+  if (ep.final_observation) parts.push(h("div", { class: "turn", id: "final" }, h("div", { class: "head" }, "the env's last reply"), message(role, ep.final_observation)));
   return h("div", {}, ...parts);
 }
 
