@@ -1,7 +1,7 @@
-"""The ``turnkit`` command: ``list play eval bench train quickstart iqlearn afd synth serve-env models``.
+"""The ``turnkit`` command: ``list play eval bench train quickstart iqlearn afd synth serve-env view models``.
 
 One module per command group: :mod:`.envs`, :mod:`.train`, :mod:`.iqlearn`, :mod:`.afd`, :mod:`.synth`,
-:mod:`.serve_env`, :mod:`.models`.
+:mod:`.serve_env`, :mod:`.view`, :mod:`.models`.
 
 Example:
     >>> main(["list"])  # doctest: +ELLIPSIS
@@ -43,13 +43,14 @@ def build_parser() -> argparse.ArgumentParser:
     envs.add_commands(sub)
     models.add_commands(sub)
     # Training and synthesis commands; torch is imported only when one of them runs.
-    from turnkit.cli import afd, iqlearn, serve_env, synth, train
+    from turnkit.cli import afd, iqlearn, serve_env, synth, train, view
 
     train.add_commands(sub)
     iqlearn.add_commands(sub)
     afd.add_commands(sub)
     synth.add_commands(sub)
     serve_env.add_commands(sub)
+    view.add_commands(sub)
     return parser
 
 
