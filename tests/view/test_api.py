@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import signal
 import subprocess
 import sys
 import urllib.error
@@ -176,3 +177,23 @@ def test_cli_refuses_a_public_host_and_a_missing_folder(tmp_path: Path) -> None:
     assert public.returncode == 2 and "loopback address only" in public.stderr
     missing = run(str(tmp_path / "nope"), "--port", "0")
     assert missing.returncode == 2 and "is not a folder" in missing.stderr
+
+
+def test_cli_serves_until_ctrl_c(root: Path) -> None:
+    cmd = [sys.executable, "-m", "turnkit.cli", "view", str(root), "--port", "0"]
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        line = proc.stdout.readline() if proc.stdout else ""
+        assert line.startswith(f"turnkit view: {root} at http://127.0.0.1:"), line
+        url = line.split(" at ")[1].split()[0]
+        with urllib.request.urlopen(url + "api/sources", timeout=10) as reply:
+            assert len(json.load(reply)["sources"]) == 6
+        with urllib.request.urlopen(url, timeout=10) as reply:
+            page = reply.read().decode()
+            assert reply.headers["Content-Security-Policy"].startswith("default-src 'self'")
+        assert '<script src="/static/app.js">' in page and "http" not in page.replace('"/static/', "")
+        proc.send_signal(signal.SIGINT)
+        _, err = proc.communicate(timeout=30)
+    finally:
+        proc.kill()
+    assert proc.returncode == 130 and "Traceback" not in err

@@ -30,6 +30,8 @@ def cmd_view(args: argparse.Namespace) -> int:
     from turnkit.view import make_server
 
     root = Path(args.path)
+    if root.is_file() and root.name in ("trajectories.jsonl", "metrics.jsonl", "config.json", "summary.json"):
+        root = root.parent  # the folder the file belongs to
     if not root.is_dir():
         raise ConfigError(f"{root} is not a folder (give a run, eval or synth folder, or a folder of them)")
     try:
@@ -47,7 +49,9 @@ def cmd_view(args: argparse.Namespace) -> int:
 def add_commands(sub: Any) -> None:
     """Add ``view`` to the ``turnkit`` sub-command parser."""
     p = sub.add_parser("view", help="a local web page over run, eval and synth folders (runs, episodes, trees)")
-    p.add_argument("path", help="a run, eval or synth folder, or a folder of them (e.g. runs/quickstart)")
+    p.add_argument(
+        "path", help="a run, eval or synth folder, or a folder of them (e.g. runs/quickstart), or a trajectories.jsonl"
+    )
     p.add_argument("--host", default="127.0.0.1", help="loopback address to listen on (127.0.0.1, ::1, localhost)")
     p.add_argument("--port", type=int, default=8765, help="TCP port; 0 picks a free one (printed)")
     p.add_argument("--log", action="store_true", help="log every request to stderr")
