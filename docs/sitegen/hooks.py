@@ -34,7 +34,10 @@ REPO_PREFIX = "repo"
 
 _LINK = re.compile(r"(\]\()([^)\s]+)(\))")
 _CODE = re.compile(r"```.*?```|`[^`\n]*`", re.S)
-_ROLE_HTML = re.compile(r":(?:mod|class|func|meth|attr|data|exc|obj|const):<code>(~?)([\w.]+)</code>")
+_ROLE_HTML = re.compile(
+    r":(?:mod|class|func|meth|attr|data|exc|obj|const):<code>(~?)([\w.]+)</code>"  # :class:`~a.B`
+    r"|:(?:mod|class|func|meth|attr|data|exc|obj|const):<code>([^<&]+?) &lt;([\w.]+)&gt;</code>"  # :meth:`t <a.b>`
+)
 
 _origins: dict[str, Path] = {}
 """src_uri of every page -> the file it came from (for resolving its relative links)."""
@@ -225,8 +228,11 @@ def on_page_content(html: str, page: Any, config: Any, files: Any) -> str:
     """Sphinx roles left in rendered docstrings become optional cross-references (dotted names only)."""
 
     def ref(match: re.Match[str]) -> str:
-        short, name = match.group(1), match.group(2)
-        title = name.rsplit(".", 1)[-1] if short else name
+        if match.group(4):  # an explicit title
+            title, name = match.group(3), match.group(4)
+        else:
+            name = match.group(2)
+            title = name.rsplit(".", 1)[-1] if match.group(1) else name
         if "." not in name:  # a bare name (:attr:`splits`) would match headings of unrelated pages
             return f"<code>{title}</code>"
         return f'<autoref identifier="{name}" optional><code>{title}</code></autoref>'

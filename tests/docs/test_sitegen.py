@@ -189,3 +189,16 @@ def test_nav_folders_expand_to_their_pages(folder):
     pages = nav[2]["Group"]
     assert pages == sorted(pages, key=hooks._readme_first) and all(p.startswith(folder) for p in pages)
     assert "writing-an-env.md" in nav[1]["How-tos"]  # a top-level page the nav did not name is appended
+
+
+def test_sphinx_roles_become_cross_references_for_dotted_names_only():
+    html = (
+        ":class:<code>~turnkit.browser.Tab</code>, :func:<code>turnkit.collect</code>, :attr:<code>splits</code>, "
+        ":meth:<code>sample &lt;turnkit.agents.hf.HFPolicy.with_sampling&gt;</code>"
+    )
+    assert hooks.on_page_content(html, None, None, None) == (
+        '<autoref identifier="turnkit.browser.Tab" optional><code>Tab</code></autoref>, '
+        '<autoref identifier="turnkit.collect" optional><code>turnkit.collect</code></autoref>, '
+        "<code>splits</code>, "  # a bare name would match unrelated headings (Splits) on other pages
+        '<autoref identifier="turnkit.agents.hf.HFPolicy.with_sampling" optional><code>sample</code></autoref>'
+    )
