@@ -62,5 +62,8 @@ def test_quickstart_folder_shows_run_evaluations_and_episodes(quickstart: Path, 
     for server in serve(quickstart):
         visit(tab, server, "runs?id=.")
         assert len(texts(tab, "#evals tr")) == 5 and "quickstart.png" in texts(tab, ".card .muted")[0]
+        assert texts(tab, "a.child-episodes") == [
+            f"eval/{e} episodes →" for e in ("rl-greedy", "rl-sampled", "sft-greedy", "sft-sampled")
+        ]
         visit(tab, server, "episodes?id=eval/rl-greedy&ep=0")
         assert len(texts(tab, "#episode-list tr[data-index]")) == 6 and texts(tab, "#episode .turn")

@@ -150,7 +150,9 @@ async function runsView(p) {
     h("h2", { id: "run-title" }, `Run ${label(id)}`),
     h("div", { class: "toolbar" }, h("label", {}, "compare with"), other,
       first.kinds.includes("eval") ? h("a", { href: link("episodes", { id }) }, "episodes →") : "",
-      first.kinds.includes("synth") ? h("a", { href: link("search", { id }) }, "search trees →") : ""),
+      first.kinds.includes("synth") ? h("a", { href: link("search", { id }) }, "search trees →") : "",
+      ...SOURCES.filter((src) => src.kinds.includes("eval") && src.id !== id && (id === "." || src.id.startsWith(id + "/")))
+        .map((src) => h("a", { href: link("episodes", { id: src.id }), class: "child-episodes" }, `${src.id} episodes →`))),
     h("div", { class: "legend" }, ...data.map((r, i) => h("span", {}, h("span", { class: "sw", style: `background:${COLORS[i]}` }), r.id))),
     ...data.flatMap((r) => problems(r.problems)),
     h("h3", {}, "Evaluations"), evalTable(data) || h("p", { class: "muted" }, "no evaluations recorded"),
