@@ -62,6 +62,7 @@ def test_quickstart_folder_shows_run_evaluations_and_episodes(quickstart: Path, 
     for server in serve(quickstart):
         visit(tab, server, "runs?id=.")
         assert len(texts(tab, "#evals tr")) == 5 and "quickstart.png" in texts(tab, ".card .muted")[0]
+        assert texts(tab, "a.child-run") == ["train curves →"]
         assert texts(tab, "a.child-episodes") == [
             f"eval/{e} episodes →" for e in ("rl-greedy", "rl-sampled", "sft-greedy", "sft-sampled")
         ]

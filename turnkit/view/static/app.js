@@ -118,7 +118,7 @@ function evalTable(runs) {
   return h("table", { id: "evals" },
     h("tr", {}, ...["run", "evaluation", "success", "95% interval", "mean reward", "reward 95% interval", "episodes", "errors", "mean turns"].map((t) => h("th", {}, t))),
     ...rows.map((e) => h("tr", {},
-      h("td", {}, h("span", { class: "sw", style: `background:${COLORS[e.i]}` }), e.run), h("td", {}, e.label),
+      h("td", {}, h("span", { class: "sw", style: `background:${COLORS[e.i]}` }), label(e.run)), h("td", {}, e.label),
       h("td", { class: "num" }, fmt(e.success)), h("td", { class: "num" }, e.lo === null || e.lo === undefined ? "–" : `[${fmt(e.lo)}, ${fmt(e.hi)}]`),
       h("td", { class: "num" }, fmt(e.reward)), h("td", { class: "num" }, e.reward_lo === null || e.reward_lo === undefined ? "–" : `[${fmt(e.reward_lo)}, ${fmt(e.reward_hi)}]`),
       h("td", { class: "num" }, fmt(e.episodes)), h("td", { class: "num" }, fmt(e.errors)), h("td", { class: "num" }, fmt(e.turns)))));
@@ -153,12 +153,14 @@ async function runsView(p) {
       first.kinds.includes("synth") ? h("a", { href: link("search", { id }) }, "search trees →") : "",
       ...SOURCES.filter((src) => src.kinds.includes("eval") && src.id !== id && (id === "." || src.id.startsWith(id + "/")))
         .map((src) => h("a", { href: link("episodes", { id: src.id }), class: "child-episodes" }, `${src.id} episodes →`))),
-    h("div", { class: "legend" }, ...data.map((r, i) => h("span", {}, h("span", { class: "sw", style: `background:${COLORS[i]}` }), r.id))),
+    h("div", { class: "legend" }, ...data.map((r, i) => h("span", {}, h("span", { class: "sw", style: `background:${COLORS[i]}` }), label(r.id)))),
     ...data.flatMap((r) => problems(r.problems)),
     h("h3", {}, "Evaluations"), evalTable(data) || h("p", { class: "muted" }, "no evaluations recorded"),
     h("h3", {}, `Curves (${keys.length} metrics from metrics.jsonl)`),
-    keys.length ? h("div", { class: "charts", id: "charts" }, ...keys.map((k) => chart(k, data))) : h("p", { class: "muted" }, "no metrics"),
-    ...data.flatMap((r) => r.images.map((img) => h("div", { class: "card" }, h("div", { class: "muted" }, `${r.id}/${img} (drawn by the run)`),
+    keys.length ? h("div", { class: "charts", id: "charts" }, ...keys.map((k) => chart(k, data))) : h("p", { class: "muted", id: "no-metrics" }, "no metrics here",
+      ...SOURCES.filter((src) => src.kinds.includes("run") && src.id !== id && (id === "." || src.id.startsWith(id + "/")))
+        .map((src) => h("span", {}, " · ", h("a", { href: link("runs", { id: src.id }), class: "child-run" }, `${src.id} curves →`)))),
+    ...data.flatMap((r) => r.images.map((img) => h("div", { class: "card" }, h("div", { class: "muted" }, `${r.id === "." ? "" : r.id + "/"}${img} (drawn by the run)`),
       h("img", { src: `/files/${r.id === "." ? "" : r.id + "/"}${img}`, style: "max-width:100%" })))),
     first.synth ? h("div", {}, h("h3", {}, "Synth iterations"), synthTable(first.synth)) : "",
     h("h3", {}, "Config"), configTable(data),
