@@ -7,7 +7,6 @@ are marked slow (importing TRL alone takes ~15 s on the shared box).
 from __future__ import annotations
 
 import math
-import re
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -34,7 +33,6 @@ MATH = "turnkit/MathEpisodes-v0"
 MATH_KW = {"difficulty": 1, "kinds": ["arithmetic"]}  # up to three answers per episode: multi-turn
 CODE = "turnkit/CollabCode-v0"
 CODE_KW = {"max_turns": 3}  # the third message is graded (in the bubblewrap sandbox) whatever it says
-DOC = Path(__file__).resolve().parents[2] / "docs" / "integrations.md"
 # TRL turns gradient checkpointing on by default, through transformers names deprecated in transformers 5
 pytestmark = pytest.mark.filterwarnings("ignore:.*gradient_checkpointing.* is deprecated:FutureWarning")
 
@@ -480,22 +478,6 @@ def test_trl_settings_the_rollout_cannot_honour_fail_clearly(random_model, tmp_p
             trainer.train()
     rollout.close()
     broken.close()
-
-
-@pytest.mark.slow
-def test_docs_example_trains(random_model, tmp_path):
-    pytest.importorskip("trl")
-    blocks = re.findall(r"```python\n(.*?)```", DOC.read_text(), flags=re.S)
-    [code] = [b for b in blocks if "GRPOTrainer(" in b]
-    assert len([line for line in code.splitlines() if line.strip()]) <= 10
-    code = code.replace("runs/tiny-model", str(random_model)).replace("runs/trl-grpo", str(tmp_path / "out"))
-    scope: dict = {}
-    exec(compile(code, str(DOC), "exec"), scope)
-    trainer, rollout = scope["trainer"], scope["rollout"]
-    assert trainer.state.global_step == 3
-    assert all(math.isfinite(h["loss"]) for h in trainer.state.log_history if "loss" in h)
-    assert len(rollout.last_episodes) == 8 and all(e.reward is not None for e in rollout.last_episodes)
-    rollout.close()
 
 
 @pytest.mark.slow

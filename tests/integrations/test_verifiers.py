@@ -32,7 +32,6 @@ MATH = "turnkit/MathEpisodes-v0"
 CODE = "turnkit/CollabCode-v0"
 MAX_NEW_TOKENS = 16
 KEY_VAR = "TURNKIT_TEST_VERIFIERS_KEY"
-pytestmark = pytest.mark.slow
 
 
 @pytest.fixture(scope="module", autouse=True)
@@ -99,6 +98,7 @@ def check_same_episode(episode: Any, traj: Trajectory) -> None:
     assert trace.metrics["truncated"] == float(not traj.steps[-1].terminated)
 
 
+@pytest.mark.slow
 def test_math_episodes_in_verifiers_equal_turnkit_rollouts(policy):
     seeds = [0, 1, 2, 3, 4, 5]
     episodes = play_in_verifiers(policy, MATH, seeds)
@@ -110,6 +110,7 @@ def test_math_episodes_in_verifiers_equal_turnkit_rollouts(policy):
     assert {t.total_reward > 0 for t in trajs} == {True, False}
 
 
+@pytest.mark.slow
 def test_collab_code_in_verifiers_equals_turnkit_rollouts(policy):
     seeds = [0, 1]
     # max_turns=3: the third message is graded in the sandbox whatever it says

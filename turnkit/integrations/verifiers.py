@@ -94,6 +94,13 @@ def task_seeds(seeds: Iterable[int] | None, num_seeds: int | None, seed_start: i
 def make_env(env_id: str, env_kwargs: Mapping[str, Any]) -> gymnasium.Env:
     """``gymnasium.make(env_id, **env_kwargs)`` for a turnkit text env, with turnkit errors.
 
+    Args:
+        env_id: A registered env id.
+        env_kwargs: Passed to ``gymnasium.make`` (copied, so the env cannot change the caller's values).
+
+    Returns:
+        The env, time limit included.
+
     Raises:
         EnvError: an unknown env id (naming the closest registered id), kwargs the env does not take, or an env
             that is not a :class:`turnkit.TextEnv`.
@@ -140,6 +147,11 @@ def load_environment(
     Raises:
         EnvError: an unknown env id (with the closest registered id) or bad ``env_kwargs``.
         ConfigError: bad ``seeds``.
+
+    Example:
+        >>> env = load_environment("turnkit/MathEpisodes-v0", seeds=[7, 3], split="ood")
+        >>> [(t.data.name, t.data.env_kwargs) for t in env.taskset]
+        [('turnkit/MathEpisodes-v0#7', {'split': 'ood'}), ('turnkit/MathEpisodes-v0#3', {'split': 'ood'})]
     """
     import verifiers.v1 as vf
 
@@ -155,6 +167,11 @@ def plugin_module() -> ModuleType:
     turnkit ships it as a top-level module; an install of turnkit made before it existed (an old editable
     install) cannot import it, so it is then registered in ``sys.modules`` for this process (verifiers' CLI in
     another process needs the installed module: reinstall turnkit).
+
+    Example:
+        >>> module = plugin_module()
+        >>> module.__name__, module.TurnkitEnv is verifiers_classes().TurnkitEnv
+        ('turnkit_verifiers', True)
     """
     if "turnkit_verifiers" not in sys.modules and importlib.util.find_spec("turnkit_verifiers") is None:
         module = ModuleType("turnkit_verifiers", "turnkit's verifiers taskset (registered by load_environment)")
@@ -166,7 +183,18 @@ def plugin_module() -> ModuleType:
 
 
 def reply_text(messages: Sequence[Any]) -> str:
-    """The text of the last assistant message of a verifiers segment, exactly as the model wrote it."""
+    """The text of the last assistant message of a verifiers segment, exactly as the model wrote it.
+
+    Whitespace is kept (verifiers' ``Segment.last_reply`` strips it, which would change the env's action); a
+    message without content is the empty reply ``""``.
+
+    Example:
+        >>> from types import SimpleNamespace as Msg
+        >>> reply_text([Msg(role="assistant", content=" ANSWER: 4\\n"), Msg(role="tool", content="ok")])
+        ' ANSWER: 4\\n'
+        >>> reply_text([Msg(role="assistant", content=None)])
+        ''
+    """
     for message in reversed(messages):
         if getattr(message, "role", None) == "assistant":
             content = message.content
@@ -197,6 +225,11 @@ def verifiers_classes() -> SimpleNamespace:
     Returns:
         A namespace with ``TurnkitTaskData``, ``TurnkitTask``, ``TurnkitTasksetConfig``, ``TurnkitTaskset``,
         ``TurnkitEnvConfig`` and ``TurnkitEnv`` (also importable by those names from this module).
+
+    Example:
+        >>> classes = verifiers_classes()
+        >>> [c.__mro__[1].__name__ for c in (classes.TurnkitTaskset, classes.TurnkitEnv)]
+        ['Taskset', 'Env']
     """
     import verifiers.v1 as vf
     from pydantic import Field
