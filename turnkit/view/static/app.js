@@ -89,7 +89,7 @@ function sidebar(view, kinds, current, extra) {
 
 // ------------------------------------------------------------------------------------------ runs
 function chart(key, runs) {
-  const W = 320, H = 150, L = 44, R = 8, T = 8, B = 22;
+  const W = 320, H = 150, L = 54, R = 8, T = 8, B = 22;
   const pts = runs.flatMap((r) => r.series[key] || []);
   const xs = pts.map((p) => p[0]), ys = pts.map((p) => p[1]);
   let [x0, x1, y0, y1] = [Math.min(...xs), Math.max(...xs), Math.min(...ys), Math.max(...ys)];
