@@ -15,9 +15,10 @@ module                    model                                                c
 ========================  ===================================================  ==========================
 
 Every verb takes them by name (``tiny``, ``smollm2``, ...): :mod:`.names` is the one place a name becomes a
-folder or a policy, and ``turnkit models`` lists them. All five go through :func:`turnkit.models.recipe.load_or_build`: one cache layout, one atomic single-thread
-build, one place that turns a folder into an :class:`~turnkit.agents.hf.HFPolicy`. The building blocks are
-:mod:`.tiny` (Llama-style config, byte-level BPE tokenizer, save/load) and :mod:`.sft` (the SFT loop).
+folder or a policy, and ``turnkit models`` lists them. All five go through
+:func:`turnkit.models.recipe.load_or_build`: one cache layout, one atomic single-thread build, one place that
+turns a folder into an :class:`~turnkit.agents.hf.HFPolicy`. The building blocks are :mod:`.tiny` (Llama-style
+config, byte-level BPE tokenizer, save/load) and :mod:`.sft` (the SFT loop).
 
 Envs never import this package: they take an agent (e.g. ``CollabCodeEnv(human=tiny_llm_human())``).
 """
