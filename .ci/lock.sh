@@ -18,7 +18,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 TORCH=2.13.0   # keep in step with .ci/setup.sh
-EXTRAS=train,sandbox,browser,search,trl,openenv,ray,web,dev
+EXTRAS=train,sandbox,browser,search,trl,openenv,ray,web,docs,dev
 out=.ci/constraints.txt
 match=""
 while [ $# -gt 0 ]; do
