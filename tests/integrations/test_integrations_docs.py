@@ -112,7 +112,7 @@ def check_grpo(scope: dict[str, Any]) -> None:
 
 
 @pytest.mark.parametrize("block", BLOCKS, ids=[block_id(b) for b in BLOCKS])
-def test_docs_block_runs(block, request, tmp_path, capfd):
+def test_docs_block_runs(block, request, tmp_path):
     kind, code = block
     if kind == "python":
         run_python_block(code, request, tmp_path)
