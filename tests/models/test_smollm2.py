@@ -122,8 +122,7 @@ def test_train_cli_runs_smollm2_with_its_lora_default(tmp_path: Path, folder: Pa
     sets = ["model=smollm2", "steps=1", "groups_per_step=1", "grpo.group_size=2", "max_new_tokens=4", "max_turns=1"]
     sets += ['env_kwargs.kinds=["arithmetic"]', "checkpoint_every=0", f"out_dir={out}"]
     argv = ["train", "--quiet", "--threads", "1"] + [arg for s in sets for arg in ("--set", s)]
-    with pytest.warns(UserWarning, match=r"1 step in a row .*\(tied_frac 1.00\)"):  # it never writes ANSWER: yet
-        assert main(argv) == 0
+    assert main(argv) == 0
     saved = json.loads((out / "config.json").read_text())
     assert saved["model"] == "smollm2" and saved["lora_r"] is None
     assert list(out.glob("checkpoints/*/**/adapter_config.json")), "the default run trains a LoRA adapter"

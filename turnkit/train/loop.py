@@ -277,7 +277,7 @@ def rollout_metrics(trajs: Sequence[Trajectory], max_new_tokens: int) -> dict[st
 
 IDLE_STEPS_WARNING = 5
 """Steps in a row without a policy-changing update (every group tied) after which :func:`train` warns (or the
-whole run, if it is shorter)."""
+whole run, if it is shorter but has at least 2 steps)."""
 
 
 def idle_warning(idle_steps: int, tied_frac: float, *, threshold: int = IDLE_STEPS_WARNING) -> str | None:
@@ -596,7 +596,7 @@ def _train(run: Run, cfg: TrainConfig, *, resume: bool, progress: bool, policy: 
             record["update_s"] = time.perf_counter() - start
             idle = record["optimizer_steps"] == 0 or record["tied_frac"] == 1.0
             idle_steps = idle_steps + 1 if idle else 0
-            threshold = min(IDLE_STEPS_WARNING, cfg.steps)
+            threshold = min(IDLE_STEPS_WARNING, max(cfg.steps, 2))  # a one-step smoke run stays quiet
             if (message := idle_warning(idle_steps, record["tied_frac"], threshold=threshold)) is not None:
                 warnings.warn(message, stacklevel=2)
             record.update(source.sync(policy, step))
