@@ -3,7 +3,8 @@
 # are checked), `twine check --strict` them, assert every file of the package in the source tree is in the wheel,
 # install the wheel (not editable) with the users' extras into a new venv outside the checkout, and run a smoke
 # set there from an empty folder: `turnkit list`, `turnkit eval` on every registered env, sandboxed code and a
-# tool call, a one-step `turnkit train`, a tiny `turnkit synth`, and `turnkit serve-env` answering one reset.
+# tool call, a one-step `turnkit train`, a tiny `turnkit synth`, `turnkit serve-env` answering one reset, and
+# `turnkit view` serving the folders those steps wrote.
 # Each step prints its wall time; a failing one names itself and stops the script. See docs/release.md.
 #   bash .ci/wheel_smoke.sh          # from anywhere; needs what .ci/setup.sh installs (bwrap, Chromium, Docker)
 # Environment: PYTHON (default python3); WHEEL_SMOKE_DIR (work folder, default a new one under /tmp, removed at
@@ -241,6 +242,39 @@ PY
   server_pid=
 }
 
+view_folders() {
+  cd "$run"
+  "$venv/bin/turnkit" view . --port 0 >view.log 2>&1 &
+  server_pid=$!
+  trap 'kill "$server_pid" 2>/dev/null || true' EXIT
+  local url= i
+  for i in $(seq 300); do
+    url=$(grep -o 'http://127\.0\.0\.1:[0-9]*' view.log | head -1 || true)
+    [ -n "$url" ] && break
+    kill -0 "$server_pid" 2>/dev/null || { cat view.log >&2; echo "turnkit view exited early" >&2; exit 1; }
+    sleep 0.2
+  done
+  [ -n "$url" ] || { cat view.log >&2; echo "turnkit view printed no URL within 60s" >&2; exit 1; }
+  # The page and its static files come from the installed wheel; the API finds the folders the steps above wrote.
+  "$venv/bin/python" - "$url" <<'PY'
+import json, sys, urllib.request
+
+url = sys.argv[1]
+get = lambda path: urllib.request.urlopen(url + path, timeout=30).read().decode()
+assert "<html" in get("/").lower()
+for name in ("app.js", "style.css"):
+    assert get(f"/static/{name}"), name
+ids = {s["id"]: s["kinds"] for s in json.loads(get("/api/sources"))["sources"]}
+for want in ("eval-tiny", "train", "synth"):
+    assert want in ids, (want, ids)
+page = json.loads(get("/api/episodes?id=eval-tiny&limit=5"))
+print("turnkit view:", ", ".join(f"{k} ({'/'.join(v)})" for k, v in sorted(ids.items())), "|", page["total"], "episodes in eval-tiny")
+PY
+  kill "$server_pid"
+  wait "$server_pid" 2>/dev/null || true
+  server_pid=
+}
+
 mkdir -p "$run"
 echo "wheel-smoke: repo $repo, work folder $work, python $("$py" -c 'import sys; print(sys.version.split()[0])')"
 step "build the sdist and wheel (python -m build)" build_dists
@@ -254,6 +288,7 @@ step "sandboxed code and a tool call" sandbox_calls
 step "turnkit train (1 step)" cli_train
 step "turnkit synth (1 tiny iteration)" cli_synth
 step "turnkit serve-env answers a reset" serve_env
+step "turnkit view serves the folders above" view_folders
 echo "wheel-smoke: timings"
 printf '  %s\n' "${timings[@]}"
 echo "wheel-smoke: all passed: smoke set $(elapsed "$t_smoke")s after the install, $(elapsed "$t_start")s in all"
