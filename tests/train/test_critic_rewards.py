@@ -224,32 +224,29 @@ def loop_config(out: Path, **changes: Any) -> TrainConfig:
     return dataclasses.replace(base, **changes)
 
 
-def test_train_feeds_critic_rewards_and_logs_its_metrics(
-    tokenizer: PreTrainedTokenizerFast, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    seen: list = []
-    real = loop.update
-
-    def spy(policy: Any, optimizer: Any, trajs: Any, cfg: Any, **kwargs: Any) -> Any:
-        seen.append((trajs, kwargs["turn_rewards"]))
-        return real(policy, optimizer, trajs, cfg, **kwargs)
-
-    monkeypatch.setattr(loop, "update", spy)
-    cfg = loop_config(tmp_path, critic={"mrt": {"weight": 0.5, "samples": 2, "force": ""}})
+def test_train_feeds_critic_rewards_and_logs_its_metrics(tokenizer: PreTrainedTokenizerFast, tmp_path: Path) -> None:
+    cfg = loop_config(tmp_path, critic={"mrt": {"weight": 0.5, "samples": 2, "force": ""}}, rollouts_every=1)
     train(cfg, policy=make_policy(tokenizer), progress=False)
-    for trajs, rewards in seen:
-        valid = [len(s.action.text.strip()) > 0 for t in trajs for s in t.steps]
-        assert all(valid), "the test env's J is exact only when no reply is empty"
-        assert rewards == [(0.5, 1.0)] * len(trajs)
     records = read_metrics(tmp_path / "metrics.jsonl")
     assert len(records) == 2
-    for r, (trajs, _) in zip(records, seen, strict=True):
+    for step, r in enumerate(records, start=1):
+        # what the learner saw, as the run kept it for `turnkit view`
+        lines = (tmp_path / "rollouts" / f"step-{step:06d}" / "trajectories.jsonl").read_text().splitlines()
+        episodes = [json.loads(line) for line in lines]
+        assert len(episodes) == 4
+        for ep in episodes:
+            assert all(len(s["action"].strip()) > 0 for s in ep["steps"]), "J is exact only when no reply is empty"
+            credit = [s["critic_rewards"] for s in ep["steps"]]
+            assert [c["env"] for c in credit] == [s["reward"] for s in ep["steps"]] == [0.0, 1.0]
+            assert [c["env"] + c["mrt"] for c in credit] == [0.5, 1.0]  # the turn rewards the advantages used
+            # every episode earned the same, but per-turn credit still prefers turn 1 (return-to-go 1.5) to
+            # turn 2 (1.0) against the RLOO baseline 1.5 (the other episode's return): advantages [0, -0.5]
+            assert [s["advantage"] for s in ep["steps"]] == [0.0, -0.5]
+            assert all(s["mask"] == [1] * len(s["token_ids"]) for s in ep["steps"])
         assert r["mrt/V0"] == 0.0 and r["mrt/progress"] == 1.0 and r["critic_reward_mean"] == 1.5
         # C0 = max_new_tokens = 6: J jumps to 1 after turn 1's t1 tokens and stays there: regret t1 / 12
-        regret = np.mean([len(t.steps[0].action.token_ids) / 12 for t in trajs])
+        regret = np.mean([len(ep["steps"][0]["token_ids"]) / 12 for ep in episodes])
         assert r["mrt/regret"] == pytest.approx(regret) and r["critic_s"] >= 0.0
-        # every episode earned the same, but per-turn credit still prefers turn 1 (return-to-go 1.5) to
-        # turn 2 (1.0) against the baseline 1.5 (the other episodes' return): advantages [0, -0.5]
         assert r["tied_frac"] == 0.0 and r["optimizer_steps"] == 1
 
 

@@ -50,6 +50,7 @@ def test_quickstart_folder_shows_run_evaluations_and_episodes(quickstart: Path, 
         "eval/sft-greedy": ["eval"],
         "eval/sft-sampled": ["eval"],
         "train": ["run"],
+        "train/rollouts/step-000002": ["eval"],  # the last step's episodes as the learner saw them
     }
     _, top = api.answer("run", {"id": "."})
     assert [e["label"] for e in top["evals"]] == [
@@ -59,12 +60,15 @@ def test_quickstart_folder_shows_run_evaluations_and_episodes(quickstart: Path, 
     assert {"reward_mean", "success_rate", "policy_lag"} <= set(train["keys"]) and train["problems"] == []
     _, page = api.answer("episodes", {"id": "eval/rl-greedy"})
     assert page["total"] == 6 and [e["seed"] for e in page["items"]] == list(range(1_000_000_000, 1_000_000_006))
+    _, learner = api.answer("episode", {"id": "train/rollouts/step-000002", "i": "0"})
+    assert all("advantage" in s and len(s["mask"]) == len(s["token_ids"]) for s in learner["steps"])
     for server in serve(quickstart):
         visit(tab, server, "runs?id=.")
         assert len(texts(tab, "#evals tr")) == 5 and "quickstart.png" in texts(tab, ".card .muted")[0]
         assert texts(tab, "a.child-run") == ["train curves →"]
         assert texts(tab, "a.child-episodes") == [
-            f"eval/{e} episodes →" for e in ("rl-greedy", "rl-sampled", "sft-greedy", "sft-sampled")
+            *(f"eval/{e} episodes →" for e in ("rl-greedy", "rl-sampled", "sft-greedy", "sft-sampled")),
+            "train/rollouts/step-000002 episodes →",
         ]
         visit(tab, server, "episodes?id=eval/rl-greedy&ep=0")
         assert len(texts(tab, "#episode-list tr[data-index]")) == 6 and texts(tab, "#episode .turn")

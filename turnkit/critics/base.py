@@ -266,8 +266,36 @@ class WeightedSum:
 
     def score_batch(self, trajectories: Sequence[Trajectory]) -> list[CriticResult]:
         """Score a batch, letting each part batch its own calls."""
+        return [result for result, _ in self.score_parts(trajectories)]
+
+    def score_parts(
+        self, trajectories: Sequence[Trajectory]
+    ) -> list[tuple[CriticResult, dict[str, tuple[float, ...]]]]:
+        """Score a batch and keep each part's weighted step rewards: the credit every critic gave every turn.
+
+        Returns:
+            Per trajectory, ``(the sum's result, {part name: w_i · r^{(i)} per step})``; the parts add up to the
+            sum's step rewards.
+
+        Example:
+            >>> from turnkit.critics.rules import LengthPenalty, OutcomeReward
+            >>> from turnkit.types import AgentTurn, Step, Trajectory
+            >>> steps = (Step("q", AgentTurn("ANSWER: 4"), 1.0, terminated=True, info={"success": True}),)
+            >>> critic = WeightedSum([(1.0, OutcomeReward()), (0.5, LengthPenalty(per_unit=1.0, unit="words"))])
+            >>> result, parts = critic.score_parts([Trajectory("demo", 0, steps)])[0]
+            >>> result.step_rewards, parts
+            ((0.0,), {'outcome': (1.0,), 'length': (-1.0,)})
+        """
         per_part = [score_all(c, trajectories) for _, c in self.parts]
-        return [self._combine(t, [p[i] for p in per_part]) for i, t in enumerate(trajectories)]
+        out = []
+        for i, t in enumerate(trajectories):
+            results = [p[i] for p in per_part]
+            parts = {
+                name: tuple(w * r for r in result.step_rewards)
+                for (w, _), name, result in zip(self.parts, self._names, results, strict=True)
+            }
+            out.append((self._combine(t, results), parts))
+        return out
 
     def _combine(self, trajectory: Trajectory, results: Sequence[CriticResult]) -> CriticResult:
         rewards = [0.0] * len(trajectory.steps)

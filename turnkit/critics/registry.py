@@ -16,7 +16,7 @@ A critic that also has ``update``/``save``/``load`` (:class:`~turnkit.critics.ba
 every rollout batch and keeps its state in every checkpoint. Adding a critic is adding one module and its test.
 A plain factory ``"module:callable"`` (``callable(ctx) -> Critic``) takes only a weight.
 
-Each step :meth:`CriticSet.rewards` scores the clean episodes of a rollout batch with
+Each step :meth:`CriticSet.score` scores the clean episodes of a rollout batch with
 
 ``r_h = r_h^env + Σ_i w_i · r_h^{(i)}``
 
@@ -217,6 +217,22 @@ def build_critic(name: str, options: Mapping[str, Any], ctx: CriticContext) -> C
     return critic
 
 
+@dataclasses.dataclass(frozen=True)
+class CriticScores:
+    """What a :class:`CriticSet` made of one rollout batch.
+
+    Attributes:
+        turn_rewards: Per episode, the summed reward of every turn (what the advantages are computed from).
+        credit: Per episode, each part's weighted reward per turn (``{"env": (...), "mrt": (...)}``), adding up
+            to ``turn_rewards``; empty for an errored episode, which is not scored.
+        metrics: Mean critic metrics, the stateful critics' update metrics and ``critic_s``.
+    """
+
+    turn_rewards: list[tuple[float, ...]]
+    credit: list[dict[str, tuple[float, ...]]]
+    metrics: dict[str, float]
+
+
 class CriticSet:
     """A run's critics and their weights: per-turn rewards for a batch, the learned updates, checkpoint state.
 
@@ -243,18 +259,33 @@ class CriticSet:
         """Per-turn rewards of every episode (errored ones: zeros, they are masked), then the learned updates.
 
         Returns:
-            ``(turn_rewards, metrics)``: each critic metric averaged over the clean episodes (``<name>/<metric>``),
+            ``(turn_rewards, metrics)`` of :meth:`score`.
+        """
+        scores = self.score(trajs)
+        return scores.turn_rewards, scores.metrics
+
+    def score(self, trajs: Sequence[Trajectory]) -> CriticScores:
+        """Score a batch (errored episodes get zeros: they are masked), then let the stateful critics learn on it.
+
+        Returns:
+            The per-turn rewards, each part's weighted credit per turn (``"env"`` and every named critic), and
+            the metrics: each critic metric averaged over the clean episodes (``<name>/<metric>``),
             ``critic_reward_mean`` (mean episode total), the stateful critics' update metrics
             (``<name>/<metric>``), and ``critic_s`` (wall time of scoring and updates).
         """
         start = time.perf_counter()
-        rewards, metrics = critic_rewards(self.critic, trajs)
-        clean = [t for t in trajs if t.error is None]
+        clean = [i for i, t in enumerate(trajs) if t.error is None]
+        scored = self.critic.score_parts([trajs[i] for i in clean])
+        rewards, metrics = _batch_rewards(trajs, clean, [result for result, _ in scored])
+        credit: list[dict[str, tuple[float, ...]]] = [{} for _ in trajs]
+        for i, (_, parts) in zip(clean, scored, strict=True):
+            credit[i] = parts
         for name, _, critic in self._stateful():
             if clean:
-                metrics.update({f"{name}/{k}": float(v) for k, v in critic.update(clean).items()})
+                update = critic.update([trajs[i] for i in clean])
+                metrics.update({f"{name}/{k}": float(v) for k, v in update.items()})
         metrics["critic_s"] = time.perf_counter() - start
-        return rewards, metrics
+        return CriticScores(rewards, credit, metrics)
 
     def _stateful(self) -> list[tuple[str, float, StatefulCritic]]:
         return [(n, w, c) for n, w, c in self.parts if isinstance(c, StatefulCritic)]
@@ -348,7 +379,13 @@ def critic_rewards(critic: Critic, trajs: Sequence[Trajectory]) -> tuple[list[tu
         ([(0.5,)], 0.5)
     """
     clean = [i for i, t in enumerate(trajs) if t.error is None]
-    results = score_all(critic, [trajs[i] for i in clean])
+    return _batch_rewards(trajs, clean, score_all(critic, [trajs[i] for i in clean]))
+
+
+def _batch_rewards(
+    trajs: Sequence[Trajectory], clean: Sequence[int], results: Sequence[CriticResult]
+) -> tuple[list[tuple[float, ...]], dict[str, float]]:
+    """Zero rewards for the errored episodes, the clean ones' results in place, and the mean metrics."""
     rewards: list[tuple[float, ...]] = [tuple(0.0 for _ in t.steps) for t in trajs]
     sums: dict[str, list[float]] = {}
     for i, result in zip(clean, results, strict=True):
@@ -362,6 +399,7 @@ def critic_rewards(critic: Critic, trajs: Sequence[Trajectory]) -> tuple[list[tu
 
 
 __all__ = [
+    "CriticScores",
     "CriticSet",
     "CriticTable",
     "build_critic",

@@ -151,6 +151,10 @@ class TrainConfig:
     """Sampling temperature for evaluation (``0``: greedy)."""
     checkpoint_every: int = 10
     """Write a checkpoint every this many steps and after the last step (``0``: only after the last)."""
+    rollouts_every: int = 10
+    """Keep a step's training episodes as the learner saw them (each critic's credit per turn, the advantages, the
+    trained tokens) in ``out_dir/rollouts/step-NNNNNN/`` every this many steps and after the last (``0``: never);
+    ``turnkit view`` shows them (:mod:`turnkit.train.rollout_log`)."""
     out_dir: str = "runs/train"
     """Run directory: ``metrics.jsonl``, ``config.json``, ``checkpoints/``, ``curves.png``."""
     tensorboard: bool = False
@@ -167,6 +171,7 @@ class TrainConfig:
         configs.check_int(self, "minibatches", "eval_episodes", "max_staleness")
         configs.check_int(self, "lora_r", low=0, optional=True)
         configs.check_int(self, "warmup_steps", "seed", "eval_every", "checkpoint_every", "eval_seed", low=0)
+        configs.check_int(self, "rollouts_every", low=0)
         configs.check_int(self, "max_turns", optional=True)
         if self.device is not None and not _is_device_name(self.device):
             raise ConfigError(f"TrainConfig.device must be 'cpu', 'cuda' or 'cuda:N' (or null), got {self.device!r}")

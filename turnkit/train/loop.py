@@ -81,6 +81,7 @@ from turnkit.rollout.chat import ChatDelta
 from turnkit.rollout.evaluate import evaluate
 from turnkit.train.config import TrainConfig, upgrade_config
 from turnkit.train.policy_state import read_policy_state, save_policy_state
+from turnkit.train.rollout_log import learner_records, write_step_rollouts
 from turnkit.train.rollouts import DoneRollout, RolloutHandle, RolloutJob, build_rollouts
 from turnkit.train.run import Cadence, Run, read_state
 from turnkit.train.run import save_checkpoint as save_run_checkpoint
@@ -301,6 +302,35 @@ def idle_warning(idle_steps: int, tied_frac: float, *, threshold: int = IDLE_STE
     )
 
 
+def step_advantages(
+    trajs: Sequence[Trajectory], cfg: TrainConfig, turn_rewards: Sequence[Sequence[float]] | None = None
+) -> list[tuple[float, ...] | None]:
+    """The advantages of one rollout batch: per episode, one per turn (``None``: errored, masked).
+
+    Args:
+        trajs: The rollout batch (with group ids).
+        cfg: The run's settings (``grpo.estimator``, ``per_turn``, ``gamma``, ``adv_eps``).
+        turn_rewards: Dense per-turn rewards (one sequence per trajectory, e.g. the critics'); the advantages
+            are then per-turn returns-to-go of these instead of the env rewards.
+    """
+    grpo = cfg.loss_config()
+    per_turn = grpo.per_turn or turn_rewards is not None
+    return trajectory_advantages(
+        trajs,
+        estimator=grpo.estimator,
+        per_turn=per_turn,
+        gamma=grpo.gamma,
+        eps=grpo.adv_eps,
+        turn_rewards=turn_rewards,
+    )
+
+
+def trained_episodes(advantages: Sequence[Sequence[float] | None], cfg: TrainConfig) -> list[bool]:
+    """Which episodes enter the policy loss: scored ones, less tied rows when ``skip_zero_advantage`` applies."""
+    skip_tied = cfg.skip_zero_advantage and cfg.grpo.kl_coef == 0
+    return [a is not None and (not skip_tied or any(x != 0.0 for x in a)) for a in advantages]
+
+
 def update(
     policy: HFPolicy,
     optimizer: torch.optim.Optimizer,
@@ -309,6 +339,7 @@ def update(
     *,
     ref_model: torch.nn.Module | None = None,
     turn_rewards: Sequence[Sequence[float]] | None = None,
+    advantages: Sequence[Sequence[float] | None] | None = None,
 ) -> dict[str, float]:
     """Advantages, token batch and ``ppo_epochs × minibatches`` PPO-clip steps on one rollout batch.
 
@@ -318,8 +349,8 @@ def update(
         trajs: The rollout batch (with group ids).
         cfg: The run's settings.
         ref_model: Frozen reference model for the KL term (``None``: the adapter-disabled base, or no KL).
-        turn_rewards: Dense per-turn rewards (one sequence per trajectory, e.g. a critic's); the advantages
-            are then per-turn returns-to-go of these instead of the env rewards.
+        turn_rewards: Dense per-turn rewards (see :func:`step_advantages`).
+        advantages: The batch's :func:`step_advantages`, when the caller already has them.
 
     Returns:
         Token-weighted means of :func:`~turnkit.learners.grpo.policy_loss`'s metrics over the optimizer
@@ -327,30 +358,19 @@ def update(
         ``update_tokens``. Without any informative row the policy is left unchanged (``optimizer_steps`` 0).
     """
     grpo = cfg.loss_config()
-    if turn_rewards is None:
-        advantages = trajectory_advantages(
-            trajs, estimator=grpo.estimator, per_turn=grpo.per_turn, gamma=grpo.gamma, eps=grpo.adv_eps
-        )
-    else:
-        advantages = trajectory_advantages(
-            trajs,
-            estimator=grpo.estimator,
-            per_turn=True,
-            gamma=grpo.gamma,
-            eps=grpo.adv_eps,
-            turn_rewards=turn_rewards,
-        )
-    scored = [(t, a) for t, a in zip(trajs, advantages, strict=True) if a is not None]
-    tied_frac = sum(all(x == 0.0 for x in a) for _, a in scored) / max(len(scored), 1)
-    if cfg.skip_zero_advantage and grpo.kl_coef == 0:
-        scored = [(t, a) for t, a in scored if any(x != 0.0 for x in a)]
+    if advantages is None:
+        advantages = step_advantages(trajs, cfg, turn_rewards)
+    scored = [a for a in advantages if a is not None]
+    tied_frac = sum(all(x == 0.0 for x in a) for a in scored) / max(len(scored), 1)
+    kept = trained_episodes(advantages, cfg)
+    rows = [(t, a) for t, a, k in zip(trajs, advantages, kept, strict=True) if k and a is not None]
     out: dict[str, float] = {"tied_frac": tied_frac, "optimizer_steps": 0.0}
-    if not scored:
+    if not rows:
         out.update(rows=0.0, update_tokens=0.0)
         return out
     pad_id = int(policy.pad_token_id)
     build = build_episode_batch if cfg.batch_layout == "episodes" else build_turn_batch
-    batch = build([t for t, _ in scored], pad_id=pad_id, advantages=[a for _, a in scored])
+    batch = build([t for t, _ in rows], pad_id=pad_id, advantages=[a for _, a in rows])
     if batch.old_logprobs is None:
         raise ConfigError("the policy recorded no sampling log-probs; GRPO needs AgentTurn.logprobs")
     batch = batch.to(policy.device)
@@ -568,6 +588,7 @@ def _train(run: Run, cfg: TrainConfig, *, resume: bool, progress: bool, policy: 
     source = build_rollouts(cfg, policy, run_dir=run.dir, chat=chat, start_step=start_step)
     evals = Cadence(cfg.eval_every, cfg.steps, enabled=cfg.eval_every > 0)
     saves = Cadence(cfg.checkpoint_every, cfg.steps)
+    kept = Cadence(cfg.rollouts_every, cfg.steps, enabled=cfg.rollouts_every > 0)
     staleness = cfg.max_staleness if cfg.async_rollout else 0
     final_eval: dict[str, Any] | None = None
     idle_steps = 0
@@ -587,12 +608,16 @@ def _train(run: Run, cfg: TrainConfig, *, resume: bool, progress: bool, policy: 
             trajs, timing = handle.result()
             record: dict[str, Any] = {"step": step, "lr": lr, **rollout_metrics(trajs, cfg.max_new_tokens)}
             record.update(policy_lag=step - 1 - handle.version, rollout_wait_s=time.perf_counter() - waited)
-            turn_rewards = None
-            if critics is not None:
-                turn_rewards, critic_metrics = critics.rewards(trajs)
-                record.update(critic_metrics)
+            scores = critics.score(trajs) if critics is not None else None
+            if scores is not None:
+                record.update(scores.metrics)
+            advantages = step_advantages(trajs, cfg, scores.turn_rewards if scores is not None else None)
+            if kept.due(step):
+                credit = scores.credit if scores is not None else None
+                rows = learner_records(trajs, advantages, trained_episodes(advantages, cfg), credit=credit)
+                write_step_rollouts(run.dir, step, rows)
             start = time.perf_counter()  # update_s excludes the critics (logged as critic_s)
-            record.update(update(policy, optimizer, trajs, cfg, ref_model=ref_model, turn_rewards=turn_rewards))
+            record.update(update(policy, optimizer, trajs, cfg, ref_model=ref_model, advantages=advantages))
             record["update_s"] = time.perf_counter() - start
             idle = record["optimizer_steps"] == 0 or record["tied_frac"] == 1.0
             idle_steps = idle_steps + 1 if idle else 0
