@@ -251,6 +251,18 @@ def test_files_left_by_one_answer_do_not_change_the_next_grade(answer_sb, ref_sb
     assert (after.passed, after.error) == (N_TESTS, None), after
 
 
+@hardened(PERSISTENT)
+def test_a_locked_work_directory_never_fails_the_next_answer(answer_sb):
+    # The worker's spare child for the next call is forked while the directory is still locked; its warm-up must
+    # not trip on that (the call itself opens the directory up). Before the fix most rounds failed, so several
+    # rounds make the test fail however the spares happen to be timed.
+    for _ in range(6):
+        run_batch(answer_sb, POISONS["locked-workdir"], ["f(1)"], per_call_timeout_s=PER_TEST_S, fresh_workdir=True)
+        honest = run_batch(answer_sb, "def f(x):\n    return x\n", ["f(1)"], per_call_timeout_s=PER_TEST_S,
+                           fresh_workdir=True)  # fmt: skip
+        assert honest.calls is not None and honest.calls[0].value == ["int", "1"], honest
+
+
 @controlled(["local-persistent"])
 def test_files_left_by_one_answer_control(control_sb):
     task = new_task()

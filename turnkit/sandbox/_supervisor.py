@@ -414,7 +414,8 @@ def _rehearse() -> None:
     """
     for which in _CHILD_RLIMITS.values():
         resource.setrlimit(which, resource.getrlimit(which))
-    os.chdir(os.getcwd())
+    with contextlib.suppress(OSError):  # an earlier call's code may have locked the directory (``chmod 0``): the
+        os.chdir(os.getcwd())  # call that comes opens it up (``fresh_workdir``) or fails on it as its own error
     exec(_WARM_UP, {"__name__": "__main__", "__builtins__": builtins})
     ru = resource.getrusage(resource.RUSAGE_SELF)
     json.loads(json.dumps({"exit_code": 0, "cpu_s": ru.ru_utime + ru.ru_stime, "max_rss_kb": ru.ru_maxrss}))
