@@ -37,7 +37,7 @@ Protocol:
 Example::
 
     python studies/smollm2_warmstart.py --out studies/results/smollm2_warmstart/avx512_s0.json
-    python studies/smollm2_warmstart.py --check    # a few minutes: the pipeline end to end at toy size
+    python studies/smollm2_warmstart.py --check    # about a minute: the pipeline end to end at toy size
 """
 
 from __future__ import annotations
@@ -95,7 +95,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--threads", type=int, default=1, help="torch threads (the float path depends on it)")
     parser.add_argument("--runs", default="runs/smollm2_warmstart", help="GRPO run folders")
     parser.add_argument("--out", default="studies/results/smollm2_warmstart/results.json")
-    parser.add_argument("--check", action="store_true", help="toy size end to end (a few minutes); writes nothing")
+    parser.add_argument("--check", action="store_true", help="toy size end to end (~1 min); no result file")
     args = parser.parse_args(argv)
     if args.check:
         args.demos, args.retry_demos, args.sft_steps, args.sft_batch = 8, 8, 4, 4
