@@ -38,7 +38,7 @@ export PIP_DISABLE_PIP_VERSION_CHECK=1 XDG_CONFIG_HOME="$tmp/config"
 echo "lock.sh: clean venv ($("$base" --version))"
 "$base" -m venv "$tmp/venv"
 pip=("$tmp/venv/bin/python" -m pip)
-args=()
+args=(-c .ci/lock-holds.txt)  # versions that also install on Debian's Python 3.11.2 (see that file)
 if [ -n "$match" ]; then
   "$match" -m pip freeze --exclude-editable >"$tmp/match.txt"
   args+=(-c "$tmp/match.txt")
