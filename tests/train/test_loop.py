@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import dataclasses
+import json
 from pathlib import Path
 
 import gymnasium
@@ -150,6 +151,24 @@ def run_config(out: Path, steps: int) -> TrainConfig:
 
 def training_records(path: Path) -> list[dict]:
     return [{k: v for k, v in r.items() if k not in TIMING_KEYS} for r in read_metrics(path)]
+
+
+def test_a_run_keeps_its_evaluation_episodes_and_the_rollouts_it_learned_from(
+    tokenizer: PreTrainedTokenizerFast, tmp_path: Path
+) -> None:
+    cfg = dataclasses.replace(run_config(tmp_path, 3), eval_every=2, eval_episodes=5, rollouts_every=2)
+    train(cfg, policy=fresh_policy(tokenizer), progress=False)
+    evals = [r for r in read_metrics(tmp_path / "metrics.jsonl") if "eval_success" in r]
+    assert [r["step"] for r in evals] == [2, 3]
+    for r in evals:
+        folder = tmp_path / "eval" / f"step-{r['step']:06d}"
+        episodes = [json.loads(line) for line in (folder / "trajectories.jsonl").read_text().splitlines()]
+        assert len(episodes) == 5 and np.mean([e["success"] for e in episodes]) == r["eval_success"]
+        assert json.loads((folder / "summary.json").read_text())["episodes"] == 5
+    kept = sorted(p.parent.name for p in (tmp_path / "rollouts").glob("*/trajectories.jsonl"))
+    assert kept == ["step-000002", "step-000003"]  # every 2 steps and after the last
+    episodes = (tmp_path / "rollouts" / "step-000003" / "trajectories.jsonl").read_text().splitlines()
+    assert len(episodes) == cfg.grpo.group_size * cfg.groups_per_step
 
 
 def test_resume_continues_the_same_run(tokenizer: PreTrainedTokenizerFast, tmp_path: Path) -> None:

@@ -142,7 +142,8 @@ class TrainConfig:
     """Run seed: task seeds, sampling seeds and LoRA initialisation derive from it."""
     # --- evaluation, checkpoints, logging
     eval_every: int = 0
-    """Evaluate on held-out seeds every this many steps and after the last step (``0``: never)."""
+    """Evaluate on held-out seeds every this many steps and after the last step (``0``: never); the episodes are
+    kept in ``out_dir/eval/step-NNNNNN/``."""
     eval_episodes: int = 200
     """Episodes per evaluation."""
     eval_seed: int = EVAL_SEED_START

@@ -424,10 +424,19 @@ def _reference_logprobs(
     return gather_token_logprobs(logits, mb.input_ids, mb.loss_mask, temperature=cfg.temperature)
 
 
-def evaluate_policy(policy: HFPolicy, cfg: TrainConfig, *, progress: bool = False, agent: Any = None) -> dict[str, Any]:
+def evaluate_policy(
+    policy: HFPolicy,
+    cfg: TrainConfig,
+    *,
+    progress: bool = False,
+    agent: Any = None,
+    out_dir: str | Path | None = None,
+) -> dict[str, Any]:
     """Held-out evaluation (seeds ``eval_seed ..``) at ``eval_temperature``; an ``eval_*`` metrics record.
 
-    ``agent`` generates instead of ``policy`` (a backend's generator, already at ``eval_temperature``).
+    ``agent`` generates instead of ``policy`` (a backend's generator, already at ``eval_temperature``). With
+    ``out_dir`` the episodes are kept there as well (``trajectories.jsonl`` and ``summary.json``, which
+    ``turnkit view`` shows).
     """
     view = agent if agent is not None else policy.with_sampling(temperature=cfg.eval_temperature)
     summary = evaluate(
@@ -439,6 +448,7 @@ def evaluate_policy(policy: HFPolicy, cfg: TrainConfig, *, progress: bool = Fals
         batch_size=64,
         env_kwargs=cfg.env_kwargs,
         progress=progress,
+        out_dir=out_dir,
     )
     return summary.metrics()
 
@@ -632,7 +642,8 @@ def _train(run: Run, cfg: TrainConfig, *, resume: bool, progress: bool, policy: 
             bar.set_postfix(reward=f"{record['reward_mean']:.2f}", success=f"{record['success_rate']:.2f}")
             if evals.due(step):
                 generator = source.agent(temperature=cfg.eval_temperature)
-                final_eval = {"step": step, **evaluate_policy(policy, cfg, agent=generator)}
+                kept_at = run.dir / "eval" / f"step-{step:06d}"
+                final_eval = {"step": step, **evaluate_policy(policy, cfg, agent=generator, out_dir=kept_at)}
                 run.log(final_eval)
             if saves.due(step):
                 save_checkpoint(run.dir, step, policy, optimizer, rng, cfg, critics, pending=pending)

@@ -45,10 +45,9 @@ from turnkit.errors import ConfigError
 from turnkit.models import embedded
 from turnkit.models.embedded import TinyRecipe, tiny_policy
 from turnkit.models.threads import torch_threads
-from turnkit.rollout.evaluate import evaluate
 from turnkit.stats import mean_ci
 from turnkit.train.config import TrainConfig
-from turnkit.train.loop import train
+from turnkit.train.loop import evaluate_policy, train
 from turnkit.train.runlock import RunLock
 
 QUICKSTART_TRAIN: dict[str, Any] = {
@@ -154,13 +153,13 @@ def _run_quickstart(qcfg: QuickstartConfig, *, progress: bool, policy: HFPolicy 
         policy = tiny_policy(recipe=qcfg.recipe, cache=qcfg.cache, progress=progress)
     build_s = time.perf_counter() - start
     sampled = dataclasses.replace(cfg, eval_temperature=cfg.temperature)
-    before = held_out(policy, cfg, out / "eval" / "sft-greedy", progress=progress)
-    before_sampled = held_out(policy, sampled, out / "eval" / "sft-sampled", progress=progress)
+    before = evaluate_policy(policy, cfg, progress=progress, out_dir=out / "eval" / "sft-greedy")
+    before_sampled = evaluate_policy(policy, sampled, progress=progress, out_dir=out / "eval" / "sft-sampled")
     train_start = time.perf_counter()
     result = train(cfg, policy=policy, progress=progress)
     train_wall = time.perf_counter() - train_start
-    after = held_out(result.policy, cfg, out / "eval" / "rl-greedy", progress=progress)
-    after_sampled = held_out(result.policy, sampled, out / "eval" / "rl-sampled", progress=progress)
+    after = evaluate_policy(result.policy, cfg, progress=progress, out_dir=out / "eval" / "rl-greedy")
+    after_sampled = evaluate_policy(result.policy, sampled, progress=progress, out_dir=out / "eval" / "rl-sampled")
     wall = time.perf_counter() - start
     steps = [r for r in result.history if "reward_mean" in r]
     summary = {
@@ -199,26 +198,6 @@ def _run_quickstart(qcfg: QuickstartConfig, *, progress: bool, policy: HFPolicy 
         print(format_table([summary]))
         print(f"wall time {wall:.0f}s -> {out / 'summary.json'}, {out / 'quickstart.png'}")
     return summary
-
-
-def held_out(policy: HFPolicy, cfg: TrainConfig, out_dir: Path, *, progress: bool) -> dict[str, Any]:
-    """:func:`~turnkit.train.loop.evaluate_policy` that also keeps the episodes, for ``turnkit view``.
-
-    Writes ``trajectories.jsonl`` and ``summary.json`` into ``out_dir`` (:func:`~turnkit.rollout.evaluate.evaluate`)
-    and returns the same ``eval_*`` metrics record.
-    """
-    summary = evaluate(
-        cfg.env_id,
-        policy.with_sampling(temperature=cfg.eval_temperature),
-        episodes=cfg.eval_episodes,
-        seed=cfg.eval_seed,
-        split=cfg.split,
-        batch_size=64,
-        env_kwargs=cfg.env_kwargs,
-        progress=progress,
-        out_dir=out_dir,
-    )
-    return summary.metrics()
 
 
 def format_table(summaries: Sequence[dict[str, Any]]) -> str:
