@@ -277,9 +277,15 @@ def verifiers_classes() -> SimpleNamespace:
                 env.close()
 
     class TurnkitEnvConfig(vf.EnvConfig):
-        """The env's one seat, ``player``: verifiers' tool-less ``null`` chat loop, run locally (``subprocess``)."""
+        """The env's one seat, ``player``: verifiers' tool-less ``null`` chat loop, run locally (``subprocess``).
 
-        player: vf.AgentConfig = vf.AgentConfig(harness={"id": "null"}, runtime={"type": "subprocess"})
+        ``uv`` builds the chat loop's environment on first use; ``UV_NATIVE_TLS`` makes it trust the system's
+        certificates as pip does (behind a TLS-inspecting proxy its own bundle fails).
+        """
+
+        player: vf.AgentConfig = vf.AgentConfig(
+            harness={"id": "null", "env": {"UV_NATIVE_TLS": "true"}}, runtime={"type": "subprocess"}
+        )
 
     class TurnkitEnv(vf.Env[TurnkitEnvConfig]):
         """One turnkit env instance per rollout, reset with the task's seed, stepped with the player's replies."""
