@@ -180,7 +180,13 @@ def test_cli_refuses_a_public_host_and_a_missing_folder(tmp_path: Path) -> None:
 
 
 def test_cli_serves_until_ctrl_c(root: Path) -> None:
-    cmd = [sys.executable, "-m", "turnkit.cli", "view", str(root), "--port", "0"]
+    # Ctrl-C raises KeyboardInterrupt as in a terminal, even when this test runs with SIGINT ignored (a background
+    # job of a non-interactive shell): a child inherits an ignored SIGINT and would never see the test's Ctrl-C.
+    run_cli = (
+        "import signal, sys; signal.signal(signal.SIGINT, signal.default_int_handler); "
+        "from turnkit.cli import main; sys.exit(main(sys.argv[1:]))"
+    )
+    cmd = [sys.executable, "-c", run_cli, "view", str(root), "--port", "0"]
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
         line = proc.stdout.readline() if proc.stdout else ""
