@@ -260,11 +260,17 @@ def _state(pid: int) -> str:
 
 
 def _parent(pid: int) -> int:
-    return int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[1])
+    try:
+        return int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[1])
+    except OSError:  # gone while the tree was walked (the previous call's child tearing down)
+        return 0
 
 
 def _children(pid: int) -> list[int]:
-    return [int(c) for c in Path(f"/proc/{pid}/task/{pid}/children").read_text().split()]
+    try:
+        return [int(c) for c in Path(f"/proc/{pid}/task/{pid}/children").read_text().split()]
+    except OSError:  # gone while the tree was walked
+        return []
 
 
 def _descendants(pid: int) -> list[int]:
