@@ -1,7 +1,8 @@
-"""The ``turnkit`` command: ``list play eval bench train quickstart iqlearn afd synth serve-env view models``.
+"""The ``turnkit`` command: ``list play eval bench train quickstart iqlearn afd synth serve serve-env view models``.
 
 One module per command group: :mod:`.envs`, :mod:`.train`, :mod:`.iqlearn`, :mod:`.afd`, :mod:`.synth`,
-:mod:`.serve_env`, :mod:`.view`, :mod:`.models`.
+:mod:`.serve` (an agent over the OpenAI API), :mod:`.serve_env` (an env over OpenEnv), :mod:`.view`,
+:mod:`.models`.
 
 Example:
     >>> main(["list"])  # doctest: +ELLIPSIS
@@ -43,12 +44,13 @@ def build_parser() -> argparse.ArgumentParser:
     envs.add_commands(sub)
     models.add_commands(sub)
     # Training and synthesis commands; torch is imported only when one of them runs.
-    from turnkit.cli import afd, iqlearn, serve_env, synth, train, view
+    from turnkit.cli import afd, iqlearn, serve, serve_env, synth, train, view
 
     train.add_commands(sub)
     iqlearn.add_commands(sub)
     afd.add_commands(sub)
     synth.add_commands(sub)
+    serve.add_commands(sub)
     serve_env.add_commands(sub)
     view.add_commands(sub)
     return parser
