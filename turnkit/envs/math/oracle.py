@@ -1,4 +1,4 @@
-"""The math oracle: answer every math task correctly from its privileged reference answer.
+"""The math oracle: answer every math task correctly from its privileged reference answer (and a retry demo).
 
 :class:`turnkit.agents.oracle.OracleAgent` calls :func:`oracle_reply` for tasks of family ``"math"``.
 The reply is the shortest correct turn, ``ANSWER: <reference>``, which suits SFT demonstrations.
@@ -14,10 +14,12 @@ Example:
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from turnkit.agents.base import Context
 from turnkit.errors import AgentError
 from turnkit.tools import format_tool_call
-from turnkit.types import Task
+from turnkit.types import AgentTurn, Task
 
 
 def oracle_reply_for(task: Task) -> str:
@@ -64,3 +66,54 @@ def oracle_reply(context: Context) -> str:
     if "submit" in tools and context.messages[-1].role == "tool":
         return format_tool_call("submit", {"answer": answer})
     return oracle_reply_for(context.task)
+
+
+class RetryOracle:
+    """Demonstrates a retry: a wrong answer first, then, after the env's feedback, the reference.
+
+    The wrong value is the reference shifted by ``1 .. spread`` (sign and size drawn from the episode seed), or
+    the reference with a ``0`` appended when it is not an integer. Train only on the second turn (its prompt
+    holds the wrong attempt and ``Incorrect. ...``): that teaches a model to correct itself, not to err.
+    Keep ``spread`` well above 1: with a shift of exactly +-1 a model learns the shortcut "answer the last
+    value +-1" rather than to compute again.
+
+    Args:
+        spread: Largest shift of the wrong first answer.
+
+    Example:
+        >>> from turnkit.types import Message
+        >>> task = Task(task_id="t", prompt="2+2?", privileged={"answer": "4"}, family="math")
+        >>> agent = RetryOracle(spread=3)
+        >>> [agent.act([Context(messages=(Message("user", "2+2?"),), task=task, episode_seed=s)])[0].text
+        ...  for s in (0, 1, 4)]
+        ['ANSWER: 5', 'ANSWER: 3', 'ANSWER: 7']
+        >>> retry = (Message("user", "2+2?"), Message("assistant", "ANSWER: 5"), Message("user", "Incorrect."))
+        >>> agent.act([Context(messages=retry, task=task, episode_seed=0)])[0].text
+        'ANSWER: 4'
+    """
+
+    uses_privileged = True
+
+    def __init__(self, spread: int = 12) -> None:
+        if not isinstance(spread, int) or spread < 1:
+            raise AgentError(f"RetryOracle needs spread >= 1, got {spread!r}")
+        self.spread = spread
+
+    def act(self, contexts: Sequence[Context]) -> list[AgentTurn]:
+        """One reply per context: wrong on the first turn, the reference on every later one."""
+        return [AgentTurn(self.reply(ctx)) for ctx in contexts]
+
+    def reply(self, context: Context) -> str:
+        """The turn for one context (``context.task`` must be set)."""
+        if context.task is None:
+            raise AgentError("RetryOracle needs Context.task (run it through turnkit.collect)")
+        right = oracle_reply_for(context.task)
+        if any(m.role == "assistant" for m in context.messages):
+            return right
+        answer = right.removeprefix("ANSWER: ")
+        seed = context.episode_seed or 0
+        shift = (1 + (seed // 2) % self.spread) * (1 if seed % 2 == 0 else -1)
+        try:
+            return f"ANSWER: {int(answer) + shift}"
+        except ValueError:
+            return f"ANSWER: {answer}0"
