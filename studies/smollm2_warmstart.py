@@ -84,6 +84,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--max-new-tokens", type=int, default=24)
     parser.add_argument("--demos", type=int, default=64, help="oracle episodes (one correct turn each)")
     parser.add_argument("--retry-demos", type=int, default=64, help="wrong-then-right episodes (2nd turn trained)")
+    parser.add_argument("--retry-spread", type=int, default=1, help="a demonstrated wrong answer is the reference "
+                        "+- 1..N (N = 1: always +-1, which the model learns as a shortcut)")
+    parser.add_argument("--skip-before", action="store_true", help="no evaluation of the untrained model")
     parser.add_argument("--sft-steps", type=int, default=30)
     parser.add_argument("--sft-batch", type=int, default=8)
     parser.add_argument("--sft-lr", type=float, default=2e-3)
@@ -104,7 +107,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 
 
 class WrongFirstOracle:
-    """Answers a wrong value first (the reference +-1), then the reference: a demonstrated retry.
+    """Answers a wrong value first (the reference +- 1..``spread``), then the reference: a demonstrated retry.
 
     Example:
         >>> from turnkit.types import Message, Task
@@ -119,6 +122,9 @@ class WrongFirstOracle:
 
     uses_privileged = True
 
+    def __init__(self, spread: int = 1) -> None:
+        self.spread = spread
+
     def act(self, contexts: Sequence[Context]) -> list[AgentTurn]:
         """One reply per context: wrong on the first turn, right afterwards."""
         out = []
@@ -128,7 +134,8 @@ class WrongFirstOracle:
             if any(m.role == "assistant" for m in ctx.messages):
                 out.append(AgentTurn(f"ANSWER: {answer}"))
                 continue
-            shift = 1 if (ctx.episode_seed or 0) % 2 == 0 else -1
+            seed = ctx.episode_seed or 0
+            shift = (1 + (seed // 2) % self.spread) * (1 if seed % 2 == 0 else -1)
             try:
                 wrong = str(int(answer) + shift)
             except ValueError:
@@ -215,15 +222,16 @@ def main(argv: list[str] | None = None) -> int:
     result["start_model"] = str(folder)
     phases["load"] = round(time.time() - t0, 1)
 
-    print("before SFT", flush=True)
-    t0 = time.time()
-    result["before"] = evaluate(policy, args)
-    phases["eval_before"] = round(time.time() - t0, 1)
-    save()
+    if not args.skip_before:
+        print("before SFT", flush=True)
+        t0 = time.time()
+        result["before"] = evaluate(policy, args)
+        phases["eval_before"] = round(time.time() - t0, 1)
+        save()
 
     t0 = time.time()
     plain = collect_demos(ENV_ID, episodes=args.demos, seed=0, env_kwargs=env_kwargs(args))
-    retry = [t for t in play(WrongFirstOracle(), range(args.demos, args.demos + args.retry_demos), args) if t.success]
+    retry = [t for t in play(WrongFirstOracle(args.retry_spread), range(args.demos, args.demos + args.retry_demos), args) if t.success]
     rows = demo_rows(plain.trajectories, policy.tokenizer)
     rows += [r for r in demo_rows(retry, policy.tokenizer) if r.turn_index >= 1]
     result["demos"] = {
