@@ -239,7 +239,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         print("|---|---|---|---|---|---|")
         print("\n".join(thread_rows(policy, args.batch_sizes[0], args.repeats)), flush=True)
         torch.set_num_threads(args.threads)
-    for dtype in args.dtypes:
+    for dtype in args.dtypes if what & {"generation", "logprobs", "train"} else []:
         name = "smollm2" if dtype == "float32" else "smollm2-bf16"
         policy = load(dtype, args.device, args.max_new_tokens)
         if "generation" in what:
