@@ -1,15 +1,31 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from pathlib import Path
 
+import gymnasium
 import pytest
 
-from turnkit.train.quickstart import QuickstartConfig, run_quickstart, run_seeds
+from turnkit.agents.base import Context
+from turnkit.agents.oracle import OracleAgent
+from turnkit.agents.scripted import ScriptedAgent
+from turnkit.rollout.collect import collect_batch
+from turnkit.rollout.records import trajectory_to_record
+from turnkit.train.quickstart import QuickstartConfig, retry_stats, run_quickstart, run_seeds
+from turnkit.types import AgentTurn
 
 from .conftest import MICRO_RECIPE
 
-MICRO_TRAIN = {"groups_per_step": 2, "grpo": {"group_size": 2}, "max_new_tokens": 8, "max_turns": 2}
+RETRY_TASK = {"difficulty": 1, "kinds": ["arithmetic"], "max_attempts": 2}
+"""The quickstart's task with a retry after a wrong answer."""
+MICRO_TRAIN = {
+    "groups_per_step": 2,
+    "grpo": {"group_size": 2},
+    "max_new_tokens": 8,
+    "max_turns": 2,
+    "env_kwargs": RETRY_TASK,
+}
 
 
 def micro(out: Path, **kwargs: object) -> QuickstartConfig:
@@ -17,6 +33,34 @@ def micro(out: Path, **kwargs: object) -> QuickstartConfig:
         out_dir=str(out), steps=2, eval_episodes=6, recipe=MICRO_RECIPE, train_overrides=MICRO_TRAIN,
         cache=str(out / "cache"), **kwargs,  # type: ignore[arg-type]
     )  # fmt: skip
+
+
+class WrongThenRight:
+    """Answers 999 first, then the reference answer (an oracle that needs one retry)."""
+
+    uses_privileged = True
+
+    def act(self, contexts: Sequence[Context]) -> list[AgentTurn]:
+        return [AgentTurn("ANSWER: 999" if c.turn == 0 else f"ANSWER: {c.task.privileged['answer']}") for c in contexts]
+
+
+def play(agent: object, seeds: list[int]) -> list[dict]:
+    """Real episodes of the quickstart's task, as the records an evaluation writes."""
+    envs = [gymnasium.make("turnkit/MathEpisodes-v0", **RETRY_TASK) for _ in seeds]
+    return [trajectory_to_record(t) for t in collect_batch(envs, agent, seeds)]
+
+
+def test_retry_stats_counts_wins_after_a_wrong_answer_as_recoveries() -> None:
+    first_try = play(OracleAgent(), [0, 1])
+    wrong_then_right = play(WrongThenRight(), [2])
+    never = play(ScriptedAgent(["ANSWER: 999"]), [3])
+    stats = retry_stats(first_try + wrong_then_right + never)
+    assert wrong_then_right[0]["success"] and len(wrong_then_right[0]["steps"]) == 2
+    assert (stats["first_try"], stats["recoveries"]) == (0.5, 0.25)
+    assert stats["mean_turns"] == (1 + 1 + 2 + RETRY_TASK["max_attempts"]) / 4
+    lo, hi = stats["recoveries_ci95"]
+    assert lo < 0.25 < hi
+    assert retry_stats(play(ScriptedAgent(["no idea", "ANSWER: 999"]), [4]))["recoveries"] == 0.0
 
 
 def test_quickstart_writes_summary_and_plot(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
@@ -27,8 +71,16 @@ def test_quickstart_writes_summary_and_plot(tmp_path: Path, capsys: pytest.Captu
     lo, hi = on_disk["after"]["ci95"]
     assert lo <= on_disk["after"]["success"] <= hi
     assert on_disk["eval_seeds"] == [1_000_000_000, 1_000_000_005]
+    assert on_disk["env_kwargs"]["max_attempts"] >= 2
+    for name, part in (("rl-greedy", on_disk["after"]), ("sft-sampled", on_disk["sampled"]["before"])):
+        with open(tmp_path / "eval" / name / "trajectories.jsonl") as f:
+            assert {k: part[k] for k in ("first_try", "recoveries", "mean_turns")} == {
+                k: v for k, v in retry_stats(json.loads(line) for line in f).items() if k != "recoveries_ci95"
+            }
+        assert part["first_try"] + part["recoveries"] == pytest.approx(part["success"])
     assert (tmp_path / "quickstart.png").stat().st_size > 1000
-    assert "SFT start" in capsys.readouterr().out
+    out = capsys.readouterr().out
+    assert "SFT start" in out and "won on a retry" in out
 
 
 @pytest.mark.slow
@@ -38,4 +90,6 @@ def test_quickstart_over_seeds_aggregates_every_seed(tmp_path: Path) -> None:
     for mode in ("sampled", "greedy"):
         lo, hi = agg[mode]["improvement_ci95"]
         assert lo <= agg[mode]["improvement_mean"] <= hi
+        runs = [r if mode == "greedy" else r["sampled"] for r in agg["runs"]]
+        assert agg[mode]["recoveries_after_mean"] == pytest.approx(sum(r["after"]["recoveries"] for r in runs) / 2)
     assert (tmp_path / "seed-1" / "summary.json").is_file()

@@ -3,10 +3,13 @@
 1. Build (or load from the cache) the embedded tiny SFT policy (:func:`turnkit.models.embedded.tiny_policy`).
 2. Evaluate it on held-out seeds of ``turnkit/MathEpisodes-v0`` (greedy, and sampled at the training
    temperature; seeds from 10⁹ on, disjoint from the SFT demonstration seeds ``0 .. 1999`` and from every RL
-   training seed).
+   training seed). With ``max_attempts`` above 1 (``--set env_kwargs.max_attempts=2``) a wrong answer gets
+   ``"Incorrect. 1 attempt left."`` and a retry.
 3. Train it with the GRPO loop (:func:`turnkit.train.loop.train`) on the same task distribution.
-4. Evaluate again on the same held-out seeds; print a before/after table with Wilson 95% intervals; write
-   ``summary.json`` and ``quickstart.png`` (training curve + before/after bars) into the output folder.
+4. Evaluate again on the same held-out seeds; print a before/after table with Wilson 95% intervals, the mean
+   turns per episode and the share of episodes won on a retry (:func:`retry_stats`); write ``summary.json``
+   and ``quickstart.png`` (training curve + before/after bars split by first answer and retry) into the
+   output folder.
 
 The output folder, which ``turnkit view runs/quickstart`` shows (curves, evaluations and every held-out
 episode)::
@@ -32,7 +35,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import time
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -45,7 +48,7 @@ from turnkit.errors import ConfigError
 from turnkit.models import embedded
 from turnkit.models.embedded import TinyRecipe, tiny_policy
 from turnkit.models.threads import torch_threads
-from turnkit.stats import mean_ci
+from turnkit.stats import mean_ci, wilson_interval
 from turnkit.train.config import TrainConfig
 from turnkit.train.loop import evaluate_policy, train
 from turnkit.train.runlock import RunLock
@@ -116,13 +119,57 @@ def quickstart_train_config(qcfg: QuickstartConfig) -> TrainConfig:
     return TrainConfig.from_dict(values, source="quickstart")
 
 
-def _success(record: dict[str, Any]) -> dict[str, Any]:
+def retry_stats(records: Iterable[dict[str, Any]]) -> dict[str, Any]:
+    """How episodes were won: with the first answer, or on a retry after ``"Incorrect. N attempts left."``.
+
+    A *recovery* is an episode won after at least one wrong answer (two or more turns with
+    ``info["answered"]``). A turn without an answer (``"No answer yet."``) spends no attempt and is no retry.
+
+    Args:
+        records: Episodes as ``trajectories.jsonl`` records (:func:`turnkit.rollout.records.trajectory_to_record`).
+
+    Returns:
+        ``first_try`` and ``recoveries`` (shares of all episodes, summing to the success rate), the Wilson 95%
+        interval of ``recoveries`` and ``mean_turns``.
+
+    Example:
+        >>> turn = lambda answered: {"info": {"answered": answered}}
+        >>> episodes = [{"success": True, "steps": [turn(True)]},
+        ...             {"success": True, "steps": [turn(True), turn(True)]},
+        ...             {"success": True, "steps": [turn(True), turn(False), turn(True)]},
+        ...             {"success": False, "steps": [turn(True), turn(True)]}]
+        >>> s = retry_stats(episodes)
+        >>> s["first_try"], s["recoveries"], s["mean_turns"]
+        (0.25, 0.5, 2.0)
+    """
+    n = won_first = recovered = turns = 0
+    for rec in records:
+        n += 1
+        turns += len(rec["steps"])
+        answers = sum(bool(step["info"].get("answered")) for step in rec["steps"])
+        won_first += bool(rec["success"]) and answers <= 1
+        recovered += bool(rec["success"]) and answers >= 2
+    lo, hi = wilson_interval(recovered, n)
+    return {
+        "first_try": won_first / max(n, 1),
+        "recoveries": recovered / max(n, 1),
+        "recoveries_ci95": [lo, hi],
+        "mean_turns": turns / max(n, 1),
+    }
+
+
+def _evaluate(policy: HFPolicy, cfg: TrainConfig, out_dir: Path, progress: bool) -> dict[str, Any]:
+    """One held-out evaluation, kept in ``out_dir``: success with its interval, turns and recoveries."""
+    record = evaluate_policy(policy, cfg, progress=progress, out_dir=out_dir)
+    with open(out_dir / "trajectories.jsonl", encoding="utf-8") as f:
+        retries = retry_stats(json.loads(line) for line in f)
     return {
         "success": record["eval_success"],
         "ci95": [record["eval_success_lo"], record["eval_success_hi"]],
         "episodes": record["eval_episodes"],
-        "mean_turns": record["eval_turns"],
         "errors": record["eval_errors"],
+        "eval_s": record["eval_s"],
+        **retries,
     }
 
 
@@ -153,13 +200,13 @@ def _run_quickstart(qcfg: QuickstartConfig, *, progress: bool, policy: HFPolicy 
         policy = tiny_policy(recipe=qcfg.recipe, cache=qcfg.cache, progress=progress)
     build_s = time.perf_counter() - start
     sampled = dataclasses.replace(cfg, eval_temperature=cfg.temperature)
-    before = evaluate_policy(policy, cfg, progress=progress, out_dir=out / "eval" / "sft-greedy")
-    before_sampled = evaluate_policy(policy, sampled, progress=progress, out_dir=out / "eval" / "sft-sampled")
+    before = _evaluate(policy, cfg, out / "eval" / "sft-greedy", progress)
+    before_sampled = _evaluate(policy, sampled, out / "eval" / "sft-sampled", progress)
     train_start = time.perf_counter()
     result = train(cfg, policy=policy, progress=progress)
     train_wall = time.perf_counter() - train_start
-    after = evaluate_policy(result.policy, cfg, progress=progress, out_dir=out / "eval" / "rl-greedy")
-    after_sampled = evaluate_policy(result.policy, sampled, progress=progress, out_dir=out / "eval" / "rl-sampled")
+    after = _evaluate(result.policy, cfg, out / "eval" / "rl-greedy", progress)
+    after_sampled = _evaluate(result.policy, sampled, out / "eval" / "rl-sampled", progress)
     wall = time.perf_counter() - start
     steps = [r for r in result.history if "reward_mean" in r]
     summary = {
@@ -169,14 +216,14 @@ def _run_quickstart(qcfg: QuickstartConfig, *, progress: bool, policy: HFPolicy 
         "seed": qcfg.seed,
         "eval_seeds": [cfg.eval_seed, cfg.eval_seed + cfg.eval_episodes - 1],
         "eval_temperature": cfg.eval_temperature,
-        "before": _success(before),
-        "after": _success(after),
-        "improvement": after["eval_success"] - before["eval_success"],
+        "before": before,
+        "after": after,
+        "improvement": after["success"] - before["success"],
         "sampled": {
             "temperature": cfg.temperature,
-            "before": _success(before_sampled),
-            "after": _success(after_sampled),
-            "improvement": after_sampled["eval_success"] - before_sampled["eval_success"],
+            "before": before_sampled,
+            "after": after_sampled,
+            "improvement": after_sampled["success"] - before_sampled["success"],
         },
         "wall_s": wall,
         "torch_threads": torch.get_num_threads(),
@@ -203,36 +250,48 @@ def _run_quickstart(qcfg: QuickstartConfig, *, progress: bool, policy: HFPolicy 
 def format_table(summaries: Sequence[dict[str, Any]]) -> str:
     """A before/after table (sampled at the training temperature, and greedy), one line per training seed.
 
+    Besides success: the mean turns per episode and the share of episodes won on a retry, after
+    ``"Incorrect."`` feedback (:func:`retry_stats`), before -> after RL.
+
     Example:
-        >>> ev = lambda p: {"success": p, "ci95": [p - 0.05, p + 0.05], "episodes": 300}
-        >>> s = {"seed": 0, "before": ev(0.8), "after": ev(0.8), "improvement": 0.0,
-        ...      "sampled": {"before": ev(0.5), "after": ev(0.7), "improvement": 0.2}}
+        >>> ev = lambda p, r: {"success": p, "ci95": [p - 0.05, p + 0.05], "episodes": 300, "mean_turns": 2 - p,
+        ...                    "recoveries": r}
+        >>> s = {"seed": 0, "before": ev(0.8, 0.0), "after": ev(0.8, 0.02), "improvement": 0.0,
+        ...      "sampled": {"before": ev(0.5, 0.05), "after": ev(0.7, 0.15), "improvement": 0.2}}
         >>> print(format_table([s]))
-        seed  decoding         SFT start                after RL            change
-           0  sampled T=1   0.500 [0.450, 0.550]   0.700 [0.650, 0.750]   +0.200
-           0  greedy        0.800 [0.750, 0.850]   0.800 [0.750, 0.850]   +0.000
+        seed  decoding         SFT start                after RL            change   turns/episode  won on a retry
+           0  sampled T=1   0.500 [0.450, 0.550]   0.700 [0.650, 0.750]   +0.200   1.50 -> 1.30   0.050 -> 0.150
+           0  greedy        0.800 [0.750, 0.850]   0.800 [0.750, 0.850]   +0.000   1.20 -> 1.20   0.000 -> 0.020
     """
 
     def cell(e: dict[str, Any]) -> str:
         return f"{e['success']:.3f} [{e['ci95'][0]:.3f}, {e['ci95'][1]:.3f}]"
 
-    lines = ["seed  decoding         SFT start                after RL            change"]
+    header = "seed  decoding         SFT start                after RL            change"
+    lines = [f"{header}   turns/episode  won on a retry"]
     for s in summaries:
         sampled = f"sampled T={s['sampled'].get('temperature', 1.0):g}"
         for label, part in ((sampled, s["sampled"]), ("greedy", s)):
-            before, after = cell(part["before"]), cell(part["after"])
-            lines.append(f"{s['seed']:>4}  {label:<12}  {before}   {after}   {part['improvement']:+.3f}")
+            b, a = part["before"], part["after"]
+            lines.append(
+                f"{s['seed']:>4}  {label:<12}  {cell(b)}   {cell(a)}   {part['improvement']:+.3f}   "
+                f"{b['mean_turns']:.2f} -> {a['mean_turns']:.2f}   {b['recoveries']:.3f} -> {a['recoveries']:.3f}"
+            )
     return "\n".join(lines)
 
 
 def plot_quickstart(steps: Sequence[dict[str, Any]], summary: dict[str, Any], path: Path) -> None:
-    """Training curve (batch success per step) and before/after bars with 95% intervals, in one PNG."""
+    """Training curve (batch success per step) and before/after bars with 95% intervals, in one PNG.
+
+    Each bar splits held-out success into episodes won with the first answer and on a retry (hatched); its
+    label gives the mean turns per episode.
+    """
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(9.5, 3.4), gridspec_kw={"width_ratios": [2, 1]})
+    fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(10, 3.8), gridspec_kw={"width_ratios": [2, 1]})
     xs = [r["step"] for r in steps]
     ys = [r["success_rate"] for r in steps]
     ax1.plot(xs, ys, lw=0.8, alpha=0.45, label="training batch success (sampled)")
@@ -250,11 +309,19 @@ def plot_quickstart(steps: Sequence[dict[str, Any]], summary: dict[str, Any], pa
         ("SFT\nsampled", summary["sampled"]["before"]),
         ("RL\nsampled", summary["sampled"]["after"]),
     ]
+    labels = [f"{label}\n{b['mean_turns']:.2f} turns" for label, b in bars]
     values = [b["success"] for _, b in bars]
     errs = [[v - b["ci95"][0] for v, (_, b) in zip(values, bars, strict=True)],
             [b["ci95"][1] - v for v, (_, b) in zip(values, bars, strict=True)]]  # fmt: skip
-    ax2.bar([label for label, _ in bars], values, yerr=errs, capsize=5, color=["#999999", "#3a7bd5"] * 2)
-    ax2.set_ylim(0, 1)
+    colors = ["#999999", "#3a7bd5"] * 2
+    first = [b["first_try"] for _, b in bars]
+    ax2.bar(labels, first, color=colors, label="won with the first answer")
+    ax2.bar(labels, [b["recoveries"] for _, b in bars], bottom=first, yerr=errs, capsize=5, color=colors, alpha=0.45,
+            hatch="//", edgecolor="white", label="won on a retry")  # fmt: skip
+    ax2.set_ylim(0, 1.22)  # room for the legend above the bars
+    ax2.set_yticks([0, 0.2, 0.4, 0.6, 0.8, 1.0])
+    ax2.tick_params(axis="x", labelsize=8)
+    ax2.legend(loc="upper center", ncol=2, fontsize=6.5, handlelength=1.5, columnspacing=0.8)
     ax2.set_title(f"held-out success ({summary['before']['episodes']} episodes, 95% CI)", fontsize=9)
     fig.suptitle(
         f"turnkit quickstart: {summary['env_id']} {summary['env_kwargs']}, seed {summary['seed']}", fontsize=10
@@ -289,12 +356,18 @@ def _run_seeds(qcfg: QuickstartConfig, seeds: Sequence[int], *, progress: bool) 
     for name, pick in (("sampled", lambda r: r["sampled"]), ("greedy", lambda r: r)):
         mean, lo, hi = mean_ci([pick(r)["improvement"] for r in runs])
         after_mean, after_lo, after_hi = mean_ci([pick(r)["after"]["success"] for r in runs])
+        rec_mean, rec_lo, rec_hi = mean_ci([pick(r)["after"]["recoveries"] for r in runs])
         agg[name] = {
             "before_success": pick(runs[0])["before"]["success"],
             "after_success_mean": after_mean,
             "after_success_ci95": [after_lo, after_hi],
             "improvement_mean": mean,
             "improvement_ci95": [lo, hi],
+            "recoveries_before": pick(runs[0])["before"]["recoveries"],
+            "recoveries_after_mean": rec_mean,
+            "recoveries_after_ci95": [rec_lo, rec_hi],
+            "mean_turns_before": pick(runs[0])["before"]["mean_turns"],
+            "mean_turns_after_mean": sum(pick(r)["after"]["mean_turns"] for r in runs) / len(runs),
         }
     agg["runs"] = runs
     out = Path(qcfg.out_dir)
@@ -308,6 +381,11 @@ def _run_seeds(qcfg: QuickstartConfig, seeds: Sequence[int], *, progress: bool) 
             f"[{a['after_success_ci95'][0]:.3f}, {a['after_success_ci95'][1]:.3f}], change "
             f"{a['improvement_mean']:+.3f} [{a['improvement_ci95'][0]:+.3f}, {a['improvement_ci95'][1]:+.3f}] "
             "(mean, 95% CI over seeds)"
+        )
+        print(
+            f"{name} won on a retry: {a['recoveries_before']:.3f} -> {a['recoveries_after_mean']:.3f} "
+            f"[{a['recoveries_after_ci95'][0]:.3f}, {a['recoveries_after_ci95'][1]:.3f}]; turns per episode "
+            f"{a['mean_turns_before']:.2f} -> {a['mean_turns_after_mean']:.2f}"
         )
     print(f"-> {out / 'summary.json'}")
     return agg
