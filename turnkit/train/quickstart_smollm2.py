@@ -23,7 +23,8 @@ from typing import Any
 
 from turnkit.agents.hf import HFPolicy
 from turnkit.models.names import load_policy
-from turnkit.train.warmstart import WarmStartConfig, warm_start
+from turnkit.train.warmstart import WarmStartConfig
+from turnkit.train.warmstart import warm_start as train_warm_start
 
 MODEL = "smollm2"
 """The built-in model name (:func:`turnkit.models.names.resolve_model`)."""
@@ -55,7 +56,11 @@ SMOLLM2_TRAIN: dict[str, Any] = {
 
 
 def smollm2_start_policy(
-    *, cache: str | Path | None = None, progress: bool = True, max_new_tokens: int | None = None
+    *,
+    cache: str | Path | None = None,
+    progress: bool = True,
+    max_new_tokens: int | None = None,
+    warm_start: WarmStartConfig = SMOLLM2_WARM_START,
 ) -> tuple[HFPolicy, dict[str, Any]]:
     """SmolLM2 with its warm-started adapter (trained once, then from the cache) and the warm start's record.
 
@@ -63,6 +68,7 @@ def smollm2_start_policy(
         cache: Cache root of the converted model and the adapter (default ``$TURNKIT_CACHE``).
         progress: Show progress bars.
         max_new_tokens: The policy's turn length (default the recipe's).
+        warm_start: The warm start's settings (tests pass a smaller one).
     """
     policy = load_policy(
         MODEL,
@@ -71,13 +77,7 @@ def smollm2_start_policy(
         temperature=SMOLLM2_TRAIN["temperature"],
         max_new_tokens=max_new_tokens or SMOLLM2_TRAIN["max_new_tokens"],
     )
-    info = warm_start(
-        policy,
-        model_id=MODEL,
-        env_id=ENV_ID,
-        env_kwargs=ENV_KWARGS,
-        cfg=SMOLLM2_WARM_START,
-        cache=cache,
-        progress=progress,
+    info = train_warm_start(
+        policy, model_id=MODEL, env_id=ENV_ID, env_kwargs=ENV_KWARGS, cfg=warm_start, cache=cache, progress=progress
     )
     return policy, info
