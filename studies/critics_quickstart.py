@@ -8,9 +8,10 @@ Protocol (all seeded; every arm runs through ``turnkit.train.loop.train``, nothi
 
 1. Start: the embedded tiny SFT policy (``turnkit.models.embedded.tiny_policy``), evaluated once on the
    held-out seeds ``10**9 ..`` (sampled at ``T = 1``, the training temperature, and greedy).
-2. For each arm and training seed: the quickstart recipe (``QUICKSTART_TRAIN``) for ``--steps`` steps with
-   ``critic = None | "mrt" | "pav" | "prime"`` at weight ``--alpha`` (``critic.<arm>.samples = --samples``; PAV's
-   prover is Best-of-4 of the frozen start policy; PRIME's PRM a LoRA copy of the start policy).
+2. For each arm and training seed: the single-turn quickstart recipe (``SINGLE_TURN_TRAIN``) for ``--steps``
+   steps with ``critic = None | "mrt" | "pav" | "prime"`` at weight ``--alpha``
+   (``critic.<arm>.samples = --samples``; PAV's prover is Best-of-4 of the frozen start policy; PRIME's PRM a
+   LoRA copy of the start policy).
 3. The same evaluation after training; the change in success per seed; the mean over seeds with a 95%
    interval (``turnkit.stats.mean_ci``) and each arm minus env-only, paired by seed.
 
@@ -133,9 +134,9 @@ def run_one(job: tuple[str, int, dict[str, Any]]) -> dict[str, Any]:
     torch.set_num_threads(1)
     from turnkit.models.embedded import tiny_policy
     from turnkit.train.loop import train
-    from turnkit.train.quickstart import QuickstartConfig, quickstart_train_config
+    from turnkit.train.quickstart import SINGLE_TURN_TRAIN, QuickstartConfig, quickstart_train_config
 
-    overrides: dict[str, Any] = {"eval_episodes": opts["eval_episodes"], "checkpoint_every": 0}
+    overrides: dict[str, Any] = {**SINGLE_TURN_TRAIN, "eval_episodes": opts["eval_episodes"], "checkpoint_every": 0}
     if opts["max_turns"]:
         overrides["max_turns"] = opts["max_turns"]
     if ARMS[arm] is not None:
@@ -231,12 +232,12 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
 
     torch.set_num_threads(1)
     from turnkit.models.embedded import tiny_policy
-    from turnkit.train.quickstart import QuickstartConfig, quickstart_train_config
+    from turnkit.train.quickstart import SINGLE_TURN_TRAIN, QuickstartConfig, quickstart_train_config
 
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     started = time.time()
-    cfg = quickstart_train_config(QuickstartConfig(eval_episodes=args.eval_episodes))
+    cfg = quickstart_train_config(QuickstartConfig(eval_episodes=args.eval_episodes, train_overrides=SINGLE_TURN_TRAIN))
     before = evaluate_both(tiny_policy(progress=False), cfg)
     print(f"start: sampled {before['sampled']['success']:.3f}, greedy {before['greedy']['success']:.3f}", flush=True)
     opts = {k: getattr(args, k) for k in ("steps", "alpha", "samples", "eval_episodes", "runs", "max_turns")}

@@ -160,11 +160,11 @@ def evaluate_child(work: Path, models: list[str], out: Path) -> None:
     from turnkit.models.tiny import load_tiny
     from turnkit.rollout.collect import collect_batch
     from turnkit.train.loop import evaluate_policy
-    from turnkit.train.quickstart import QuickstartConfig, quickstart_train_config
+    from turnkit.train.quickstart import SINGLE_TURN_TRAIN, QuickstartConfig, quickstart_train_config
 
     started = time.time()
     torch.set_num_threads(1)
-    cfg = quickstart_train_config(QuickstartConfig())
+    cfg = quickstart_train_config(QuickstartConfig(train_overrides=SINGLE_TURN_TRAIN))
     seeds = list(range(cfg.eval_seed, cfg.eval_seed + cfg.eval_episodes))
     results: dict[str, Any] = {}
     for model_name in models:

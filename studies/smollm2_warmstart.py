@@ -84,8 +84,13 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--max-new-tokens", type=int, default=24)
     parser.add_argument("--demos", type=int, default=64, help="oracle episodes (one correct turn each)")
     parser.add_argument("--retry-demos", type=int, default=64, help="wrong-then-right episodes (2nd turn trained)")
-    parser.add_argument("--retry-spread", type=int, default=1, help="a demonstrated wrong answer is the reference "
-                        "+- 1..N (N = 1: always +-1, which the model learns as a shortcut)")
+    parser.add_argument(
+        "--retry-spread",
+        type=int,
+        default=1,
+        help="a demonstrated wrong answer is the reference "
+        "+- 1..N (N = 1: always +-1, which the model learns as a shortcut)",
+    )
     parser.add_argument("--skip-before", action="store_true", help="no evaluation of the untrained model")
     parser.add_argument("--sft-steps", type=int, default=30)
     parser.add_argument("--sft-batch", type=int, default=8)
@@ -231,7 +236,8 @@ def main(argv: list[str] | None = None) -> int:
 
     t0 = time.time()
     plain = collect_demos(ENV_ID, episodes=args.demos, seed=0, env_kwargs=env_kwargs(args))
-    retry = [t for t in play(WrongFirstOracle(args.retry_spread), range(args.demos, args.demos + args.retry_demos), args) if t.success]
+    retry_seeds = range(args.demos, args.demos + args.retry_demos)
+    retry = [t for t in play(WrongFirstOracle(args.retry_spread), retry_seeds, args) if t.success]
     rows = demo_rows(plain.trajectories, policy.tokenizer)
     rows += [r for r in demo_rows(retry, policy.tokenizer) if r.turn_index >= 1]
     result["demos"] = {

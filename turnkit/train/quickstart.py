@@ -26,8 +26,8 @@ same) and reports the mean improvement with a 95% interval over seeds.
 
 Example:
     >>> cfg = quickstart_train_config(QuickstartConfig(out_dir="/tmp/qs", seed=1))
-    >>> cfg.seed, cfg.out_dir, cfg.env_kwargs["difficulty"]
-    (1, '/tmp/qs/train', 1)
+    >>> cfg.seed, cfg.out_dir, cfg.env_kwargs["max_attempts"], cfg.grpo.per_turn
+    (1, '/tmp/qs/train', 2, True)
 """
 
 from __future__ import annotations
@@ -56,18 +56,31 @@ from turnkit.train.runlock import RunLock
 from turnkit.train.warmstart import WarmStartConfig
 
 QUICKSTART_TRAIN: dict[str, Any] = {
-    "env_kwargs": {"difficulty": 1, "kinds": ["arithmetic"], "max_attempts": 1},
-    "grpo": {"group_size": 8, "kl_coef": 0.0},
+    # two answers per episode: a wrong first answer gets "Incorrect. 1 attempt left." and a retry; the 2-turn
+    # limit also caps replies without an answer, so a failed episode cannot fill up with turns
+    "env_kwargs": {"difficulty": 1, "kinds": ["arithmetic"], "max_attempts": 2, "max_episode_steps": 2},
+    # per-turn credit: a wrong first answer in an episode won on the retry earns gamma * 1, not the full 1
+    "grpo": {"group_size": 8, "kl_coef": 0.0, "per_turn": True, "gamma": 0.5},
     "groups_per_step": 16,
-    "steps": 600,
+    "steps": 300,
     "lr": 5e-4,
     "temperature": 1.0,
     "max_new_tokens": 12,
     "eval_temperature": 0.0,
     "eval_episodes": 300,
-    "checkpoint_every": 200,
+    "checkpoint_every": 100,
 }
 """The quickstart's RL recipe (any :class:`~turnkit.train.config.TrainConfig` key); see docs/training.md."""
+
+SINGLE_TURN_TRAIN: dict[str, Any] = {
+    **QUICKSTART_TRAIN,
+    "env_kwargs": {"difficulty": 1, "kinds": ["arithmetic"], "max_attempts": 1},
+    "grpo": {"group_size": 8, "kl_coef": 0.0},
+    "steps": 600,
+    "checkpoint_every": 200,
+}
+"""One answer per episode, 600 steps: the recipe ``studies/critics_quickstart.py`` and
+``studies/sft_float_paths.py`` measure (pass it as ``train_overrides``)."""
 
 QUICKSTART_MODELS: dict[str, dict[str, Any]] = {"tiny": QUICKSTART_TRAIN, "smollm2": SMOLLM2_TRAIN}
 """Each start model's RL recipe: the embedded tiny policy, or SmolLM2-135M-Instruct after a LoRA warm start

@@ -48,7 +48,7 @@ SMOLLM2_TRAIN: dict[str, Any] = {
     "temperature": 1.0,
     "max_new_tokens": 24,
     "eval_temperature": 0.0,
-    "eval_episodes": 200,
+    "eval_episodes": 100,
     "checkpoint_every": 20,
     "rollouts_every": 10,
 }
