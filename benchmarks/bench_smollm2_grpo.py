@@ -22,7 +22,8 @@ Columns: ``update tok/s`` = trained tokens (non-padding prompt + completion toke
 / update time, generation excluded; ``step tok/s`` = (generated + trained) / whole step, generation included.
 ``× TRL`` is turnkit's rate over TRL's, per step pair (moments apart), median over the pairs.
 
-The TRL timers (``timed_trainer_class``, ``optimizer_timer``) and ``quiet`` are benchmarks/peers/bench_grpo.py's.
+The TRL config (``matched_grpo_config``), timers (``timed_trainer_class``, ``optimizer_timer``) and ``quiet`` are
+benchmarks/peers/bench_grpo.py's.
 
 Run: HF_HUB_OFFLINE=1 python benchmarks/bench_smollm2_grpo.py [--prompts 4 --group-size 4 --max-new-tokens 32]
      (defaults: --warmup 1 --trials 3 --threads 1)
@@ -50,7 +51,7 @@ from turnkit.train.loop import build_policy, prepare_policy, step_sampling_seed,
 from turnkit.types import Message, Step, Trajectory
 
 sys.path.insert(0, str(Path(__file__).resolve().parent / "peers"))  # `turnkit bench` loads this file by path
-from bench_grpo import optimizer_timer, quiet, timed_trainer_class
+from bench_grpo import matched_grpo_config, optimizer_timer, quiet, timed_trainer_class
 
 PROMPTS = [
     "Write a long story about a dragon who learns to cook.",
@@ -145,33 +146,8 @@ def trl_trainer(args: argparse.Namespace, out_dir: Path, on_step: Any) -> Any:
 
     total = args.warmup + args.trials
     k, g = args.prompts, args.group_size
-    config = trl.GRPOConfig(
-        output_dir=str(out_dir),
-        num_generations=g,
-        per_device_train_batch_size=k * g,
-        gradient_accumulation_steps=1,
-        max_steps=total,
-        max_completion_length=args.max_new_tokens,
-        temperature=1.0,
-        top_p=1.0,
-        learning_rate=LR,
-        lr_scheduler_type="constant",
-        warmup_steps=0,
-        weight_decay=0.0,
-        max_grad_norm=1.0,
-        optim="adamw_torch",
-        beta=0.0,
-        epsilon=0.2,
-        loss_type="dapo",
-        num_iterations=1,
-        gradient_checkpointing=False,
-        use_cpu=True,
-        bf16=False,
-        report_to=[],
-        logging_steps=10**6,
-        save_strategy="no",
-        disable_tqdm=True,
-        seed=0,
+    config = matched_grpo_config(
+        trl, out_dir, group_size=g, batch_size=k * g, steps=total, max_new_tokens=args.max_new_tokens, lr=LR
     )
     prompts = [PROMPTS[i % len(PROMPTS)] for i in range(k * total)]
     dataset = datasets.Dataset.from_dict(

@@ -332,6 +332,49 @@ def timed_trainer_class(trl: Any) -> type:
     return TimedGRPOTrainer
 
 
+def matched_grpo_config(
+    trl: Any, out_dir: Path, *, group_size: int, batch_size: int, steps: int, max_new_tokens: int, lr: float
+) -> Any:
+    """TRL's ``GRPOConfig`` set to do what one turnkit GRPO step does: constant AdamW lr, clip 1.0, PPO clip 0.2,
+    token-mean loss (``dapo``), no KL, one pass per batch, fp32 on the CPU, T = 1, no logging or saving.
+
+    Example:
+        >>> import trl
+        >>> cfg = matched_grpo_config(trl, Path("/tmp/g"), group_size=4, batch_size=16, steps=3, max_new_tokens=8,
+        ...                           lr=2e-4)
+        >>> cfg.num_generations, cfg.per_device_train_batch_size, cfg.loss_type, cfg.beta
+        (4, 16, 'dapo', 0.0)
+    """
+    return trl.GRPOConfig(
+        output_dir=str(out_dir),
+        num_generations=group_size,
+        per_device_train_batch_size=batch_size,
+        gradient_accumulation_steps=1,
+        max_steps=steps,
+        max_completion_length=max_new_tokens,
+        temperature=1.0,
+        top_p=1.0,
+        learning_rate=lr,
+        lr_scheduler_type="constant",
+        warmup_steps=0,
+        weight_decay=0.0,
+        max_grad_norm=1.0,
+        optim="adamw_torch",
+        beta=0.0,
+        epsilon=0.2,
+        loss_type="dapo",
+        num_iterations=1,
+        gradient_checkpointing=False,
+        use_cpu=True,
+        bf16=False,
+        report_to=[],
+        logging_steps=10**6,
+        save_strategy="no",
+        disable_tqdm=True,
+        seed=0,
+    )
+
+
 def optimizer_timer(trainer: Any) -> Any:
     """A callback that times clipping and ``optimizer.step()`` (from the end of ``training_step`` on)."""
     from transformers import TrainerCallback
@@ -364,34 +407,10 @@ class TrlSide:
         self.name = name
         self.profiled = profiled
         total = args.warmup + args.trials
-        config = trl.GRPOConfig(
-            output_dir=str(out_dir),
-            num_generations=args.group_size,
-            per_device_train_batch_size=args.group_size * args.groups,
-            gradient_accumulation_steps=1,
-            max_steps=total,
-            max_completion_length=args.max_new_tokens,
-            temperature=1.0,
-            top_p=1.0,
-            learning_rate=args.lr,
-            lr_scheduler_type="constant",
-            warmup_steps=0,
-            weight_decay=0.0,
-            max_grad_norm=1.0,
-            optim="adamw_torch",
-            beta=0.0,
-            epsilon=0.2,
-            loss_type="dapo",
-            num_iterations=1,
-            gradient_checkpointing=False,
-            use_cpu=True,
-            bf16=False,
-            report_to=[],
-            logging_steps=10**6,
-            save_strategy="no",
-            disable_tqdm=True,
-            seed=0,
-        )
+        config = matched_grpo_config(
+            trl, out_dir, group_size=args.group_size, batch_size=args.group_size * args.groups, steps=total,
+            max_new_tokens=args.max_new_tokens, lr=args.lr,
+        )  # fmt: skip
         self.rollout: TimedEnvRollout | None = None
         if env_rollout:
             self.rollout = TimedEnvRollout(

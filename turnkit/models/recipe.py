@@ -183,19 +183,41 @@ def build_into(folder: Path, train: Trainer, *, recipe: Any, version: int, repla
     start = time.perf_counter()
     with torch_threads(BUILD_THREADS):
         model, tokenizer, info = train()
-    folder.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(dir=folder.parent, prefix=f".{folder.name}."))
-    try:
+
+    def write(tmp: Path) -> None:
         save_tiny(model, tokenizer, tmp)
         record = {"recipe": asdict(recipe), "recipe_version": version, **info, "build_s": time.perf_counter() - start}
         (tmp / INFO_FILE).write_text(json.dumps(record, indent=2, sort_keys=True) + "\n", encoding="utf-8")
-        if (folder / "config.json").is_file() and not replace:  # a concurrent build finished first
+
+    write_folder_atomically(folder, write, done="config.json", replace=replace)
+
+
+def write_folder_atomically(folder: Path, write: Callable[[Path], None], *, done: str, replace: bool = False) -> None:
+    """Fill a temporary sibling of ``folder`` with ``write(tmp)``, then rename it into place.
+
+    A reader, or a concurrent writer, never sees a half-written folder. If another writer finished first
+    (``folder/done`` exists) its copy is kept, unless ``replace``. A failing ``write`` leaves nothing behind and
+    its exception propagates.
+
+    Example:
+        >>> import tempfile
+        >>> folder = Path(tempfile.mkdtemp()) / "cached"
+        >>> write_folder_atomically(folder, lambda tmp: (tmp / "done.txt").write_text("first"), done="done.txt")
+        >>> write_folder_atomically(folder, lambda tmp: (tmp / "done.txt").write_text("second"), done="done.txt")
+        >>> (folder / "done.txt").read_text(), sorted(p.name for p in folder.parent.iterdir())
+        ('first', ['cached'])
+    """
+    folder.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(dir=folder.parent, prefix=f".{folder.name}."))
+    try:
+        write(tmp)
+        if (folder / done).is_file() and not replace:  # a concurrent writer finished first
             shutil.rmtree(tmp)
             return
         if folder.exists():
             shutil.rmtree(folder)
         tmp.rename(folder)
-    except BaseException:
+    except BaseException:  # leave no half-written sibling behind; the caller sees the original error
         shutil.rmtree(tmp, ignore_errors=True)
         raise
 

@@ -25,8 +25,6 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import shutil
-import tempfile
 import time
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass
@@ -39,7 +37,7 @@ import torch
 from turnkit.agents.hf import HFPolicy
 from turnkit.configs import check_float, check_int
 from turnkit.envs.math.oracle import RetryOracle
-from turnkit.models.recipe import BUILD_THREADS
+from turnkit.models.recipe import BUILD_THREADS, write_folder_atomically
 from turnkit.models.sft import SFTConfig, train_sft
 from turnkit.models.threads import torch_threads
 from turnkit.models.tiny import cache_dir
@@ -194,23 +192,10 @@ def warm_start(
         "loss": [round(h["loss"], 4) for h in history],
         "sft_s": time.perf_counter() - start,
     }
-    _save_atomically(policy, folder, info)
-    return {**info, "adapter_dir": str(folder), "from_cache": False}
 
-
-def _save_atomically(policy: HFPolicy, folder: Path, info: dict[str, Any]) -> None:
-    """Write the adapter and its record into a temporary sibling, then rename it into place."""
-    folder.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(dir=folder.parent, prefix=f".{folder.name}."))
-    try:
+    def write(tmp: Path) -> None:
         policy.save_adapter(tmp)
         (tmp / INFO_FILE).write_text(json.dumps(info, indent=2, sort_keys=True) + "\n", encoding="utf-8")
-        if (folder / INFO_FILE).is_file():  # a concurrent run finished first: keep its copy
-            shutil.rmtree(tmp)
-            return
-        if folder.exists():
-            shutil.rmtree(folder)
-        tmp.rename(folder)
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
+
+    write_folder_atomically(folder, write, done=INFO_FILE)
+    return {**info, "adapter_dir": str(folder), "from_cache": False}
