@@ -76,6 +76,7 @@ def test_warm_start_trains_only_the_adapter_then_reloads_the_same_bits_from_the_
 
 
 def test_the_cache_key_follows_everything_that_changes_the_bits(monkeypatch) -> None:
+    monkeypatch.delenv("ATEN_CPU_CAPABILITY", raising=False)  # the native path, whatever this process runs on
     key = warm_start_key("smollm2", ENV, KWARGS, MICRO)
     assert key != warm_start_key("smollm2-bf16", ENV, KWARGS, MICRO)
     assert key != warm_start_key("smollm2", ENV, {**KWARGS, "difficulty": 1}, MICRO)
