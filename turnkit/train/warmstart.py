@@ -113,7 +113,15 @@ def demonstrations(
 
 
 def warm_start_rows(plain: list[Trajectory], retry: list[Trajectory], tokenizer: Any) -> list[TokenRow]:
-    """SFT rows: every oracle turn, and each retry episode's turns after the first (the corrections)."""
+    """SFT rows: every oracle turn, and each retry episode's turns after the first (the corrections).
+
+    Example:
+        >>> from turnkit.models.tiny import build_tiny_tokenizer
+        >>> plain, retry = demonstrations("turnkit/MathEpisodes-v0", {"max_attempts": 2},
+        ...                               WarmStartConfig(demos=2, retry_demos=1))
+        >>> [r.turn_index for r in warm_start_rows(plain, retry, build_tiny_tokenizer())]
+        [0, 0, 1]
+    """
     return demo_rows(plain, tokenizer) + [r for r in demo_rows(retry, tokenizer) if r.turn_index >= 1]
 
 
@@ -161,6 +169,20 @@ def warm_start(
     Returns:
         The record saved beside the adapter: the settings, rows and tokens, SFT losses and wall time, plus
         ``adapter_dir`` and ``from_cache``.
+
+    Example:
+        >>> import tempfile
+        >>> from turnkit.models.tiny import TinyModelConfig, build_tiny_model, build_tiny_tokenizer
+        >>> tok = build_tiny_tokenizer()
+        >>> fresh = lambda: HFPolicy(build_tiny_model(tok, TinyModelConfig(hidden_size=32, num_heads=2)), tok)
+        >>> cfg = WarmStartConfig(demos=2, retry_demos=2, steps=1, batch_size=2)
+        >>> cache = tempfile.mkdtemp()
+        >>> first = warm_start(fresh(), model_id="micro", env_id="turnkit/MathEpisodes-v0", env_kwargs={},
+        ...                    cfg=cfg, cache=cache, progress=False)
+        >>> again = warm_start(fresh(), model_id="micro", env_id="turnkit/MathEpisodes-v0", env_kwargs={},
+        ...                    cfg=cfg, cache=cache, progress=False)
+        >>> first["from_cache"], again["from_cache"], again["loss"] == first["loss"]
+        (False, True, True)
     """
     root = Path(cache) if cache is not None else cache_dir()
     folder = root / "warmstart" / warm_start_key(model_id, env_id, env_kwargs, cfg)
