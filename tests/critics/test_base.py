@@ -132,3 +132,35 @@ def test_score_all_uses_score_batch_once() -> None:
 def test_critic_name_prefers_attribute() -> None:
     assert critic_name(Const((0.0,), "judge")) == "judge"
     assert critic_name(3) == "int"
+
+
+def test_start_copy_of_a_warm_started_policy_merges_its_adapter(tok) -> None:
+    """A run that goes on training a warm-start adapter gets a plain start copy: same log-probs, no adapter."""
+    import torch
+
+    from turnkit.agents.hf import HFPolicy
+    from turnkit.critics.base import CriticContext
+    from turnkit.critics.prime import ImplicitPRM
+    from turnkit.models.tiny import TinyModelConfig, build_tiny_model
+
+    policy = HFPolicy(build_tiny_model(tok, TinyModelConfig(hidden_size=32, num_heads=2)), tok)
+    policy.attach_lora(r=4)
+    with torch.no_grad():  # a warm start: B != 0, so the adapter changes the outputs
+        for name, param in policy.model.named_parameters():
+            if "lora_B" in name:
+                param.copy_(torch.linspace(-0.5, 0.5, param.numel()).reshape(param.shape))
+    prompts, completions = [[1, 4, 5, 6]], [[60, 61, 62]]
+    with policy.reference() as ref:
+        base_lp = ref.sequence_logprobs(prompts, completions)
+    warm_lp = policy.sequence_logprobs(prompts, completions)
+    assert not torch.allclose(warm_lp, base_lp, atol=1e-3)  # the adapter matters
+
+    ctx = CriticContext.from_policy(policy, make_env=lambda: None)
+    start = ctx.start_policy()
+    assert policy.has_adapter and not start.has_adapter
+    assert not any(p.requires_grad for p in start.model.parameters())
+    torch.testing.assert_close(start.sequence_logprobs(prompts, completions), warm_lp, atol=1e-5, rtol=0)
+
+    prm = ImplicitPRM.from_policy(start)  # PRIME's PRM: a fresh adapter on the merged start, so rewards start at 0
+    turn = AgentTurn("x", token_ids=(60, 61, 62), prompt_token_ids=(1, 4, 5, 6))
+    assert prm.score(Trajectory("d", 0, (Step("q", turn, 1.0, True),))).step_rewards == (0.0,)

@@ -138,9 +138,7 @@ class CriticContext:
         """The context of a run training ``policy``; the start policy is a frozen copy taken on first use.
 
         Build the critics before the policy gets its training adapter: the copy is of the policy as it is then.
-
-        Raises:
-            ConfigError: (on first use of ``start_policy``) the policy already has a LoRA adapter.
+        An adapter the policy already has (a warm start the run goes on training) is merged into the copy.
         """
         frozen: list[HFPolicy] = []
 
@@ -158,14 +156,19 @@ class CriticContext:
 
 
 def _frozen_copy(policy: HFPolicy) -> HFPolicy:
-    """A copy of ``policy`` with frozen weights that samples as ``policy`` does now."""
+    """A copy of ``policy`` with frozen weights that samples as ``policy`` does now.
+
+    A LoRA adapter on ``policy`` (a warm start) is merged into the copy's weights, so the copy is a plain model
+    that critics can give adapters of their own; ``policy`` keeps its adapter.
+    """
     import copy
 
     from turnkit.agents.hf import HFPolicy
 
+    model = copy.deepcopy(policy.model)
     if policy.has_adapter:
-        raise ConfigError("the start policy has a LoRA adapter; merge it before training with this critic")
-    model = copy.deepcopy(policy.model).eval()
+        model = model.merge_and_unload()
+    model.eval()
     for p in model.parameters():
         p.requires_grad_(False)
     copied = HFPolicy(model, policy.tokenizer, max_batch_size=policy.max_batch_size)
