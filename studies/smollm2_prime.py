@@ -22,10 +22,10 @@ Protocol: the arm ``smollm2_grpo.py`` measured (outcome-only GRPO) is the contro
   ranking accuracy on each fresh batch (before its update; 0.5 is chance) and its BCE loss (ln 2 = 0.693 is
   an untrained PRM).
 
-Commands (``--jobs 2`` runs two 1-thread jobs side by side; the control must exist, ``smollm2_grpo.py run``)::
+Commands (the control must exist: ``smollm2_grpo.py run``; the two paths side by side, one 1-thread job each)::
 
-    python studies/smollm2_prime.py run --path native --jobs 2
-    ATEN_CPU_CAPABILITY=default TURNKIT_CACHE=/tmp/tk_default python studies/smollm2_prime.py run --path default --jobs 2
+    python studies/smollm2_prime.py run --path native
+    ATEN_CPU_CAPABILITY=default TURNKIT_CACHE=/tmp/tk_default python studies/smollm2_prime.py run --path default
     python studies/smollm2_prime.py report       # results.json, smollm2_prime.png and the table
     python studies/smollm2_prime.py check        # toy size end to end (minutes): the PRM's step records
 
@@ -173,7 +173,8 @@ def summarize(out: Path, control: Path) -> dict[str, Any]:
             if not file.is_file():
                 raise SystemExit(f"no control for {path_dir.name} seed {seed}: run smollm2_grpo.py first ({file})")
             if run["warm_start_key"] != Path(start["warm_start"]["adapter_dir"]).name:
-                raise SystemExit(f"{path_dir.name} seed {seed}: warm start {run['warm_start_key']} is not the control's")
+                key = run["warm_start_key"]
+                raise SystemExit(f"{path_dir.name} seed {seed}: warm start {key} is not the control's")
             grpo[seed] = json.loads(file.read_text())
         seeds = sorted(prime)
         entry: dict[str, Any] = {"float_path": start["machine"]["float_path"], "seeds": seeds}
