@@ -191,3 +191,90 @@ def test_prime_update_needs_groups(tok) -> None:
     traj = Trajectory("d", 0, _traj([(60, 2)], True).steps)  # no group
     with pytest.raises(DataError, match="group"):
         prime_update(policy, torch.optim.SGD(policy.model.parameters(), lr=0.1), None, [traj])
+
+
+# ----------------------------------------------------------------------------- one pass per episode
+
+
+LONG = TinyModelConfig(hidden_size=32, num_layers=1, num_heads=2, intermediate_size=64, max_position_embeddings=512)
+
+
+def _multi_turn_batch(tok, n: int = 3) -> list[Trajectory]:
+    """Real MathEpisodes with retries: every turn's prompt is the token-exact context of the turn before."""
+    import gymnasium
+
+    from turnkit.rollout.chat import ChatDelta
+    from turnkit.rollout.collect import collect_batch
+
+    policy = HFPolicy(build_tiny_model(tok, LONG, seed=0), tok, max_new_tokens=4, seed=0)
+
+    envs = [gymnasium.make("turnkit/MathEpisodes-v0", max_attempts=3, max_episode_steps=3) for _ in range(n)]
+    try:
+        return collect_batch(envs, policy, list(range(n)), chat=ChatDelta(tok))
+    finally:
+        for env in envs:
+            env.close()
+
+
+def _trained_prm(tok) -> ImplicitPRM:
+    prm = ImplicitPRM(HFPolicy(build_tiny_model(tok, LONG, seed=1), tok), PrimeConfig(beta=0.5))
+    with torch.no_grad():  # a PRM that has learned something: its adapter is no longer the identity
+        for name, param in prm.prm.model.named_parameters():
+            if "lora_B" in name:
+                param.copy_(torch.linspace(-0.3, 0.3, param.numel()).reshape(param.shape))
+    return prm
+
+
+def test_episode_layout_scores_each_turn_as_the_turn_by_turn_pass_does(tok) -> None:
+    from turnkit.critics.prime import _turn_ids, episode_layout
+
+    batch = _multi_turn_batch(tok)
+    assert any(len(t.steps) > 1 for t in batch)
+    assert all(episode_layout(_turn_ids(t, i)) is not None for i, t in enumerate(batch))
+    prm = _trained_prm(tok)
+    rewards = prm.token_rewards(batch)
+    for traj, per_turn in zip(batch, rewards, strict=True):
+        for step, got in zip(traj.steps, per_turn, strict=True):
+            prompt, reply = [list(step.action.prompt_token_ids)], [list(step.action.token_ids)]
+            with torch.no_grad():
+                lp = prm.prm.sequence_logprobs(prompt, reply, temperature=1.0)
+                with prm.prm.reference() as ref:
+                    base = ref.sequence_logprobs(prompt, reply, temperature=1.0)
+            torch.testing.assert_close(got, 0.5 * (lp - base)[0], atol=1e-5, rtol=0)
+            assert got.abs().sum() > 0
+
+
+def test_fit_after_scoring_reuses_the_reference_and_fits_the_same(tok) -> None:
+    import copy
+
+    batch = _multi_turn_batch(tok, n=4)
+    labels = [1.0, 0.0, 1.0, 0.0]
+    scored, fresh = _trained_prm(tok), _trained_prm(tok)
+    fresh.prm.model = copy.deepcopy(scored.prm.model)
+    fresh.optimizer = torch.optim.AdamW([p for p in fresh.prm.model.parameters() if p.requires_grad], lr=1e-3)
+    fresh._params = [p for p in fresh.prm.model.parameters() if p.requires_grad]
+    scored.token_rewards(batch)
+    cached = dict(scored._reference_cache)
+    a, b = scored.fit(batch, labels=labels), fresh.fit(batch, labels=labels)
+    assert scored._reference_cache.keys() == cached.keys()  # nothing recomputed for the scored episodes
+    assert a == pytest.approx(b, abs=1e-5)
+
+
+def test_fit_in_chunks_takes_the_same_step_as_one_pass(tok) -> None:
+    """Gradient accumulation over chunks of 1 episode gives the one-pass step (and its metrics)."""
+    batch = _multi_turn_batch(tok, n=4)
+    labels = [1.0, 0.0, 0.0, 1.0]
+    whole, chunked = _trained_prm(tok), _trained_prm(tok)
+    chunked.config = PrimeConfig(beta=0.5, prm_chunk=1)
+    a, b = whole.fit(batch, labels=labels), chunked.fit(batch, labels=labels)
+    assert a == pytest.approx(b, abs=1e-6)
+    for (name, p), q in zip(whole.prm.model.named_parameters(), chunked.prm.model.parameters(), strict=True):
+        if p.requires_grad:
+            torch.testing.assert_close(p, q, atol=1e-6, rtol=0, msg=name)
+    moved = [p for n, p in whole.prm.model.named_parameters() if "lora_A" in n]
+    assert any(
+        not torch.equal(p, q)
+        for p, q in zip(
+            moved, [p for n, p in _trained_prm(tok).prm.model.named_parameters() if "lora_A" in n], strict=True
+        )
+    )

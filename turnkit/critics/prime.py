@@ -210,7 +210,10 @@ class PrimeConfig:
     max_grad_norm: float = 1.0
     """Gradient clipping norm (PRM and policy)."""
     score_batch_size: int = 64
-    """Turns per PRM forward pass when scoring."""
+    """Sequences (an episode, or a turn where the context is not token-exact) per PRM forward pass when scoring."""
+    prm_chunk: int = 8
+    """Episodes per forward + backward inside one PRM step (gradients accumulate over chunks: the same loss, and
+    memory bounded by the chunk, not the batch)."""
     seed: int = 0
     """PRM LoRA initialisation."""
 
@@ -219,7 +222,9 @@ class PrimeConfig:
         check_float(self, "acc_low", "acc_high", "gamma", low=0.0, high=1.0)
         if self.acc_low > self.acc_high:
             raise ConfigError(f"PrimeConfig needs acc_low <= acc_high, got {self.acc_low}, {self.acc_high}")
-        check_int(self, "prm_minibatches", "policy_minibatches", "lora_r", "lora_alpha", "score_batch_size")
+        check_int(
+            self, "prm_minibatches", "policy_minibatches", "lora_r", "lora_alpha", "score_batch_size", "prm_chunk"
+        )
         check_int(self, "seed", low=0)
         check_float(self, "process_coef", low=0.0)
         check_float(self, "clip_eps", low=0.0, high=1.0, open_low=True, open_high=True)
@@ -236,6 +241,33 @@ def _turn_ids(trajectory: Trajectory, i: int) -> list[_Segment]:
             raise DataError(f"trajectory {i} turn {k} has no token ids; PRIME scores the exact generated ids")
         out.append((tuple(turn.prompt_token_ids), tuple(turn.token_ids)))
     return out
+
+
+def episode_layout(turns: Sequence[_Segment]) -> tuple[_Segment, list[tuple[int, int]]] | None:
+    """One sequence for a whole episode, when its contexts are token-exact: ``((prompt, rest), spans)``.
+
+    ``prompt`` is the first turn's prompt, ``rest`` everything after it (replies and the env's messages), and
+    ``spans[k]`` the ``[start, end)`` of turn ``k``'s reply in ``rest``. A causal model then scores every reply
+    in one pass instead of once per turn with all earlier turns again as its prompt. ``None`` when a turn's
+    prompt does not extend the previous prompt and reply (a re-rendered context): score it turn by turn.
+
+    Example:
+        >>> episode_layout([((1, 2), (3,)), ((1, 2, 3, 9), (4, 5))])  # the env said 9 in between
+        (((1, 2), (3, 9, 4, 5)), [(0, 1), (2, 4)])
+        >>> episode_layout([((1, 2), (3,)), ((1, 7, 3, 9), (4,))]) is None
+        True
+    """
+    prompt = turns[0][0]
+    rest: list[int] = []
+    spans = []
+    for turn_prompt, reply in turns:
+        seen = len(prompt) + len(rest)
+        if turn_prompt[: len(prompt)] != prompt or list(turn_prompt[len(prompt) : seen]) != rest:
+            return None
+        rest.extend(turn_prompt[seen:])
+        spans.append((len(rest), len(rest) + len(reply)))
+        rest.extend(reply)
+    return (prompt, tuple(rest)), spans
 
 
 class ImplicitPRM:
@@ -266,6 +298,7 @@ class ImplicitPRM:
         params = [p for p in prm.model.parameters() if p.requires_grad]
         self.optimizer = torch.optim.AdamW(params, lr=self.config.prm_lr, weight_decay=0.0)
         self._params = params
+        self._reference_cache: dict[tuple[_Segment, ...], list[Tensor]] = {}
 
     @classmethod
     def from_policy(cls, policy: HFPolicy, config: PrimeConfig | None = None) -> ImplicitPRM:
@@ -286,20 +319,47 @@ class ImplicitPRM:
             out.extend(logp[i, : len(c)] for i, (_, c) in enumerate(chunk))
         return out
 
+    def _turn_logprobs(
+        self, policy: HFPolicy, turns: Sequence[Sequence[_Segment]], *, grad: bool
+    ) -> list[list[Tensor]]:
+        """Per episode, per turn: the log-probs of the reply's tokens, each episode in one pass where it can be."""
+        segments: list[_Segment] = []
+        where: list[list[tuple[int, int, int]]] = []  # per turn: (segment, start, end)
+        for episode in turns:
+            layout = episode_layout(episode)
+            if layout is None:
+                where.append([(len(segments) + k, 0, len(reply)) for k, (_, reply) in enumerate(episode)])
+                segments.extend(episode)
+            else:
+                where.append([(len(segments), a, b) for a, b in layout[1]])
+                segments.append(layout[0])
+        logp = self._logprobs(policy, segments, grad=grad)
+        return [[logp[j][a:b] for j, a, b in episode] for episode in where]
+
+    def _reference_logprobs(self, turns: Sequence[Sequence[_Segment]]) -> list[list[Tensor]]:
+        """:meth:`_turn_logprobs` under ``π_ref``, reusing the last scored batch's (the reference is frozen)."""
+        missing = [ep for ep in turns if tuple(ep) not in self._reference_cache]
+        if missing:
+            with torch.no_grad(), self.prm.reference() as ref:
+                computed = self._turn_logprobs(ref, missing, grad=False)
+            self._reference_cache.update(zip((tuple(ep) for ep in missing), computed, strict=True))
+        return [self._reference_cache[tuple(ep)] for ep in turns]
+
     def token_rewards(self, trajectories: Sequence[Trajectory]) -> list[list[Tensor]]:
-        """Per trajectory, per turn: the ``[L]`` implicit rewards of the turn's generated tokens (no gradients)."""
-        segs = [_turn_ids(t, i) for i, t in enumerate(trajectories)]
-        flat = [s for ss in segs for s in ss]
+        """Per trajectory, per turn: the ``[L]`` implicit rewards of the turn's generated tokens (no gradients).
+
+        The reference log-probs are kept until the next call, so that :meth:`fit` on the same batch (the
+        loop's order: score, then update) does not compute them again.
+        """
+        turns = [_turn_ids(t, i) for i, t in enumerate(trajectories)]
+        self._reference_cache = {}
         with torch.no_grad():
-            prm = self._logprobs(self.prm, flat, grad=False)
-            with self.prm.reference() as ref:
-                base = self._logprobs(ref, flat, grad=False)
-        rewards = [self.config.beta * (p - b) for p, b in zip(prm, base, strict=True)]
-        out, start = [], 0
-        for ss in segs:
-            out.append(rewards[start : start + len(ss)])
-            start += len(ss)
-        return out
+            prm = self._turn_logprobs(self.prm, turns, grad=False)
+        base = self._reference_logprobs(turns)
+        return [
+            [self.config.beta * (p - b) for p, b in zip(ep_p, ep_b, strict=True)]
+            for ep_p, ep_b in zip(prm, base, strict=True)
+        ]
 
     def score(self, trajectory: Trajectory) -> CriticResult:
         """Each turn's summed implicit reward as its step reward."""
@@ -360,32 +420,28 @@ class ImplicitPRM:
         if not trajectories:
             raise DataError("ImplicitPRM.fit got no trajectories")
         labels = [float(t.success) for t in trajectories] if labels is None else [float(x) for x in labels]
-        segs = [_turn_ids(t, i) for i, t in enumerate(trajectories)]
-        with torch.no_grad(), self.prm.reference() as ref:
-            base = self._logprobs(ref, [s for ss in segs for s in ss], grad=False)
-        base_by_traj, start = [], 0
-        for ss in segs:
-            base_by_traj.append(torch.cat(base[start : start + len(ss)]))
-            start += len(ss)
+        turns = [_turn_ids(t, i) for i, t in enumerate(trajectories)]
+        base_by_traj = [torch.cat(ep) for ep in self._reference_logprobs(turns)]
         n = len(trajectories)
         size = math.ceil(n / self.config.prm_minibatches)
         sums: dict[str, float] = defaultdict(float)
         self.prm.model.train()
         for lo in range(0, n, size):
             idx = list(range(lo, min(n, lo + size)))
-            flat = [s for i in idx for s in segs[i]]
-            logp = self._logprobs(self.prm, flat, grad=True)
-            per_traj, start = [], 0
-            for i in idx:
-                per_traj.append(torch.cat(logp[start : start + len(segs[i])]))
-                start += len(segs[i])
-            prm_lp, mask = _pad(per_traj)
-            ref_lp, _ = _pad([base_by_traj[i] for i in idx])
-            outcome = torch.tensor([labels[i] for i in idx], device=prm_lp.device)
-            loss, metrics = prm_bce_loss(prm_lp, ref_lp.to(prm_lp.device), mask, outcome, beta=self.config.beta)
-            optimizer_step(self.optimizer, self._params, loss, max_grad_norm=self.config.max_grad_norm)
-            for key, value in metrics.items():
-                sums[key] += value * len(idx) / n
+            self.optimizer.zero_grad(set_to_none=True)
+            for start in range(0, len(idx), self.config.prm_chunk):  # accumulate: one chunk's graph at a time
+                chunk = idx[start : start + self.config.prm_chunk]
+                logp = self._turn_logprobs(self.prm, [turns[i] for i in chunk], grad=True)
+                prm_lp, mask = _pad([torch.cat(ep) for ep in logp])
+                ref_lp, _ = _pad([base_by_traj[i] for i in chunk])
+                outcome = torch.tensor([labels[i] for i in chunk], device=prm_lp.device)
+                loss, metrics = prm_bce_loss(prm_lp, ref_lp.to(prm_lp.device), mask, outcome, beta=self.config.beta)
+                (loss * (len(chunk) / len(idx))).backward()
+                for key, value in metrics.items():
+                    sums[key] += value * len(chunk) / n
+            limit = self.config.max_grad_norm if self.config.max_grad_norm > 0 else math.inf
+            torch.nn.utils.clip_grad_norm_(self._params, limit)
+            self.optimizer.step()
         self.prm.model.eval()
         return {f"prm_{k}": v for k, v in sums.items()}
 
