@@ -84,20 +84,18 @@ def cmd_quickstart(args: argparse.Namespace) -> int:
     """SFT start policy -> held-out eval -> GRPO -> held-out eval, with a before/after table and plot."""
     from turnkit.configs import apply_overrides
     from turnkit.train.quickstart import (
-        QUICKSTART_THREADS,
         QuickstartConfig,
         quickstart_train_config,
         run_quickstart,
         run_seeds,
     )
 
-    threads = args.threads if args.threads is not None else QUICKSTART_THREADS[args.model]
     qcfg = QuickstartConfig(
         out_dir=args.out,
         seed=args.seed,
         eval_episodes=args.eval_episodes,
         steps=args.steps,
-        threads=threads,
+        threads=args.threads,
         model=args.model,
     )
     if args.overrides:  # e.g. --set async=true: recipe keys changed on top of the quickstart's
@@ -154,7 +152,7 @@ def add_commands(sub: Any) -> None:
     )  # fmt: skip
     qs.add_argument("--quiet", action="store_true", help="no progress bars")
     qs.add_argument(
-        "--threads", type=_threads, default=None,
-        help="torch CPU threads (default: 1 for tiny, which gains nothing from more; torch's own for smollm2)",
+        "--threads", type=_threads, default=1,
+        help="torch CPU threads (default 1: a second thread gains little on 2 cores and collapses on a busy box)",
     )  # fmt: skip
     qs.set_defaults(func=cmd_quickstart)

@@ -85,9 +85,6 @@ SINGLE_TURN_TRAIN: dict[str, Any] = {
 QUICKSTART_MODELS: dict[str, dict[str, Any]] = {"tiny": QUICKSTART_TRAIN, "smollm2": SMOLLM2_TRAIN}
 """Each start model's RL recipe: the embedded tiny policy, or SmolLM2-135M-Instruct after a LoRA warm start
 (:mod:`turnkit.train.quickstart_smollm2`)."""
-QUICKSTART_THREADS: dict[str, int | None] = {"tiny": 1, "smollm2": None}
-"""The default torch threads per model: one for the tiny model, which gains nothing from more; torch's own (the
-cores) for SmolLM2."""
 
 
 @dataclass(frozen=True)
@@ -120,8 +117,9 @@ class QuickstartConfig:
     cache: str | None = None
     """Cache root of the start model (default ``$TURNKIT_CACHE`` or ``~/.cache/turnkit``)."""
     threads: int | None = 1
-    """Torch threads (``None``: torch's default). One: the tiny model gains nothing from more, a busy machine
-    makes more much slower, and results then do not depend on the machine's core count."""
+    """Torch threads (``None``: torch's default). One, for both models: the tiny model gains nothing from more;
+    SmolLM2 gains 1.15x from a second thread on a quiet 2-core box and runs 3.2x slower with it when another process
+    holds a core (BENCHMARKS.md, "SmolLM2-135M"); and results then do not depend on the machine's core count."""
 
     def __post_init__(self) -> None:
         check_str(self, "out_dir")
