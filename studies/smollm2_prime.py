@@ -88,15 +88,26 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     return parser.parse_args(argv)
 
 
-def prime_config(seed: int, weight: float, out_dir: str, steps: int | None = None) -> TrainConfig:
-    """The control's recipe with PRIME's process reward at ``weight``.
+MICRO_BATCH_ROWS = 8
+"""Rows per forward + backward of the policy update (the control's one pass over ~46 turn rows held ~12 GB; two
+PRIME runs side by side, each also holding the PRM, ran out of the box's 24 GB)."""
+
+
+def prime_config(
+    seed: int, weight: float, out_dir: str, *, eval_episodes: int = 200, steps: int | None = None
+) -> TrainConfig:
+    """The control's recipe with PRIME's process reward at ``weight``, its update in micro-batches.
+
+    ``eval_episodes`` is the study's held-out count: the loop draws training task seeds outside
+    ``[10^9, 10^9 + eval_episodes)``, so it must equal the control's for both arms to draw the same tasks.
 
     Example:
         >>> cfg = prime_config(3, 1.0, "/tmp/x")
-        >>> cfg.critic, cfg.seed, cfg.steps == SMOLLM2_TRAIN["steps"]
-        ({'prime': {'weight': 1.0}}, 3, True)
+        >>> cfg.critic, cfg.seed, cfg.steps == SMOLLM2_TRAIN["steps"], cfg.micro_batch_rows, cfg.eval_episodes
+        ({'prime': {'weight': 1.0}}, 3, True, 8, 200)
     """
     values = {**SMOLLM2_TRAIN, "seed": seed, "out_dir": out_dir, "critic": {"prime": {"weight": weight}}}
+    values.update(micro_batch_rows=MICRO_BATCH_ROWS, eval_episodes=eval_episodes)
     if steps is not None:
         values.update(steps=steps, checkpoint_every=steps)
     return TrainConfig.from_dict(values, source="smollm2_prime")
@@ -106,7 +117,8 @@ def run_seed(args: argparse.Namespace) -> None:
     """PRIME from the warm start with RL seed ``args.seed``, then the held-out evaluation."""
     started = time.time()
     policy, info = smollm2_start_policy(progress=False)
-    cfg = prime_config(args.seed, args.weight, str(Path(args.runs) / args.path / f"seed-{args.seed}"), args.steps)
+    out_dir = str(Path(args.runs) / args.path / f"seed-{args.seed}")
+    cfg = prime_config(args.seed, args.weight, out_dir, eval_episodes=args.eval_episodes, steps=args.steps)
     t0 = time.time()
     run = train(cfg, progress=False, policy=policy)
     train_s = time.time() - t0

@@ -200,3 +200,38 @@ def test_lora_run_trains_only_the_adapter_and_resumes(tokenizer: PreTrainedToken
               for k, v in result.policy.model.state_dict().items() if "lora_" not in k}  # fmt: skip
     assert all(torch.equal(merged[k], base[k]) for k in base)
     assert "kl_ref" in read_metrics(tmp_path / "metrics.jsonl")[-1]
+
+
+@pytest.mark.parametrize("loss_agg", ["token_mean", "seq_mean", "seq_sum_norm"])
+def test_micro_batches_take_the_same_step_as_one_pass(tokenizer: PreTrainedTokenizerFast, loss_agg: str) -> None:
+    """Gradient accumulation over 1-row micro-batches: the same gradient, step and metrics as the whole minibatch.
+
+    SGD without clipping, so that a wrongly weighted micro-batch changes the step (Adam's first step and a clipped
+    norm would hide a uniform scale).
+    """
+    whole, micro = make_policy(tokenizer), make_policy(tokenizer)
+    prompt = chat_prompt_ids(tokenizer, [Message("user", "What is 2 plus 2?")])
+    answers = [("ANSWER: 4", 1.0), ("ANSWER: 5", 0.0), ("4", 0.0), ("The answer is ANSWER: 4", 1.0)]
+    trajs = [
+        Trajectory("demo", 0, (Step("q", scored_turn(whole, prompt, completion_ids(tokenizer, a)), r, True),), group=0)
+        for a, r in answers
+    ]
+    grpo = {"group_size": 4, "loss_agg": loss_agg, **({"max_tokens": 16} if loss_agg == "seq_sum_norm" else {})}
+    metrics = {}
+    for policy, rows in ((whole, 0), (micro, 1)):
+        cfg = TrainConfig(grpo=grpo, max_grad_norm=0.0, micro_batch_rows=rows)
+        metrics[rows] = update(policy, torch.optim.SGD(policy.model.parameters(), lr=0.5), trajs, cfg)
+    start = make_policy(tokenizer)
+    moved = [(p - q).abs().max() for p, q in zip(whole.model.parameters(), start.model.parameters(), strict=True)]
+    assert max(moved) > 1e-3  # the step is large enough to see a wrong weight
+    for p, q in zip(whole.model.parameters(), micro.model.parameters(), strict=True):
+        torch.testing.assert_close(p, q, atol=1e-6, rtol=0)
+    for key in ("loss", "pg_loss", "grad_norm", "ratio_mean", "ratio_max", "clip_frac"):
+        assert metrics[1][key] == pytest.approx(metrics[0][key], abs=1e-6), key
+
+
+def test_micro_batch_rows_must_be_non_negative() -> None:
+    from turnkit.errors import ConfigError
+
+    with pytest.raises(ConfigError, match="micro_batch_rows"):
+        TrainConfig(micro_batch_rows=-1)

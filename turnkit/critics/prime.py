@@ -57,7 +57,7 @@ from turnkit.critics.base import CriticContext, CriticResult
 from turnkit.errors import ConfigError, DataError
 from turnkit.learners.advantages import prime_advantages
 from turnkit.learners.grpo import GRPOConfig, policy_loss
-from turnkit.learners.optim import optimizer_step
+from turnkit.learners.optim import optimizer_step, step_accumulated
 from turnkit.rollout.batch import TokenRow, collate, gather_token_logprobs
 from turnkit.types import Trajectory
 
@@ -439,9 +439,7 @@ class ImplicitPRM:
                 (loss * (len(chunk) / len(idx))).backward()
                 for key, value in metrics.items():
                     sums[key] += value * len(chunk) / n
-            limit = self.config.max_grad_norm if self.config.max_grad_norm > 0 else math.inf
-            torch.nn.utils.clip_grad_norm_(self._params, limit)
-            self.optimizer.step()
+            step_accumulated(self.optimizer, self._params, max_grad_norm=self.config.max_grad_norm)
         self.prm.model.eval()
         return {f"prm_{k}": v for k, v in sums.items()}
 

@@ -150,6 +150,30 @@ def aggregate_tokens(
     raise ConfigError(f"loss aggregation must be one of {LOSS_AGGREGATIONS}, got {mode!r}")
 
 
+def aggregation_share(part_mask: Tensor, whole_mask: Tensor, mode: LossAggregation = "token_mean") -> float:
+    """The weight of a micro-batch's loss in its minibatch's, so that the weighted micro-batch losses sum to it.
+
+    :func:`aggregate_tokens` over the whole minibatch equals ``Σ_parts share × aggregate_tokens(part)``, for
+    rows split into parts (gradient accumulation): tokens for ``"token_mean"``, rows with tokens for
+    ``"seq_mean"``, rows for ``"seq_sum_norm"``.
+
+    Example:
+        >>> import torch
+        >>> whole = torch.tensor([[True, True, True], [True, False, False], [False, False, False]])
+        >>> aggregation_share(whole[:1], whole), aggregation_share(whole[:1], whole, "seq_mean")
+        (0.75, 0.5)
+        >>> aggregation_share(whole[:1], whole, "seq_sum_norm")
+        0.3333333333333333
+    """
+    if mode == "token_mean":
+        return float(part_mask.sum()) / max(float(whole_mask.sum()), 1.0)
+    if mode == "seq_mean":
+        return float(part_mask.any(dim=1).sum()) / max(float(whole_mask.any(dim=1).sum()), 1.0)
+    if mode == "seq_sum_norm":
+        return part_mask.shape[0] / whole_mask.shape[0]
+    raise ConfigError(f"loss aggregation must be one of {LOSS_AGGREGATIONS}, got {mode!r}")
+
+
 def policy_loss(
     logprobs: Tensor,
     old_logprobs: Tensor,

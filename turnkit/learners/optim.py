@@ -43,10 +43,34 @@ def optimizer_step(
     params = list(parameters)
     optimizer.zero_grad(set_to_none=True)
     loss.backward()
+    return step_accumulated(optimizer, params, max_grad_norm=max_grad_norm)
+
+
+def step_accumulated(
+    optimizer: torch.optim.Optimizer, parameters: Iterable[torch.nn.Parameter], *, max_grad_norm: float = 0.0
+) -> float:
+    """Clip the gradients already accumulated in ``parameters`` and take one step (gradient accumulation).
+
+    Call ``optimizer.zero_grad()`` first, then ``backward()`` on each micro-batch's share of the loss.
+
+    Returns:
+        The global gradient norm before clipping.
+
+    Example:
+        >>> import torch
+        >>> w = torch.nn.Parameter(torch.tensor([3.0, 4.0]))
+        >>> opt = torch.optim.SGD([w], lr=0.1)
+        >>> opt.zero_grad()
+        >>> for half in (w[:1], w[1:]):  # two micro-batches of the loss (w * w).sum() / 2
+        ...     ((half * half).sum() / 2).backward()
+        >>> step_accumulated(opt, [w], max_grad_norm=1.0)  # the same step as optimizer_step above
+        5.0
+    """
+    params = list(parameters)
     limit = max_grad_norm if max_grad_norm > 0 else math.inf
     norm = float(torch.nn.utils.clip_grad_norm_(params, limit))
     optimizer.step()
     return norm
 
 
-__all__ = ["optimizer_step"]
+__all__ = ["optimizer_step", "step_accumulated"]

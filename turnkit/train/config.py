@@ -138,6 +138,10 @@ class TrainConfig:
     """Passes over each rollout batch."""
     minibatches: int = 1
     """Optimizer steps per pass (the batch's rows are split into this many minibatches)."""
+    micro_batch_rows: int = 0
+    """Rows per forward + backward inside one optimizer step (``0``: the whole minibatch at once). Gradients
+    accumulate over the micro-batches, so the step is the same up to float rounding and the memory is the
+    micro-batch's: set it when a real model's update runs out of memory."""
     seed: int = 0
     """Run seed: task seeds, sampling seeds and LoRA initialisation derive from it."""
     # --- evaluation, checkpoints, logging
@@ -172,7 +176,7 @@ class TrainConfig:
         configs.check_int(self, "minibatches", "eval_episodes", "max_staleness")
         configs.check_int(self, "lora_r", low=0, optional=True)
         configs.check_int(self, "warmup_steps", "seed", "eval_every", "checkpoint_every", "eval_seed", low=0)
-        configs.check_int(self, "rollouts_every", low=0)
+        configs.check_int(self, "rollouts_every", "micro_batch_rows", low=0)
         configs.check_int(self, "max_turns", optional=True)
         if self.device is not None and not _is_device_name(self.device):
             raise ConfigError(f"TrainConfig.device must be 'cpu', 'cuda' or 'cuda:N' (or null), got {self.device!r}")

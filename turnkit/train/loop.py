@@ -74,8 +74,8 @@ from turnkit.critics.base import CriticContext
 from turnkit.critics.registry import CriticSet, build_critics
 from turnkit.errors import ConfigError
 from turnkit.learners.advantages import trajectory_advantages
-from turnkit.learners.grpo import GRPOConfig, policy_loss
-from turnkit.learners.optim import optimizer_step
+from turnkit.learners.grpo import GRPOConfig, aggregation_share, policy_loss
+from turnkit.learners.optim import step_accumulated
 from turnkit.rollout.batch import TurnBatch, build_episode_batch, build_turn_batch, gather_token_logprobs
 from turnkit.rollout.chat import ChatDelta
 from turnkit.rollout.evaluate import evaluate
@@ -403,13 +403,31 @@ def _minibatch_step(
     grpo: GRPOConfig,
     ref_model: torch.nn.Module | None,
 ) -> tuple[dict[str, float], float]:
-    logits = policy.model(input_ids=mb.input_ids, attention_mask=mb.attention_mask).logits
-    logp = gather_token_logprobs(logits, mb.input_ids, mb.loss_mask, temperature=cfg.temperature)
-    ref = _reference_logprobs(policy, mb, cfg, ref_model) if grpo.kl_coef > 0 else None
-    assert mb.old_logprobs is not None  # checked on the whole batch
-    loss, metrics = policy_loss(logp, mb.old_logprobs, mb.advantages, mb.loss_mask, grpo, ref_logprobs=ref)
-    norm = optimizer_step(optimizer, params, loss, max_grad_norm=cfg.max_grad_norm)
-    return metrics, norm
+    """One optimizer step on ``mb``, its rows in micro-batches of ``cfg.micro_batch_rows`` (gradients accumulate)."""
+    micro = cfg.micro_batch_rows if 0 < cfg.micro_batch_rows < len(mb) else len(mb)
+    optimizer.zero_grad(set_to_none=True)
+    sums: dict[str, float] = {"loss": 0.0}
+    tokens = 0.0
+    for part in mb.minibatches(micro):
+        logits = policy.model(input_ids=part.input_ids, attention_mask=part.attention_mask).logits
+        logp = gather_token_logprobs(logits, part.input_ids, part.loss_mask, temperature=cfg.temperature)
+        ref = _reference_logprobs(policy, part, cfg, ref_model) if grpo.kl_coef > 0 else None
+        assert part.old_logprobs is not None  # checked on the whole batch
+        loss, metrics = policy_loss(logp, part.old_logprobs, part.advantages, part.loss_mask, grpo, ref_logprobs=ref)
+        share = aggregation_share(part.loss_mask, mb.loss_mask, grpo.loss_agg)
+        (loss * share).backward()
+        del logits, logp, loss
+        sums["loss"] += share * metrics.pop("loss")
+        n = metrics["num_tokens"]
+        for key, value in metrics.items():
+            if key.endswith("_max"):
+                sums[key] = max(sums.get(key, -math.inf), value)
+            elif key != "num_tokens":
+                sums[key] = sums.get(key, 0.0) + n * value
+        tokens += n
+    norm = step_accumulated(optimizer, params, max_grad_norm=cfg.max_grad_norm)
+    means = {k: v if k == "loss" or k.endswith("_max") else v / max(tokens, 1.0) for k, v in sums.items()}
+    return {**means, "num_tokens": tokens}, norm
 
 
 @torch.no_grad()
