@@ -159,6 +159,48 @@ def run_all(args: argparse.Namespace) -> None:
         raise SystemExit(f"seeds failed: {failed}; see {logs}")
 
 
+def rollout_diagnostics(run_dir: Path) -> dict[str, dict[str, float]]:
+    r"""What the learner saw at each saved step (``rollouts/step-N``): where PRIME's advantages went, and its scale.
+
+    Per step: the mean ``|advantage|`` of episodes in groups whose env returns all tie (the control skips them:
+    no signal) and in the other groups, and PRIME's weighted reward per turn (mean, min, max) next to the env
+    reward's 0/1.
+
+    Example:
+        >>> import json, tempfile
+        >>> turn = lambda adv, r: {"advantage": adv, "critic_rewards": {"env": 0.0, "prime": r}}
+        >>> rows = [{"group": 0, "total_reward": 0.0, "steps": [turn(1.5, -0.2)]},
+        ...         {"group": 0, "total_reward": 0.0, "steps": [turn(-1.5, 0.1)]}]
+        >>> with tempfile.TemporaryDirectory() as d:
+        ...     (Path(d) / "rollouts" / "step-000010").mkdir(parents=True)
+        ...     _ = (Path(d) / "rollouts" / "step-000010" / "trajectories.jsonl").write_text(
+        ...         "\n".join(json.dumps(r) for r in rows))
+        ...     rollout_diagnostics(Path(d))["10"]["adv_tied_groups"]
+        1.5
+    """
+    out: dict[str, dict[str, float]] = {}
+    for file in sorted(run_dir.glob("rollouts/step-*/trajectories.jsonl")):
+        rows = [json.loads(line) for line in file.read_text().splitlines() if line.strip()]
+        outcomes: dict[Any, set[float]] = {}
+        for row in rows:
+            outcomes.setdefault(row["group"], set()).add(row["total_reward"])
+        tied, untied, prime = [], [], []
+        for row in rows:
+            adv = [abs(t["advantage"]) for t in row["steps"] if t.get("advantage") is not None]
+            if adv:
+                (tied if len(outcomes[row["group"]]) == 1 else untied).append(sum(adv) / len(adv))
+            prime += [t["critic_rewards"]["prime"] for t in row["steps"] if "prime" in t.get("critic_rewards", {})]
+        out[str(int(file.parent.name.split("-")[1]))] = {
+            "adv_tied_groups": _mean(tied),
+            "adv_other_groups": _mean(untied),
+            "tied_group_episodes": len(tied),
+            "prime_turn_mean": _mean(prime),
+            "prime_turn_min": min(prime, default=math.nan),
+            "prime_turn_max": max(prime, default=math.nan),
+        }
+    return out
+
+
 def _mean(values: Sequence[float]) -> float:
     finite = [v for v in values if not math.isnan(v)]
     return sum(finite) / len(finite) if finite else math.nan
@@ -169,8 +211,9 @@ def _interval(diffs: Sequence[float]) -> dict[str, Any]:
     return {"per_seed": list(diffs), "mean": mean, "ci95": [lo, hi]}
 
 
-def summarize(out: Path, control: Path) -> dict[str, Any]:
-    """Per float path: PRIME − GRPO (paired by seed) per decoding, collapses, the PRM's learning, timings.
+def summarize(out: Path, control: Path, runs: Path | None = None) -> dict[str, Any]:
+    """Per float path: PRIME − GRPO (paired by seed) per decoding, collapses, the PRM's learning, timings, and
+    (with the run folders under ``runs``) :func:`rollout_diagnostics` per seed.
 
     Raises:
         SystemExit: A PRIME seed without its control, or a control made from another warm start.
@@ -222,6 +265,9 @@ def summarize(out: Path, control: Path) -> dict[str, Any]:
             }
             for s in seeds
         }
+        if runs is not None:
+            folders = {s: runs / path_dir.name / f"seed-{s}" for s in seeds}
+            entry["rollouts"] = {s: rollout_diagnostics(f) for s, f in folders.items() if f.is_dir()}
         summary[path_dir.name] = entry
     return summary
 
@@ -250,6 +296,18 @@ def table(summary: dict[str, Any]) -> str:
             series = entry["prm"][key]
             windows.append(" / ".join(f"{_mean(series[i : i + 5]):.3f}" for i in range(0, len(series), 5)))
         lines.append(f"| {path} | {windows[0]} | {windows[1]} | {entry['same_rollouts']} |")
+    lines += ["", "| path | step | mean abs adv.: env-tied groups / others | PRIME reward per turn: mean [range] |",
+              "|---|---|---|---|"]  # fmt: skip
+    for path, entry in summary.items():
+        seeds = list(entry.get("rollouts", {}).values())
+        for step in sorted({k for d in seeds for k in d}, key=int):
+            rows = [d[step] for d in seeds if step in d]
+            avg = {key: _mean([r[key] for r in rows]) for key in rows[0]}
+            low, high = min(r["prime_turn_min"] for r in rows), max(r["prime_turn_max"] for r in rows)
+            lines.append(
+                f"| {path} | {step} | {avg['adv_tied_groups']:.2f} / {avg['adv_other_groups']:.2f} | "
+                f"{avg['prime_turn_mean']:+.2f} [{low:+.2f}, {high:+.2f}] |"
+            )
     return "\n".join(lines)
 
 
@@ -305,7 +363,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 0
     if args.action in ("run", "report"):
         out = Path(args.out)
-        summary = summarize(out, Path(args.control))
+        summary = summarize(out, Path(args.control), Path(args.runs))
         write_result(out / "results.json", {"summary": summary}, started=time.time(), record=machine_record())
         plot(summary, out / "smollm2_prime.png")
         print(table(summary))
