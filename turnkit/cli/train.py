@@ -9,7 +9,7 @@ Example:
     (['lr=0.01', 'steps=2'], True, None)
     >>> args = parser.parse_args(["quickstart"])
     >>> args.model, args.threads
-    ('tiny', None)
+    ('tiny', 1)
 """
 
 from __future__ import annotations
