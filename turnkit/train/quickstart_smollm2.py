@@ -69,6 +69,17 @@ def smollm2_start_policy(
         progress: Show progress bars.
         max_new_tokens: The policy's turn length (default the recipe's).
         warm_start: The warm start's settings (tests pass a smaller one).
+
+    Example:
+        A two-episode warm start into a fresh cache (the recipe's takes minutes); the second call reads it back:
+
+        >>> import tempfile
+        >>> micro = WarmStartConfig(demos=2, retry_demos=0, steps=1, batch_size=2)
+        >>> with tempfile.TemporaryDirectory() as cache:
+        ...     policy, info = smollm2_start_policy(cache=cache, progress=False, warm_start=micro)
+        ...     again, cached = smollm2_start_policy(cache=cache, progress=False, warm_start=micro)
+        >>> info["from_cache"], cached["from_cache"], info["oracle_episodes"], policy.has_adapter
+        (False, True, 2, True)
     """
     policy = load_policy(
         MODEL,
