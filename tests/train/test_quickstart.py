@@ -10,9 +10,10 @@ import pytest
 from turnkit.agents.base import Context
 from turnkit.agents.oracle import OracleAgent
 from turnkit.agents.scripted import ScriptedAgent
+from turnkit.errors import ConfigError
 from turnkit.rollout.collect import collect_batch
 from turnkit.rollout.records import trajectory_to_record
-from turnkit.train.quickstart import QuickstartConfig, retry_stats, run_quickstart, run_seeds
+from turnkit.train.quickstart import QuickstartConfig, aggregate_seeds, retry_stats, run_quickstart, run_seeds
 from turnkit.types import AgentTurn
 
 from .conftest import MICRO_RECIPE
@@ -93,3 +94,35 @@ def test_quickstart_over_seeds_aggregates_every_seed(tmp_path: Path) -> None:
         runs = [r if mode == "greedy" else r["sampled"] for r in agg["runs"]]
         assert agg[mode]["recoveries_after_mean"] == pytest.approx(sum(r["after"]["recoveries"] for r in runs) / 2)
     assert (tmp_path / "seed-1" / "summary.json").is_file()
+
+
+def _seed_summary(seed: int, before: float, after: float) -> dict:
+    def evaluation(success: float, eval_s: float) -> dict:
+        return {"success": success, "recoveries": 0.1, "mean_turns": 1.5, "eval_s": eval_s}
+
+    decoding = {
+        "before": evaluation(before, 3.0 + seed),
+        "after": evaluation(after, 4.0),
+        "improvement": after - before,
+    }
+    return {"seed": seed, "wall_s": 10.0 * seed, **decoding, "sampled": dict(decoding)}
+
+
+def test_aggregate_seeds_merges_runs_launched_apart() -> None:
+    early = [_seed_summary(s, 0.5, a) for s, a in ((0, 0.6), (1, 0.7))]
+    later = [_seed_summary(s, 0.5, a) for s, a in ((3, 0.9), (4, 0.8))]
+    agg = aggregate_seeds(early + later)  # their start evaluations differ only in timing
+    assert agg["seeds"] == [0, 1, 3, 4] and agg["wall_s_per_seed"] == [0.0, 10.0, 30.0, 40.0]
+    for mode in ("sampled", "greedy"):
+        assert agg[mode]["improvement_mean"] == pytest.approx(0.25)
+        assert agg[mode]["after_success_mean"] == pytest.approx(0.75)
+        lo, hi = agg[mode]["improvement_ci95"]
+        assert lo < 0.25 < hi
+
+
+def test_aggregate_seeds_refuses_runs_from_different_starts() -> None:
+    other_greedy_start = {**_seed_summary(3, 0.55, 0.6), "sampled": _seed_summary(3, 0.5, 0.6)["sampled"]}
+    with pytest.raises(ConfigError, match=r"seeds \[0, 3\] start from different greedy evaluations"):
+        aggregate_seeds([_seed_summary(0, 0.5, 0.6), other_greedy_start])
+    with pytest.raises(ConfigError, match="at least one run"):
+        aggregate_seeds([])

@@ -368,6 +368,62 @@ def plot_quickstart(steps: Sequence[dict[str, Any]], summary: dict[str, Any], pa
     plt.close(fig)
 
 
+def aggregate_seeds(runs: Sequence[dict[str, Any]]) -> dict[str, Any]:
+    """Mean and 95% interval over seeds of the per-seed quickstart summaries (:func:`run_quickstart`'s).
+
+    Runs launched apart (``--seed 0 --seeds 3``, later ``--seed 3 --seeds 2``) merge into one summary this way,
+    provided they share the start policy and the evaluation seeds; a mismatch raises.
+
+    Returns:
+        ``{"seeds", "wall_s_per_seed", "sampled": {...}, "greedy": {...}, "runs"}``: per decoding the start's
+        success, the mean success after RL and the mean change with Student-t 95% intervals, the same for
+        episodes won on a retry, and the mean turns per episode.
+
+    Raises:
+        ConfigError: No runs, or runs whose start evaluations differ.
+
+    Example:
+        >>> def run(seed, after):
+        ...     e = lambda s: {"success": s, "recoveries": 0.0, "mean_turns": 1.0}
+        ...     decoding = {"before": e(0.5), "after": e(after), "improvement": after - 0.5}
+        ...     return {"seed": seed, "wall_s": 60.0, **decoding, "sampled": dict(decoding)}
+        >>> agg = aggregate_seeds([run(0, 0.7), run(1, 0.8), run(2, 0.9)])
+        >>> agg["seeds"], round(agg["sampled"]["improvement_mean"], 3), agg["greedy"]["before_success"]
+        ([0, 1, 2], 0.3, 0.5)
+    """
+    if not runs:
+        raise ConfigError("aggregate_seeds needs at least one run")
+    agg: dict[str, Any] = {"seeds": [r["seed"] for r in runs], "wall_s_per_seed": [r["wall_s"] for r in runs]}
+    for name, pick in (("sampled", lambda r: r["sampled"]), ("greedy", lambda r: r)):
+        if len({_outcome_key(pick(r)["before"]) for r in runs}) > 1:
+            raise ConfigError(
+                f"runs of seeds {agg['seeds']} start from different {name} evaluations; "
+                "only runs of the same start policy and evaluation seeds aggregate"
+            )
+        mean, lo, hi = mean_ci([pick(r)["improvement"] for r in runs])
+        after_mean, after_lo, after_hi = mean_ci([pick(r)["after"]["success"] for r in runs])
+        rec_mean, rec_lo, rec_hi = mean_ci([pick(r)["after"]["recoveries"] for r in runs])
+        agg[name] = {
+            "before_success": pick(runs[0])["before"]["success"],
+            "after_success_mean": after_mean,
+            "after_success_ci95": [after_lo, after_hi],
+            "improvement_mean": mean,
+            "improvement_ci95": [lo, hi],
+            "recoveries_before": pick(runs[0])["before"]["recoveries"],
+            "recoveries_after_mean": rec_mean,
+            "recoveries_after_ci95": [rec_lo, rec_hi],
+            "mean_turns_before": pick(runs[0])["before"]["mean_turns"],
+            "mean_turns_after_mean": sum(pick(r)["after"]["mean_turns"] for r in runs) / len(runs),
+        }
+    agg["runs"] = list(runs)
+    return agg
+
+
+def _outcome_key(evaluation: dict[str, Any]) -> str:
+    """An evaluation's outcome (everything but its timing) as a comparable string."""
+    return json.dumps({k: v for k, v in evaluation.items() if k != "eval_s"}, sort_keys=True)
+
+
 def run_seeds(qcfg: QuickstartConfig, seeds: Sequence[int], *, progress: bool = True) -> dict[str, Any]:
     """Run the quickstart once per training seed (into ``out_dir/seed-N``) and aggregate over seeds.
 
@@ -389,24 +445,7 @@ def _run_seeds(qcfg: QuickstartConfig, seeds: Sequence[int], *, progress: bool) 
     for seed in seeds:
         sub = dataclasses.replace(qcfg, seed=seed, out_dir=str(Path(qcfg.out_dir) / f"seed-{seed}"))
         runs.append(run_quickstart(sub, progress=progress, verbose=False))
-    agg: dict[str, Any] = {"seeds": list(seeds), "wall_s_per_seed": [r["wall_s"] for r in runs]}
-    for name, pick in (("sampled", lambda r: r["sampled"]), ("greedy", lambda r: r)):
-        mean, lo, hi = mean_ci([pick(r)["improvement"] for r in runs])
-        after_mean, after_lo, after_hi = mean_ci([pick(r)["after"]["success"] for r in runs])
-        rec_mean, rec_lo, rec_hi = mean_ci([pick(r)["after"]["recoveries"] for r in runs])
-        agg[name] = {
-            "before_success": pick(runs[0])["before"]["success"],
-            "after_success_mean": after_mean,
-            "after_success_ci95": [after_lo, after_hi],
-            "improvement_mean": mean,
-            "improvement_ci95": [lo, hi],
-            "recoveries_before": pick(runs[0])["before"]["recoveries"],
-            "recoveries_after_mean": rec_mean,
-            "recoveries_after_ci95": [rec_lo, rec_hi],
-            "mean_turns_before": pick(runs[0])["before"]["mean_turns"],
-            "mean_turns_after_mean": sum(pick(r)["after"]["mean_turns"] for r in runs) / len(runs),
-        }
-    agg["runs"] = runs
+    agg = aggregate_seeds(runs)
     out = Path(qcfg.out_dir)
     out.mkdir(parents=True, exist_ok=True)
     (out / "summary.json").write_text(json.dumps(agg, indent=2, sort_keys=True) + "\n", encoding="utf-8")
@@ -414,7 +453,7 @@ def _run_seeds(qcfg: QuickstartConfig, seeds: Sequence[int], *, progress: bool) 
     for name in ("sampled", "greedy"):
         a = agg[name]
         print(
-            f"{name} over {len(seeds)} seeds: {a['before_success']:.3f} -> {a['after_success_mean']:.3f} "
+            f"{name} over {len(agg['seeds'])} seeds: {a['before_success']:.3f} -> {a['after_success_mean']:.3f} "
             f"[{a['after_success_ci95'][0]:.3f}, {a['after_success_ci95'][1]:.3f}], change "
             f"{a['improvement_mean']:+.3f} [{a['improvement_ci95'][0]:+.3f}, {a['improvement_ci95'][1]:+.3f}] "
             "(mean, 95% CI over seeds)"
