@@ -201,6 +201,43 @@ def rollout_diagnostics(run_dir: Path) -> dict[str, dict[str, float]]:
     return out
 
 
+def earlier_rollouts(results: Path) -> dict[str, dict[str, Any]]:
+    """Per float path and seed (as a string), the rollout diagnostics an earlier report wrote to ``results``.
+
+    Example:
+        >>> import tempfile
+        >>> with tempfile.TemporaryDirectory() as d:
+        ...     file = Path(d) / "results.json"
+        ...     _ = file.write_text(json.dumps({"summary": {"native": {"rollouts": {"0": {"10": {}}}}}}))
+        ...     earlier_rollouts(file), earlier_rollouts(Path(d) / "missing.json")
+        ({'native': {'0': {'10': {}}}}, {})
+    """
+    if not results.is_file():
+        return {}
+    summary = json.loads(results.read_text())["summary"]
+    return {path: entry.get("rollouts", {}) for path, entry in summary.items()}
+
+
+def seed_rollouts(runs: Path, seeds: Sequence[int], earlier: dict[str, Any]) -> dict[int, Any]:
+    """:func:`rollout_diagnostics` of each seed's run folder under ``runs``, else what ``earlier`` kept for it.
+
+    Example:
+        >>> import tempfile
+        >>> with tempfile.TemporaryDirectory() as d:
+        ...     (Path(d) / "seed-1").mkdir()
+        ...     seed_rollouts(Path(d), [0, 1, 2], {"0": {"10": {"adv_tied_groups": 1.5}}})
+        {0: {'10': {'adv_tied_groups': 1.5}}, 1: {}}
+    """
+    out: dict[int, Any] = {}
+    for seed in seeds:
+        folder = runs / f"seed-{seed}"
+        if folder.is_dir():
+            out[seed] = rollout_diagnostics(folder)
+        elif str(seed) in earlier:
+            out[seed] = earlier[str(seed)]
+    return out
+
+
 def _mean(values: Sequence[float]) -> float:
     finite = [v for v in values if not math.isnan(v)]
     return sum(finite) / len(finite) if finite else math.nan
@@ -213,11 +250,13 @@ def _interval(diffs: Sequence[float]) -> dict[str, Any]:
 
 def summarize(out: Path, control: Path, runs: Path | None = None) -> dict[str, Any]:
     """Per float path: PRIME − GRPO (paired by seed) per decoding, collapses, the PRM's learning, timings, and
-    (with the run folders under ``runs``) :func:`rollout_diagnostics` per seed.
+    (with the run folders under ``runs``) :func:`rollout_diagnostics` per seed; a seed whose run folder is gone
+    (run on another machine) keeps the diagnostics the last report in ``out/results.json`` recorded for it.
 
     Raises:
         SystemExit: A PRIME seed without its control, or a control made from another warm start.
     """
+    earlier = earlier_rollouts(out / "results.json")
     summary: dict[str, Any] = {}
     for path_dir in sorted(p for p in out.iterdir() if p.is_dir() and any(p.glob("seed-*.json"))):
         start = json.loads((control / path_dir.name / "start.json").read_text())
@@ -266,8 +305,7 @@ def summarize(out: Path, control: Path, runs: Path | None = None) -> dict[str, A
             for s in seeds
         }
         if runs is not None:
-            folders = {s: runs / path_dir.name / f"seed-{s}" for s in seeds}
-            entry["rollouts"] = {s: rollout_diagnostics(f) for s, f in folders.items() if f.is_dir()}
+            entry["rollouts"] = seed_rollouts(runs / path_dir.name, seeds, earlier.get(path_dir.name, {}))
         summary[path_dir.name] = entry
     return summary
 
