@@ -369,7 +369,8 @@ def plot(summary: dict[str, Any], path: Path) -> None:
         right.plot(range(1, len(series) + 1), series, marker=".", label=name)
     left.set_xticks([])
     left.set_ylabel("held-out success (T = 1)")
-    left.legend(fontsize=8, loc="upper left")
+    left.set_ylim(0, left.get_ylim()[1] * 1.25)  # headroom: the legend sits above the bars and dots
+    left.legend(fontsize=8, loc="upper center", ncol=3)
     left.grid(axis="y", alpha=0.3)
     right.axhline(0.5, color="gray", linestyle="--", linewidth=1)
     right.set_xlabel("GRPO step")
