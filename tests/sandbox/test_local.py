@@ -202,8 +202,9 @@ def test_killed_spare_children_are_replaced_on_demand():
         worker = sb._worker.proc.pid
         spares: list[int] = []
         # Two spares are queued after each call: python3 children of the zygote, itself a python3 child of the
-        # supervisor (python3 under bwrap). The previous call's child is SIGKILLed after its reply and may still
-        # be tearing down for a moment (a loaded machine): wait until both spares are asleep on their requests.
+        # supervisor (python3 under bwrap). Each is the keeper of its call's jail (an init and the process that
+        # takes the request run below it, in the jail's namespaces). The previous call's keeper is SIGKILLed after
+        # its reply and may still be tearing down for a moment (a loaded machine): wait until both spares sleep.
         for _ in range(500):
             spares = [
                 p
@@ -211,6 +212,7 @@ def test_killed_spare_children_are_replaced_on_demand():
                 if _comm(p) == "python3"
                 and _comm(_parent(p)) == "python3"
                 and _comm(_parent(_parent(p))) == "python3"
+                and _comm(_parent(_parent(_parent(p)))) != "python3"
                 and _state(p) not in ("Z", "X")
             ]
             if len(spares) == 2 and all(_state(p) == "S" for p in spares):
@@ -224,13 +226,30 @@ def test_killed_spare_children_are_replaced_on_demand():
         assert sb.run_python("print(3)").stdout == "3\n"
 
 
-def test_a_broken_worker_says_why_and_is_replaced():
-    # The code may kill its zygote. The queued spares still serve the next calls; then the worker answers
-    # worker_broken with the zygote's end as the cause, and the sandbox's next call runs on a new worker.
+def test_the_code_cannot_reach_its_zygote():
+    # In its jail the code's parent is the jail's init, which ignores signals from inside; the zygote has no pid
+    # there. Every later call runs as usual.
     if _bwrap.bwrap_path() is None:
         pytest.skip("bubblewrap is not installed")
     with LocalSandbox(persistent=True) as sb:
-        assert sb.run_python("import os\nos.kill(os.getppid(), 9)", timeout=5).ok
+        r = sb.run_python("import os\nos.kill(os.getppid(), 9)\nprint(os.getppid())", timeout=5)
+        assert (r.exit_code, r.stdout) == (0, "1\n"), r
+        for i in range(4):
+            assert sb.run_python(f"print({i})", timeout=5).stdout == f"{i}\n"
+
+
+def test_a_broken_worker_says_why_and_is_replaced():
+    # A zygote killed from outside (the code cannot reach it): the queued spares still serve the next calls;
+    # then the worker answers worker_broken with the zygote's end as the cause, and the sandbox's next call runs
+    # on a new worker.
+    if _bwrap.bwrap_path() is None:
+        pytest.skip("bubblewrap is not installed")
+    with LocalSandbox(persistent=True) as sb:
+        assert sb.run_python("print(1)", timeout=5).ok
+        tree = _descendants(sb._worker.proc.pid)
+        supervisor = next(p for p in tree if _comm(p) == "python3" and _comm(_parent(p)) != "python3")
+        zygote = next(p for p in _descendants(supervisor) if _parent(p) == supervisor)
+        os.kill(zygote, signal.SIGKILL)
         worker, faults = sb._ready_worker(), []
         for i in range(4):
             req = _wire.exec_request(sb.limits, op="python", timeout=5, cwd="/work")

@@ -6,7 +6,8 @@ Every attack here is submitted as the *answer* (or run as a call) in a sandbox, 
   request ids, references graded in a separate trusted sandbox) and asserts that the attack fails: the answer
   scores what its honest algorithm earns (0 of N here), or the access it tries is refused;
 * the **control** test runs the identical payload against the same backend with the trust boundary switched off
-  (the supervisor's source with ``TRUST_BOUNDARY = False``; before that switch existed, the code itself) and
+  (the supervisor's source with ``TRUST_BOUNDARY = False`` and ``CALL_ISOLATION = False``; before those switches
+  existed, the code itself) and
   grades the old way (reference and answer in one sandbox), and asserts that the attack wins: proof that the
   payload is real and that the hardened test can fail.
 
@@ -77,6 +78,8 @@ def control_sb(
     original = _wire.supervisor_source()
     if "TRUST_BOUNDARY = True" in original:
         control = original.replace("TRUST_BOUNDARY = True", "TRUST_BOUNDARY = False", 1)
+        # the call jail is a second wall around the same processes: off too, so each attack meets neither
+        control = control.replace("CALL_ISOLATION = True", "CALL_ISOLATION = False", 1)
     else:  # the code before the trust boundary existed is the control
         assert importlib.util.find_spec("turnkit.sandbox._zygote") is None, "TRUST_BOUNDARY = True not in the source"
         control = original

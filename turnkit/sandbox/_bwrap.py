@@ -5,8 +5,10 @@ unprivileged user namespaces):
 
 * The host drops to a dedicated unprivileged uid before starting ``bwrap`` (when it runs as root), so the
   sandbox owns no host file and ``RLIMIT_NPROC`` applies (the kernel exempts uid 0).
-* ``--unshare-all`` gives new user, PID, network, IPC, UTS and cgroup namespaces; ``--disable-userns`` (when
-  bwrap supports it) forbids nested user namespaces; ``--die-with-parent`` and ``--new-session``.
+* ``--unshare-all`` gives new user, PID, network, IPC, UTS and cgroup namespaces; ``--die-with-parent`` and
+  ``--new-session``. ``--disable-userns`` (when bwrap supports it) forbids nested user namespaces, except where
+  the supervisor jails every call (``jail``): it needs one more level for each call's namespaces, and closes it
+  again inside them (:mod:`turnkit.sandbox._calljail`).
 * ``--as-pid-1`` (supervisor sandboxes, where bwrap supports it): the supervisor itself is PID 1 of the
   namespace. bwrap's own init would be a dumpable process of the sandbox's uid holding the host's pipes, which
   the code could open through ``/proc/1/fd`` or patch through ``/proc/1/mem``; an init also ignores every
@@ -108,6 +110,8 @@ class BwrapConfig:
         env: Environment of the supervisor inside (the supervisor sets each execution's own environment).
         new_session: Detach from the controlling terminal (off only for private pexpect terminals).
         tmp_mb: Size of the private ``/tmp`` tmpfs (``--size`` where bwrap supports it).
+        jail: The supervisor inside jails every call in namespaces of its own, so nested user namespaces stay
+            allowed at this level (the jail forbids them to the code).
         bwrap: The bubblewrap executable.
 
     Example:
@@ -121,12 +125,13 @@ class BwrapConfig:
     env: dict[str, str] = field(default_factory=lambda: {"PATH": "/usr/local/bin:/usr/bin:/bin"})
     new_session: bool = True
     tmp_mb: int = 256
+    jail: bool = False
     bwrap: str = field(default_factory=lambda: bwrap_path() or "/usr/bin/bwrap")
 
     def argv(self, inner: Sequence[str]) -> list[str]:
         """The full ``bwrap ... -- inner`` command line."""
         args = [self.bwrap, "--unshare-all", "--unshare-user", "--die-with-parent", "--hostname", "sandbox"]
-        if _help_mentions(self.bwrap, "--disable-userns"):
+        if not self.jail and _help_mentions(self.bwrap, "--disable-userns"):
             args.append("--disable-userns")
         if self.network:
             args.append("--share-net")

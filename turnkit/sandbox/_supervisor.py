@@ -39,6 +39,7 @@ import time
 from collections.abc import Sequence
 from typing import Any, NoReturn
 
+from turnkit.sandbox._calljail import CALL_ISOLATION, enter_jail
 from turnkit.sandbox._frames import Frame, encode_frame, read_frame, write_all
 from turnkit.sandbox._harness import batch_main
 from turnkit.sandbox._streams import Capture, EndReport, Feeder
@@ -46,6 +47,8 @@ from turnkit.sandbox._zygote import TRUST_BOUNDARY, Zygote, become_subreaper, se
 
 _zygote: Zygote | None = None
 """The fork server of a serving supervisor (worker mode): calls are forked from it, never from the supervisor."""
+_JAILED: list[bool] = [False]
+"""Whether every call runs in a jail of its own (:mod:`turnkit.sandbox._calljail`; bubblewrap)."""
 
 # --- process tree bookkeeping ------------------------------------------------------------------------
 
@@ -231,6 +234,35 @@ class _Reaper:
                     os.kill(pid, signal.SIGKILL)
             time.sleep(0.001)
 
+    def end_jail(self) -> None:
+        """Kill a jailed call's keeper: its init dies with it, and the kernel kills every process of the call."""
+        if self.status is None:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(self.child, signal.SIGKILL)
+
+    def await_jails(self, wait_s: float = 10.0) -> bool:
+        """Wait until no process of this or an earlier call is left; ``False`` if one is still there after ``wait_s``.
+
+        Below the fork server (the zygote, or the supervisor itself in ``once`` mode) only the queued spares may
+        remain: a jailed call's keeper, and its init once the keeper is gone, are reaped when the call's namespace
+        is empty. Killing them again only hurries the kernel; it cannot miss a process (none is outside them).
+        """
+        parent = _zygote.pid if _zygote is not None else os.getpid()
+        deadline = time.monotonic() + wait_s
+        while True:
+            self.reap()
+            keep = _trusted_pids()
+            kids = _children(parent)
+            left = [pid for pid in (kids if kids is not None else _descendants(parent)) if pid not in keep]
+            if not left:
+                return True
+            if time.monotonic() > deadline:
+                return False
+            for pid in left:
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(pid, signal.SIGKILL)
+            select.select([_zygote] if _zygote is not None and _zygote.alive else [], [], [], 0.001)
+
     def dying(self) -> None:
         """Remember a killed main child that is not reaped yet (a zombie keeps its PID, so it cannot be reused)."""
         if self.status is None:
@@ -253,7 +285,9 @@ def _set_child_limits(limits: dict[str, int], cpu: int | None, others: int = 0) 
     for key, which in _CHILD_RLIMITS.items():
         value = limits.get(key)
         if value:
-            if key == "nproc":
+            if key == "nproc" and _JAILED[0]:
+                value += 2  # the jail's user namespace counts only the call's processes: its init and this one
+            elif key == "nproc":
                 # RLIMIT_NPROC counts every process of this uid that the kernel charges to our user
                 # namespace, so the budget is what already runs (init, supervisor, this child) plus the
                 # allowance. A serving supervisor counted init and itself once; leftovers die after every call,
@@ -491,6 +525,8 @@ def _spare_main(fds: Sequence[int]) -> NoReturn:
     """A spare child, forked by the zygote: set up, rehearse, then wait for its one request on fd 3."""
     try:
         _child_prepare((fds[0], fds[1], fds[2]), keep=(fds[3], fds[4]))
+        if _JAILED[0]:
+            enter_jail()
         _rehearse()
         req, blobs = read_frame(3, 1 << 30)
         os.close(3)
@@ -507,6 +543,32 @@ _SPARES: list[_Spare] = []
 call's spare was forked a whole call earlier (warm by the time its request comes) and the one queued beside a
 call has long been reported by the zygote when that call's leftovers are killed around it. A queued spare is
 non-dumpable and holds no request while another call's code runs."""
+
+
+class _DirectFork:
+    """The supervisor forking a jailed call itself, as a zygote would (``once`` mode: it serves one request)."""
+
+    alive = True
+    lost = ""
+
+    def __init__(self) -> None:
+        self._pid: int | None = None
+
+    def spawn(self, fds: Sequence[int]) -> bool:
+        self._pid = os.fork()
+        if self._pid == 0:
+            _spare_main(fds)
+        return True
+
+    def spawned_pid(self) -> int | None:
+        return self._pid
+
+
+def _direct_spare() -> _Spare | None:
+    try:
+        return _Spare(_DirectFork())  # type: ignore[arg-type]
+    except OSError:
+        return None
 
 
 def _next_spare() -> _Spare | None:
@@ -545,7 +607,7 @@ def _execute(req: dict[str, Any], blobs: list[bytes], watch_fd: int | None = Non
     end_r: int | None = None
     ahead = int(_zygote is not None and _zygote.alive)  # the next call's spare waits beside this call
     req = dict(req, others=_reap_dying() + ahead)
-    spare = _next_spare() if _zygote is not None else None
+    spare = _next_spare() if _zygote is not None else _direct_spare() if _JAILED[0] else None
     handed = spare is not None and spare.hand_over(req, program)
     try:
         pid = spare.pid if handed and spare is not None else 0
@@ -619,7 +681,12 @@ def _execute(req: dict[str, Any], blobs: list[bytes], watch_fd: int | None = Non
             elif fd in streams and not streams[fd].read():
                 poller.unregister(fd)
     # Output already written stays readable after the writers die; leftovers (orphans, daemons) go now.
-    reaper.kill_all()
+    jail_gone = True
+    if _JAILED[0]:
+        reaper.end_jail()
+        jail_gone = reaper.await_jails()
+    else:
+        reaper.kill_all()
     _fill_spares()  # nothing of this call is left: the zygote forks the next calls' children from here on
     reaper.reap(block=True)
     for cap_stream in streams.values():
@@ -634,8 +701,16 @@ def _execute(req: dict[str, Any], blobs: list[bytes], watch_fd: int | None = Non
         os.close(fd)
     signal.set_wakeup_fd(old_wakeup)
     signal.signal(signal.SIGCHLD, old_handler)
+    if not jail_gone:  # nothing the code does outlives the kernel's teardown of its namespace: the worker is sick
+        if _zygote is not None:
+            _zygote.give_up("a call's processes were still there 10 s after it ended")
+        return {"fault": "worker_broken", "detail": "a call's processes did not end with it"}, []
     if spare_died and tries > 1:  # killed before it read the request: nothing ran, ask the zygote for another
         return _execute(req, blobs, watch_fd, tries - 1)
+    if spare_died and _JAILED[0]:  # the code cannot reach a spare in its jail: it died of the worker's fault
+        why = bytes(streams[err_r].buf[-300:]).decode("utf-8", "replace").strip().splitlines()[-1:]
+        detail = "the call's process ended before it took its request" + (f": {why[0]}" if why else "")
+        return {"fault": "worker_broken", "detail": detail}, []
     return (
         _reply_header(req, reaper, time.monotonic() - start, timed_out, streams[out_r], streams[err_r], host_gone),
         [bytes(streams[out_r].buf), bytes(streams[err_r].buf)],
@@ -735,6 +810,8 @@ def _serve_loop(once: bool, max_bytes: int) -> None:
         sys.stderr.flush()
         os._exit(70)
     become_subreaper()
+    if _JAILED[0] and not once:
+        _check_jail()  # a fresh supervisor's one call says why instead (a ``worker_broken`` fault)
     global _zygote
     if not once:
         import traceback  # noqa: F401  (warm: forked children print tracebacks without importing it)
@@ -760,6 +837,23 @@ def _serve_loop(once: bool, max_bytes: int) -> None:
             return
         if once:
             return
+
+
+def _check_jail() -> None:
+    """Jail one empty call before serving: a kernel that refuses it fails the start, never a call (exit 70)."""
+    pid = os.fork()
+    if pid == 0:
+        try:
+            enter_jail()
+        except BaseException as exc:
+            sys.stderr.write(f"turnkit supervisor: cannot give calls namespaces of their own ({exc})\n")
+            sys.stderr.flush()
+            os._exit(1)
+        os._exit(0)
+    if os.waitpid(pid, 0)[1] != 0:
+        sys.stderr.write("turnkit supervisor: the call jail failed; see docs/sandbox.md (user namespaces)\n")
+        sys.stderr.flush()
+        os._exit(70)
 
 
 def _foreground_exec(limits_json: str, argv: list[str]) -> NoReturn:
@@ -798,6 +892,7 @@ def main(argv: list[str]) -> None:
     if mode == "fg":
         _foreground_exec(argv[2], argv[3:])
     max_bytes = int(argv[2]) if len(argv) > 2 else 1 << 28
+    _JAILED[0] = CALL_ISOLATION and "jail" in argv[3:]
     _serve_loop(mode == "once", max_bytes)
 
 

@@ -42,7 +42,7 @@ SANDBOX_ENV = {
 }
 
 
-SUPERVISOR_MODULES = ("_frames.py", "_harness.py", "_zygote.py", "_streams.py", "_supervisor.py")
+SUPERVISOR_MODULES = ("_frames.py", "_harness.py", "_zygote.py", "_calljail.py", "_streams.py", "_supervisor.py")
 """The modules of the in-sandbox supervisor, in the order their sources are joined into one script."""
 
 _OWN_IMPORT = re.compile(r"^from turnkit\.sandbox\._\w+ import [\w, ]+$|^from __future__ import annotations$")

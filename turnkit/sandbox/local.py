@@ -365,7 +365,9 @@ class LocalSandbox(SandboxBase):
     def _env(self) -> dict[str, str]:
         return dict(_wire.SANDBOX_ENV, HOME=self.workdir) if self.unsafe else dict(_wire.SANDBOX_ENV)
 
-    def _bwrap_config(self, *, new_session: bool = True, env: dict[str, str] | None = None) -> _bwrap.BwrapConfig:
+    def _bwrap_config(
+        self, *, new_session: bool = True, env: dict[str, str] | None = None, jail: bool = False
+    ) -> _bwrap.BwrapConfig:
         kwargs: dict[str, Any] = {} if env is None else {"env": env}
         return _bwrap.BwrapConfig(
             workdir=self.workdir,
@@ -373,17 +375,18 @@ class LocalSandbox(SandboxBase):
             ro_binds=self._ro_binds,
             new_session=new_session,
             tmp_mb=self.limits.disk_mb,
+            jail=jail,
             **kwargs,
         )
 
     def _start(self, mode: str) -> _Supervisor:
         with contextlib.suppress(FileNotFoundError):  # removed: close() says so, the start then fails clearly
             os.chmod(self.workdir, 0o700)  # the code may have locked /work: bwrap could not enter it
-        inner = _wire.supervisor_argv(self.python, mode, str(256 << 20))
         if self.unsafe:
-            argv, env = inner, self._env
+            argv, env = _wire.supervisor_argv(self.python, mode, str(256 << 20)), self._env
         else:
-            argv, env = self._bwrap_config().argv(inner), {"PATH": "/usr/bin:/bin"}
+            inner = _wire.supervisor_argv(self.python, mode, str(256 << 20), "jail")
+            argv, env = self._bwrap_config(jail=True).argv(inner), {"PATH": "/usr/bin:/bin"}
         return _Supervisor(argv, self._ids, _wire.max_reply_bytes(self.limits), env)
 
     def _call(self, req: dict[str, Any], blobs: list[bytes], wall: float) -> ExecResult:

@@ -1,0 +1,218 @@
+"""Every call of a supervisor in namespaces of its own: nothing the code changes reaches a later call (stdlib only).
+
+On bubblewrap the supervisor, its zygote and a call's code share one uid, and the kernel lets a process change
+another's rlimits (``prlimit``), priority (``setpriority``, ``PRIO_USER`` too), scheduler and CPU affinity on the
+uid alone; ``PR_SET_DUMPABLE`` only stops the ``ptrace`` family. So each call's process moves, before it takes its
+request, into a **call jail**: new user, PID, IPC and mount namespaces, created without any privilege
+(``unshare``; the sandbox's own user namespace allows one more level):
+
+* the code runs as PID 2 of a PID namespace whose init is the jail's own small process. Those syscalls name their
+  target by pid, and ``PRIO_USER``/``PRIO_PGRP`` and ``kill(-1)`` reach only processes the caller's namespace can
+  see: the supervisor, the zygote and the next calls' spares have no pid in it;
+* when the code's process ends, the init ends too, and the kernel kills everything left in the namespace: no
+  leftover outlives its call, whatever it does (fork, change pid, sleep), without a scan that could race it;
+* SysV IPC and POSIX message queues live in the call's IPC namespace, and ``/dev/shm`` is a fresh tmpfs of
+  :data:`SHM_BYTES` in the call's mount namespace (``/dev`` is read-only there, ``/proc`` shows the call's own
+  processes): all of it is freed with the call;
+* the code then drops every capability it held in its new user namespace, and cannot make another one
+  (``user.max_user_namespaces`` is 0 inside).
+
+The code's process is never PID 1, so it keeps the usual signal semantics (``os.abort()`` is -6, a signal it sends
+itself is delivered). The call's first process outside (the *keeper*) waits for the init, which reports the code
+process's wait status on a pipe, and ends the same way (same exit code or same signal), so the supervisor sees the
+call end as before; killing the keeper kills the init (``PR_SET_PDEATHSIG``) and so the whole namespace.
+
+Example:
+    >>> CALL_ISOLATION, SHM_BYTES >> 20
+    (True, 64)
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import resource
+import select
+import signal
+import struct
+from typing import NoReturn
+
+from turnkit.sandbox._zygote import prctl, set_dumpable
+
+CALL_ISOLATION = True
+"""Whether calls run in a jail where the sandbox supports it. Test controls run the supervisor's source with this
+switched off, to show that each attack on process attributes and leftovers wins without it."""
+
+SHM_BYTES = 64 << 20
+"""Size of a call's private ``/dev/shm`` (as Docker's default ``--shm-size``)."""
+
+_CLONE_NEWNS = 0x00020000
+_CLONE_NEWIPC = 0x08000000
+_CLONE_NEWUSER = 0x10000000
+_CLONE_NEWPID = 0x20000000
+_MS_RDONLY, _MS_NOSUID, _MS_NODEV, _MS_NOEXEC = 1, 2, 4, 8
+_MS_REMOUNT, _MS_BIND, _MS_REC, _MS_PRIVATE = 32, 4096, 0x4000, 1 << 18
+_PR_SET_PDEATHSIG = 1
+_PR_SET_NO_NEW_PRIVS = 38
+_PR_CAPBSET_DROP = 24
+_JAIL_STATUS = struct.Struct("<i")
+
+_JAIL_LIBC: list = []
+
+
+def _jail_libc():
+    if not _JAIL_LIBC:
+        import ctypes
+
+        _JAIL_LIBC.append(ctypes.CDLL(None, use_errno=True))
+    return _JAIL_LIBC[0]
+
+
+def _jail_check(result: int, what: str) -> None:
+    if result != 0:
+        import ctypes
+
+        err = ctypes.get_errno()
+        raise OSError(err, f"call jail: {what}: {os.strerror(err)}")
+
+
+def _jail_write(path: str, text: str) -> None:
+    fd = os.open(path, os.O_WRONLY)
+    try:
+        os.write(fd, text.encode())
+    finally:
+        os.close(fd)
+
+
+def _jail_mount(source: str | None, target: str, fstype: str | None, flags: int, data: str | None = None) -> None:
+    enc = lambda s: None if s is None else s.encode()  # noqa: E731
+    _jail_check(_jail_libc().mount(enc(source), enc(target), enc(fstype), flags, enc(data)), f"mount {target}")
+
+
+def enter_jail() -> None:
+    """Move this call's fresh process into a jail; returns in the process that runs the call (PID 2 inside).
+
+    The process that called it stays outside as the keeper, and the namespace's init waits between them; neither
+    returns. Raises ``OSError`` (before any fork) where the kernel refuses the namespaces.
+    """
+    uid, gid = os.getuid(), os.getgid()
+    _jail_check(_jail_libc().unshare(_CLONE_NEWUSER | _CLONE_NEWPID | _CLONE_NEWIPC | _CLONE_NEWNS), "unshare")
+    set_dumpable(True)  # a non-dumpable process's /proc/self files are root's: it could not write its own maps
+    try:  # (no process of another call can name this one: they all run in namespaces of their own)
+        _jail_write("/proc/self/uid_map", f"{uid} {uid} 1\n")
+        _jail_write("/proc/self/setgroups", "deny")
+        _jail_write("/proc/self/gid_map", f"{gid} {gid} 1\n")
+    finally:
+        set_dumpable(False)
+    status_r, status_w = os.pipe()
+    init = os.fork()
+    if init:
+        os.close(status_w)
+        _jail_keeper(init, status_r)
+    os.close(status_r)
+    _jail_set_up_init(status_w)
+    code = os.fork()
+    if code:
+        _jail_init_loop(code, status_w)
+    os.close(status_w)
+    os.setpgid(0, 0)  # a process group of its own inside (the keeper's is outside, where it has no id)
+    _jail_drop_privileges()
+
+
+def _jail_keeper(init: int, status_r: int) -> NoReturn:
+    """Outside the jail: wait for its init, then end as the code's process ended (status from the init's pipe)."""
+    for fd in (0, 1, 2, 3, 4):  # the call's pipes belong to the code: the supervisor sees their ends as the call's
+        with contextlib.suppress(OSError):
+            os.close(fd)
+    while True:
+        try:
+            os.waitpid(init, 0)
+            break
+        except ChildProcessError:
+            break
+        except InterruptedError:
+            continue
+    data = b""
+    with contextlib.suppress(OSError):
+        data = os.read(status_r, _JAIL_STATUS.size)
+    _end_as_status(_JAIL_STATUS.unpack(data)[0] if len(data) == _JAIL_STATUS.size else None)
+
+
+def _end_as_status(status: int | None) -> NoReturn:
+    """Exit with a child's wait status: the same exit code, or death by the same signal (no core file)."""
+    if status is None:
+        os._exit(1)
+    if os.WIFSIGNALED(status):
+        sig = os.WTERMSIG(status)
+        with contextlib.suppress(OSError, ValueError):
+            resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+            signal.signal(sig, signal.SIG_DFL)
+            signal.pthread_sigmask(signal.SIG_UNBLOCK, [sig])
+            os.kill(os.getpid(), sig)
+        os._exit(128 + sig)
+    os._exit(os.waitstatus_to_exitcode(status) & 0xFF)
+
+
+def _jail_set_up_init(status_w: int) -> None:
+    """PID 1 of the call's namespace: dies with the keeper; private ``/proc``, read-only ``/dev``, own ``/dev/shm``."""
+    prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)  # the keeper killed (timeout, leftovers): the namespace dies with it
+    try:
+        poller = select.poll()
+        poller.register(status_w, select.POLLOUT)
+        if any(ev & select.POLLERR for _fd, ev in poller.poll(0)):
+            os._exit(1)  # the keeper died before PR_SET_PDEATHSIG took: nothing to serve
+        _jail_mount(None, "/", None, _MS_REC | _MS_PRIVATE)
+        _jail_mount("proc", "/proc", "proc", _MS_NOSUID | _MS_NODEV | _MS_NOEXEC)
+        _jail_mount(None, "/dev", None, _MS_REMOUNT | _MS_BIND | _MS_RDONLY | _jail_mount_flags("/dev"))
+        size = f"size={SHM_BYTES},mode=1777,uid={os.getuid()},gid={os.getgid()}"
+        _jail_mount("tmpfs", "/dev/shm", "tmpfs", _MS_NOSUID | _MS_NODEV, size)
+        _jail_write("/proc/sys/user/max_user_namespaces", "0\n")
+    except BaseException:  # the jail is not whole: run nothing (the keeper ends with 1, before the call started)
+        os._exit(1)
+
+
+def _jail_init_loop(code: int, status_w: int) -> NoReturn:
+    """PID 1's life: reap every process until the code's own ends, report its wait status, exit."""
+    for fd in (0, 1, 2, 3, 4):
+        with contextlib.suppress(OSError):
+            os.close(fd)
+    while True:  # orphans are reaped as they end (as zombies they would count against RLIMIT_NPROC)
+        try:
+            pid, status = os.waitpid(-1, 0)
+        except ChildProcessError:
+            os._exit(1)
+        except InterruptedError:
+            continue
+        if pid == code:
+            with contextlib.suppress(OSError):
+                os.write(status_w, _JAIL_STATUS.pack(status))
+            os._exit(0)  # the kernel now kills whatever else the call left in the namespace
+
+
+def _jail_mount_flags(path: str) -> int:
+    """The flags a bind remount of ``path`` must keep (the kernel refuses to clear locked ones in a user ns)."""
+    flags = os.statvfs(path).f_flag
+    keep = 0
+    for st, ms in ((os.ST_NOSUID, _MS_NOSUID), (os.ST_NODEV, _MS_NODEV), (os.ST_NOEXEC, _MS_NOEXEC)):
+        if flags & st:
+            keep |= ms
+    return keep
+
+
+def _jail_drop_privileges() -> None:
+    """Give up every capability of the new user namespace, for good (the code's process, before its request)."""
+    import ctypes
+
+    class _Header(ctypes.Structure):
+        _fields_ = [("version", ctypes.c_uint32), ("pid", ctypes.c_int)]
+
+    class _Data(ctypes.Structure):
+        _fields_ = [("effective", ctypes.c_uint32), ("permitted", ctypes.c_uint32), ("inheritable", ctypes.c_uint32)]
+
+    libc = _jail_libc()
+    prctl(_PR_SET_NO_NEW_PRIVS, 1)
+    for cap in range(64):
+        libc.prctl(_PR_CAPBSET_DROP, cap, 0, 0, 0)
+    header, data = _Header(0x20080522, 0), (_Data * 2)()
+    _jail_check(libc.capset(ctypes.byref(header), data), "capset")
+    set_dumpable(False)  # as forked: the call's own process turns it back on just before the code runs
