@@ -28,16 +28,22 @@ Covered (tested in ``tests/sandbox`` for every backend):
   host file.
 * **Resources**: wall timeout (the whole process tree is killed), CPU seconds, memory, processes (fork bombs),
   file size, open files, and captured output (read incrementally; a flood is cut and killed, never buffered).
-* **Leftovers**: orphans, daemons and zombies are killed and reaped after every call; sandboxes, work dirs
-  and containers are removed on ``close``, on interpreter exit, and — for Docker — by a watchdog when the
-  parent is killed. Stale ones from dead owners are reaped at the next start.
+* **Calls apart** (:mod:`turnkit.sandbox._calljail`): nothing a call changes reaches a later one. On bubblewrap
+  each call runs in new user, PID, IPC and mount namespaces, so the supervisor, its zygote and the next calls'
+  spares have no pid it could name (rlimits, priority, scheduler, affinity, signals); its processes die with it
+  (the kernel kills the namespace when the call's init ends); SysV IPC, ``/dev/shm`` (64 MB) and a read-only
+  ``/dev`` are its own. On Docker the code runs as ``nobody`` and everything else as root with three
+  capabilities: the uid check fails, and every process of the code dies at once after its call (``kill(-1)``).
+* **Leftovers**: orphans, daemons and zombies die with their call; sandboxes, work dirs and containers are removed
+  on ``close``, on interpreter exit, and — for Docker — by a watchdog when the parent is killed. Stale ones from
+  dead owners are reaped at the next start.
 * **Grading trust boundary** (docs/sandbox.md): calls of a persistent worker are forked by a zygote that never
   held a request or reply, so the code inherits no earlier call's data; the supervisor and zygote are
   non-dumpable and PID 1 is the supervisor (bubblewrap) or a non-dumpable init (Docker), so the code can neither
   read nor write them; replies carry the request's random id, and a dead, hung or desynchronised worker is
   replaced, its call's ``ExecResult.fault`` saying why.
-* **Robustness**: a segfault, ``os.abort``, NUL bytes or invalid UTF-8 in code or output, or the code killing
-  its own supervisor all come back as results.
+* **Robustness**: a segfault, ``os.abort``, NUL bytes or invalid UTF-8 in code or output, a garbage end report,
+  or the code trying to kill its own supervisor all come back as that call's result, never as a fault.
 
 Not covered:
 
@@ -48,8 +54,8 @@ Not covered:
   the Docker backend also caps the whole container with a cgroup.
 * **Disk**: the local work directory lives on the host disk and is bounded per file (``RLIMIT_FSIZE``),
   not in total; Docker's tmpfs is bounded in total (``Limits.disk_mb``).
-* **Denial of service inside one sandbox**: the code can stop or kill the zygote or fill ``/work``; later calls
-  then fail or slow down, and a dead worker is replaced, but nothing is forged.
+* **Files**: ``/work`` (and ``/tmp`` of a persistent sandbox) persist between calls by design; a call that fills
+  or locks them can slow or fail later calls of the same sandbox (graders open and empty ``/work`` first).
 * ``unsafe_no_isolation=True`` keeps limits and cleanup but removes all isolation.
 
 Example:

@@ -216,3 +216,103 @@ def _jail_drop_privileges() -> None:
     header, data = _Header(0x20080522, 0), (_Data * 2)()
     _jail_check(libc.capset(ctypes.byref(header), data), "capset")
     set_dumpable(False)  # as forked: the call's own process turns it back on just before the code runs
+
+
+def check_jail() -> str:
+    """Jail one empty call: ``""`` if it worked, else why not (the supervisor then refuses to start)."""
+    pid = os.fork()
+    if pid == 0:
+        try:
+            enter_jail()
+        except BaseException as exc:
+            os.write(2, f"{exc}\n".encode("utf-8", "replace"))
+            os._exit(1)
+        os._exit(0)
+    status = os.waitpid(pid, 0)[1]
+    return "" if status == 0 else f"a jailed empty call ended with status {os.waitstatus_to_exitcode(status)}"
+
+
+# --- Docker: a uid of the code's own -----------------------------------------------------------------------
+#
+# A container's default seccomp profile refuses new namespaces, so there the supervisor, the zygote and the
+# spares run as root with only CAP_SETUID, CAP_SETGID and CAP_KILL, and a call's process becomes CODE_UID just
+# before it takes its request. The uid check that let the code reach them now fails; every process of the code
+# dies at once with ``kill(-1)`` sent as CODE_UID (no fork can slip past it: the kernel holds the task list
+# while it signals, and a process with SIGKILL pending cannot fork), and the code's IPC objects and
+# ``/dev/shm`` files go with them.
+
+CODE_UID = 65534
+"""The uid (``nobody``) a call's code runs as under :func:`become_code_uid`."""
+
+
+def become_code_uid(uid: int = CODE_UID) -> None:
+    """Drop from root to ``uid`` for good: no capability is left (the process turns dumpable again itself)."""
+    os.setgroups([])
+    os.setresgid(uid, uid, uid)
+    os.setresuid(uid, uid, uid)
+
+
+@contextlib.contextmanager
+def as_code_uid(uid: int = CODE_UID):
+    """Run a file operation with the code's uid as the effective one (files it makes are the code's to change)."""
+    os.setresgid(-1, uid, -1)
+    os.setresuid(-1, uid, -1)
+    try:
+        yield
+    finally:
+        os.setresuid(-1, 0, -1)
+        os.setresgid(-1, 0, -1)
+        set_dumpable(False)  # an effective-uid change resets it
+
+
+def kill_code_uid(uid: int = CODE_UID) -> bool:
+    """Kill every process of ``uid`` and remove its SysV IPC objects and ``/dev/shm`` files; whether it worked."""
+    pid = os.fork()
+    if pid == 0:
+        try:
+            become_code_uid(uid)
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(-1, signal.SIGKILL)  # every process of uid but this one (and init), atomically
+            _remove_ipc(uid)
+            _empty_dir("/dev/shm")
+        except BaseException:
+            os._exit(1)
+        os._exit(0)
+    while True:
+        try:
+            return os.waitpid(pid, 0)[1] == 0
+        except InterruptedError:
+            continue
+
+
+def _remove_ipc(uid: int) -> None:
+    """Remove the SysV shared memory, semaphores and message queues owned by ``uid`` (listed in /proc/sysvipc)."""
+    libc = _jail_libc()
+    ipc_rmid = 0
+    for name, remove in (
+        ("shm", lambda i: libc.shmctl(i, ipc_rmid, None)),
+        ("sem", lambda i: libc.semctl(i, 0, ipc_rmid)),
+        ("msg", lambda i: libc.msgctl(i, ipc_rmid, None)),
+    ):
+        try:
+            with open(f"/proc/sysvipc/{name}") as f:
+                header, *rows = f.read().splitlines()
+        except OSError:
+            continue
+        cols = header.split()
+        for row in rows:
+            fields = dict(zip(cols, row.split(), strict=False))
+            if fields.get("uid") == str(uid) or fields.get("cuid") == str(uid):
+                remove(int(fields[{"shm": "shmid", "sem": "semid", "msg": "msqid"}[name]]))
+
+
+def _empty_dir(path: str) -> None:
+    with contextlib.suppress(OSError):
+        for entry in os.scandir(path):
+            with contextlib.suppress(OSError):
+                if entry.is_dir(follow_symlinks=False):
+                    import shutil
+
+                    shutil.rmtree(entry.path, ignore_errors=True)
+                else:
+                    os.unlink(entry.path)

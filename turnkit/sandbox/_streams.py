@@ -45,15 +45,30 @@ class EndReport:
             return None
         try:
             end = json.loads(line)
-            return {k: float(end[k]) for k in ("exit_code", "cpu_s", "max_rss_kb")}
-        except (ValueError, KeyError, TypeError):
+            report = {k: float(end[k]) for k in ("exit_code", "cpu_s", "max_rss_kb")}
+        except (ValueError, KeyError, TypeError, RecursionError):
+            report = None
+        if report is None or not _plausible(report):
             self.closed = True  # garbage (the code wrote it): wait for the child's exit instead
             return None
+        return report
 
     def close(self) -> None:
         if self.fd is not None:
             os.close(self.fd)
             self.fd = None
+
+
+def _plausible(report: dict[str, float]) -> bool:
+    """An end report the supervisor can use: an exit code of 0-255 and finite, non-negative resource figures.
+
+    Example:
+        >>> _plausible({"exit_code": 3, "cpu_s": 0.1, "max_rss_kb": 9e3}), _plausible({"exit_code": float("nan"),
+        ...     "cpu_s": 0, "max_rss_kb": 0}), _plausible({"exit_code": 0, "cpu_s": float("inf"), "max_rss_kb": 0})
+        (True, False, False)
+    """
+    code, cpu, rss = report["exit_code"], report["cpu_s"], report["max_rss_kb"]
+    return 0 <= code <= 255 and code == int(code) and 0 <= cpu < 1e9 and 0 <= rss < 1e12
 
 
 class Capture:

@@ -42,10 +42,19 @@ SANDBOX_ENV = {
 }
 
 
-SUPERVISOR_MODULES = ("_frames.py", "_harness.py", "_zygote.py", "_calljail.py", "_streams.py", "_supervisor.py")
+SUPERVISOR_MODULES = (
+    "_frames.py",
+    "_harness.py",
+    "_zygote.py",
+    "_calljail.py",
+    "_child.py",
+    "_streams.py",
+    "_supervisor.py",
+)
 """The modules of the in-sandbox supervisor, in the order their sources are joined into one script."""
 
 _OWN_IMPORT = re.compile(r"^from turnkit\.sandbox\._\w+ import [\w, ]+$|^from __future__ import annotations$")
+_OWN_MULTILINE_IMPORT = re.compile(r"^from turnkit\.sandbox\._\w+ import \($")
 
 
 def join_supervisor_source(read: Callable[[str], str]) -> str:
@@ -54,7 +63,7 @@ def join_supervisor_source(read: Callable[[str], str]) -> str:
     Example:
         >>> parts = dict.fromkeys(SUPERVISOR_MODULES, "")
         >>> parts.update({"_frames.py": "from __future__ import annotations\\nA = 1\\n", "_harness.py": "B = 2\\n",
-        ...               "_supervisor.py": "from turnkit.sandbox._frames import A\\nC = A + B\\n"})
+        ...               "_supervisor.py": "from turnkit.sandbox._frames import (\\n    A,\\n)\\nC = A + B\\n"})
         >>> ns = {}
         >>> exec(join_supervisor_source(parts.__getitem__), ns)
         >>> ns["C"]
@@ -62,8 +71,15 @@ def join_supervisor_source(read: Callable[[str], str]) -> str:
     """
     body = []
     for name in SUPERVISOR_MODULES:
-        lines = read(name).splitlines()
-        body.append("\n".join(line for line in lines if not _OWN_IMPORT.match(line)))
+        kept, in_import = [], False
+        for line in read(name).splitlines():
+            if in_import:
+                in_import = line != ")"
+            elif _OWN_MULTILINE_IMPORT.match(line):
+                in_import = True
+            elif not _OWN_IMPORT.match(line):
+                kept.append(line)
+        body.append("\n".join(kept))
     return "from __future__ import annotations\n" + "\n\n".join(body) + "\n"
 
 

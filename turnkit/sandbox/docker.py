@@ -1,11 +1,17 @@
 """``DockerSandbox``: one locked-down container per sandbox, driven through the docker SDK.
 
 The container runs the offline-built image (:mod:`turnkit.sandbox.image`) with no network, a read-only
-root, tmpfs ``/work`` and ``/tmp``, an unprivileged user, no capabilities, ``no-new-privileges``, cgroup
-memory/CPU/pids limits and a non-dumpable init as PID 1 that reaps zombies. Every call is a ``docker exec`` of
-the same supervisor the local backend uses, so limits, output caps, leftover-process cleanup and the
-grading trust boundary (see :mod:`turnkit.sandbox._zygote`) behave identically. PID 1 is a small non-dumpable
-init of turnkit's (:data:`_INIT`), not ``docker-init``.
+root, tmpfs ``/work`` and ``/tmp``, ``no-new-privileges``, cgroup memory/CPU/pids limits and a non-dumpable
+init as PID 1 that reaps zombies. Every call is a ``docker exec`` of the same supervisor the local backend uses,
+so limits, output caps, leftover-process cleanup and the grading trust boundary (see
+:mod:`turnkit.sandbox._zygote`) behave identically. PID 1 is a small non-dumpable init of turnkit's
+(:data:`_INIT`), not ``docker-init``.
+
+The code runs as ``nobody`` (:data:`SANDBOX_USER`) with no capability. The init, the supervisor, its zygote and
+the spares run as root with only ``CAP_SETUID``, ``CAP_SETGID`` and ``CAP_KILL``, so the code cannot change
+their rlimits, priority or scheduling (the kernel checks the uid), and every process of the code dies after its
+call at once (:mod:`turnkit.sandbox._calljail`: Docker's seccomp profile refuses the per-call namespaces that
+the local backend uses).
 
 Cleanup is guaranteed three ways: ``close()`` (and the context manager); an ``atexit`` hook; and a
 watchdog process per owner that removes the owner's containers when the owner dies, even by SIGKILL.
@@ -51,6 +57,10 @@ from turnkit.sandbox.local import READ_MAX_BYTES, InteractiveCommand
 from turnkit.types import ExecResult
 
 SANDBOX_USER = "65534:65534"
+"""The code's user (interactive programs run as it too)."""
+SUPERVISOR_USER = "0:0"
+"""The supervisor's, with only the capabilities of :data:`SUPERVISOR_CAPS` (and the container's init's)."""
+SUPERVISOR_CAPS = ["SETUID", "SETGID", "KILL"]
 _MEMORY_HEADROOM_MB = 64
 """cgroup memory above the per-process limit, for the supervisor and the shell around the code."""
 
@@ -70,8 +80,8 @@ dumpable processes of the code's uid."""
 
 _KILL_LEFTOVERS = ["/bin/sh", "-c", "i=0; while [ $i -lt 2000 ] && kill -9 -1 2>/dev/null; do i=$((i + 1)); done"]
 """Kills every process in the container but init, round after round until none is left (``kill(-1)``: every
-process this uid may signal but itself and init). One syscall right after ``exec`` and no interpreter: a
-leftover of the code's has no time to patch it through ``/proc/PID/mem`` before it is killed."""
+process root may signal with ``CAP_KILL`` but itself and init). One syscall right after ``exec`` and no
+interpreter."""
 
 _KILL_SESSION = r"""
 import os, signal, time
@@ -281,9 +291,11 @@ class _ExecConnection:
     def __init__(self, sandbox: DockerSandbox, mode: str, max_reply: int) -> None:
         docker = sandbox._docker
         api = sandbox._client.api
-        argv = _wire.supervisor_argv(sandbox.python, mode, str(256 << 20))
+        argv = _wire.supervisor_argv(sandbox.python, mode, str(256 << 20), "uid")
         try:
-            exec_id = api.exec_create(sandbox.container.id, argv, stdin=True, user=SANDBOX_USER, workdir=WORKDIR)["Id"]
+            exec_id = api.exec_create(sandbox.container.id, argv, stdin=True, user=SUPERVISOR_USER, workdir=WORKDIR)[
+                "Id"
+            ]
             self._sock = api.exec_start(exec_id, socket=True)
         except docker.errors.NotFound as exc:
             raise SandboxError(f"the sandbox container is gone: {exc}") from exc
@@ -400,8 +412,9 @@ class DockerSandbox(SandboxBase):
             "pids_limit": limits.pids + 16,
             "read_only": True,
             "tmpfs": {WORKDIR: tmpfs_opts, "/tmp": tmpfs_opts},
-            "user": SANDBOX_USER,
+            "user": SUPERVISOR_USER,
             "cap_drop": ["ALL"],
+            "cap_add": SUPERVISOR_CAPS,
             "security_opt": ["no-new-privileges"],
             "ulimits": [
                 Ulimit(name="nofile", soft=limits.open_files, hard=limits.open_files),
@@ -662,7 +675,7 @@ class DockerSandbox(SandboxBase):
     def _kill_leftovers(self) -> None:
         """Kill every process in the container but init (after a hung, killed or desynchronised supervisor)."""
         with contextlib.suppress(self._docker.errors.DockerException):
-            self.container.exec_run(_KILL_LEFTOVERS, user=SANDBOX_USER)
+            self.container.exec_run(_KILL_LEFTOVERS, user=SUPERVISOR_USER)
 
     def _close(self) -> None:
         with self._lock:
