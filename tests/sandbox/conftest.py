@@ -212,3 +212,24 @@ def processes_named(comm: str) -> list[tuple[int, str]]:
             if stat[stat.index(b"(") + 1 : stat.rindex(b")")].decode(errors="replace") == comm:
                 found.append((int(name), stat[stat.rindex(b")") + 2 :].split()[0].decode()))
     return found
+
+
+def runnable_processes_named(comm: str) -> list[tuple[int, str]]:
+    """Those of :func:`processes_named` that could still run code: neither zombies nor exiting nor SIGKILLed.
+
+    A call's leftovers are killed before its reply and the kernel tears them down after it: until then a process
+    has SIGKILL pending (``SigPnd``/``ShdPnd``) or is exiting (``PF_EXITING`` in ``/proc/PID/stat``'s flags), and
+    cannot run another instruction of its own.
+    """
+    runnable = []
+    for pid, state in processes_named(comm):
+        try:
+            stat = Path(f"/proc/{pid}/stat").read_bytes()
+            status = Path(f"/proc/{pid}/status").read_text()
+        except OSError:
+            continue  # gone meanwhile
+        flags = int(stat[stat.rindex(b")") + 2 :].split()[6])
+        pending = [int(line.split()[1], 16) for line in status.splitlines() if line.startswith(("SigPnd", "ShdPnd"))]
+        if state != "Z" and not flags & 0x4 and not any(p & (1 << (9 - 1)) for p in pending):
+            runnable.append((pid, state))
+    return runnable

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.sandbox.conftest import SECRET, processes_named
+from tests.sandbox.conftest import SECRET, runnable_processes_named
 
 SLACK_S = 30.0  # a hang guard, not a speed test: without the kill these would run for a minute or forever
 
@@ -135,7 +135,7 @@ def test_orphaned_daemon_killed_after_call(sb):
         "import time\ntime.sleep(0.3)\nprint('parent done')"
     )
     r = sb.run_python(code, timeout=10)
-    assert r.stdout == "parent done\n" and processes_named(name) == []
+    assert r.stdout == "parent done\n" and runnable_processes_named(name) == []
 
 
 def test_zombies_reaped_after_call(sb):
@@ -146,7 +146,7 @@ def test_zombies_reaped_after_call(sb):
         "time.sleep(0.3)\nprint(open('/proc/self/status').read().count('State'))"
     )
     r = sb.run_python(code, timeout=10)
-    assert r.ok and processes_named(name) == []
+    assert r.ok and runnable_processes_named(name) == []
 
 
 def test_nul_byte_in_code_is_a_result(sb):

@@ -120,28 +120,31 @@ def enter_jail() -> None:
 
 
 def _jail_keeper(init: int, status_r: int) -> NoReturn:
-    """Outside the jail: wait for its init, then end as the code's process ended (status from the init's pipe)."""
+    """Outside the jail: end as the code's process ended, once the init reports it (and has killed the rest).
+
+    The init writes the status only after ``kill(-1, SIGKILL)``, so when the keeper ends with it no process of the
+    call can run again; the kernel's teardown of the namespace goes on without anyone waiting for it. Without a
+    status (the init died first) the keeper kills itself: the supervisor then waits for the namespace to go.
+    """
     for fd in (0, 1, 2, 3, 4):  # the call's pipes belong to the code: the supervisor sees their ends as the call's
         with contextlib.suppress(OSError):
             os.close(fd)
+    data = b""
     while True:
         try:
-            os.waitpid(init, 0)
-            break
-        except ChildProcessError:
+            data = os.read(status_r, _JAIL_STATUS.size)
             break
         except InterruptedError:
             continue
-    data = b""
-    with contextlib.suppress(OSError):
-        data = os.read(status_r, _JAIL_STATUS.size)
-    _end_as_status(_JAIL_STATUS.unpack(data)[0] if len(data) == _JAIL_STATUS.size else None)
+        except OSError:
+            break
+    if len(data) != _JAIL_STATUS.size:
+        os.kill(os.getpid(), signal.SIGKILL)
+    _end_as_status(_JAIL_STATUS.unpack(data)[0])
 
 
-def _end_as_status(status: int | None) -> NoReturn:
+def _end_as_status(status: int) -> NoReturn:
     """Exit with a child's wait status: the same exit code, or death by the same signal (no core file)."""
-    if status is None:
-        os._exit(1)
     if os.WIFSIGNALED(status):
         sig = os.WTERMSIG(status)
         with contextlib.suppress(OSError, ValueError):
@@ -184,9 +187,11 @@ def _jail_init_loop(code: int, status_w: int) -> NoReturn:
         except InterruptedError:
             continue
         if pid == code:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(-1, signal.SIGKILL)  # everything else in the namespace, at once (no fork slips past)
             with contextlib.suppress(OSError):
                 os.write(status_w, _JAIL_STATUS.pack(status))
-            os._exit(0)  # the kernel now kills whatever else the call left in the namespace
+            os._exit(0)  # the kernel reaps what it killed as the namespace goes
 
 
 def _jail_mount_flags(path: str) -> int:

@@ -236,6 +236,26 @@ class _Reaper:
                     os.kill(pid, signal.SIGKILL)
             time.sleep(0.001)
 
+    def jail_ended(self, wait_s: float = 1.0) -> bool:
+        """Whether the keeper of a call that reported its end ended as its code did, within ``wait_s``.
+
+        Its init kills every other process of the call before it tells the keeper how the code ended, so then
+        nothing of the call can run again, and the namespace's teardown need not be waited for. A keeper killed by
+        SIGKILL (the code's own way to end, or no word from the init) leaves that to :meth:`await_jails`.
+        """
+        if self.reported is None or not self.end_clean(wait_s):
+            return False
+        return not (os.WIFSIGNALED(self.status) and os.WTERMSIG(self.status) == signal.SIGKILL)
+
+    def end_clean(self, wait_s: float) -> bool:
+        """Wait up to ``wait_s`` for the main child's exit; whether it came."""
+        deadline = time.monotonic() + wait_s
+        while self.status is None and time.monotonic() < deadline:
+            self.reap()
+            if self.status is None:
+                select.select([_zygote] if _zygote is not None and _zygote.alive else [], [], [], 0.001)
+        return self.status is not None
+
     def end_jail(self) -> None:
         """Kill a jailed call's keeper: its init dies with it, and the kernel kills every process of the call."""
         if self.status is None:
@@ -482,10 +502,10 @@ def _execute(req: dict[str, Any], blobs: list[bytes], watch_fd: int | None = Non
     jail_gone = True
     if isolated:
         if _CODE_UID[0] is not None:
-            jail_gone = kill_code_uid(_CODE_UID[0])
-        else:
+            jail_gone = kill_code_uid(_CODE_UID[0]) and reaper.await_jails()
+        elif not reaper.jail_ended():
             reaper.end_jail()
-        jail_gone = jail_gone and reaper.await_jails()
+            jail_gone = reaper.await_jails()
     else:
         reaper.kill_all()
     _fill_spares()  # nothing of this call is left: the zygote forks the next calls' children from here on
