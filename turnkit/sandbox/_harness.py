@@ -26,14 +26,27 @@ BATCH_MARK = "@@turnkit-batch@@"
 BATCH_NAMESPACE = "__batch__"
 """``__name__`` of the namespace the code is loaded in (so an ``if __name__ == "__main__":`` block does not run)."""
 
+MAX_DEPTH = 40
+"""Deepest nesting :func:`encode_value` looks into; a value below it is ``too_big``."""
+
+MAX_NODES = 10_000
+"""Most values :func:`encode_value` encodes in one result; the rest are ``too_big``."""
+
+DECIMAL_INT_BITS = 2048
+"""Ints up to this many bits are written in decimal (at most 617 digits, under every int-string limit Python
+allows, 640 at least), longer ones in hexadecimal (``"0x..."``, which no limit covers and costs linear time)."""
+
 
 def encode_value(value: Any, depth: int = 0, budget: list | None = None) -> Any:
     """A canonical, JSON-safe encoding of a returned value.
 
-    Tags: ``none``, ``bool``, ``int`` (decimal text), ``float`` (``repr``), ``str``, ``list``, ``tuple``,
-    ``dict`` and ``set`` (items sorted by their JSON text), ``other`` (the type name: never equal) and
-    ``too_big`` (over 10,000 nodes, nested deeper than 40, or an int too long to print). Only exact built-in
-    types are looked into, through their base class's methods, so a value cannot run code while it is encoded.
+    Tags: ``none``, ``bool``, ``int`` (decimal text up to :data:`DECIMAL_INT_BITS` bits, ``"0x"``
+    hexadecimal beyond, so any int is carried whatever ``sys.set_int_max_str_digits`` says), ``float``
+    (``repr``), ``str``, ``list``, ``tuple``, ``dict`` and ``set`` (items sorted by their JSON text), ``other``
+    (the type name: never equal) and ``too_big`` (over :data:`MAX_NODES` values or nested deeper than
+    :data:`MAX_DEPTH`). Only exact built-in types are looked into, and subclasses of ``bool``, ``int``,
+    ``float`` and ``str`` are read through their base class's methods, so a value cannot run code while it is
+    encoded and a lookalike is carried as the built-in value it holds.
 
     Example:
         >>> encode_value((1, 2.5, "a", None, True))
@@ -42,21 +55,25 @@ def encode_value(value: Any, depth: int = 0, budget: list | None = None) -> Any:
         ['dict', [[['str', 'a'], ['set', [['int', '3']]]], [['str', 'b'], ['int', '1']]]]
         >>> encode_value(object())
         ['other', 'object']
+        >>> encode_value(-(2**4096))[1][:8]
+        '-0x10000'
     """
     if budget is None:
-        budget = [10_000]
+        budget = [MAX_NODES]
     budget[0] -= 1
-    if budget[0] < 0 or depth > 40:
+    if budget[0] < 0 or depth > MAX_DEPTH:
         return ["too_big"]
     if value is None:
         return ["none"]
     if isinstance(value, bool):
         return ["bool", value is True]
     if isinstance(value, int):
-        try:
-            return ["int", int.__repr__(value)]
-        except ValueError:  # more digits than sys.get_int_max_str_digits()
-            return ["too_big"]
+        if int.bit_length(value) <= DECIMAL_INT_BITS:
+            try:
+                return ["int", int.__repr__(value)]
+            except ValueError:  # a limit below Python's minimum: fall through to hexadecimal
+                pass
+        return ["int", int.__format__(value, "#x")]
     if isinstance(value, float):
         return ["float", float.__repr__(value)]
     if isinstance(value, str):

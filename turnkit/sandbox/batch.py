@@ -10,7 +10,10 @@ in-sandbox supervisor (compiled once, forked warm), so a batch costs about one p
 :class:`~turnkit.sandbox.Sandbox` runs the same harness as a program through ``run_python``.
 
 Returned values cross the sandbox boundary as a canonical JSON encoding (:func:`encode_value`), never pickled or
-``eval``-ed on the host. The code's own ``print`` output is discarded: it can neither flood nor forge results.
+``eval``-ed on the host. The code's own ``print`` output is discarded: it can neither flood nor forge results. The
+code can still rewrite the harness it runs in, so the host reads every line within bounds
+(:mod:`turnkit.sandbox.values`): nothing the code writes makes :func:`run_batch` raise. A value the encoding never
+produces is that call's ``"malformed"`` result; a stream that cannot be read fails the batch as a ``"crash"``.
 
 Example:
     >>> from turnkit.sandbox import LocalSandbox
@@ -35,6 +38,7 @@ from turnkit.errors import ConfigError
 from turnkit.sandbox import _harness
 from turnkit.sandbox._harness import BATCH_MARK, encode_value
 from turnkit.sandbox.base import Sandbox, SandboxBase
+from turnkit.sandbox.values import read_line, value_problem
 from turnkit.types import ExecResult
 
 __all__ = ["BATCH_ERRORS", "BatchResult", "CallResult", "batch_program", "encode_value", "run_batch"]
@@ -49,13 +53,15 @@ class CallResult:
     """The outcome of one call expression.
 
     Attributes:
-        status: ``"ok"`` (returned), ``"raised"`` or ``"timeout"``.
+        status: ``"ok"`` (returned), ``"raised"``, ``"timeout"``, or ``"malformed"``: the call's result line held
+            something :func:`encode_value` never writes (the code rewrote its harness or its result channel), so
+            nothing is known of what it returned. The code caused it: it is the call's result, not a sandbox fault.
         value: The returned value, encoded by :func:`encode_value` (``None`` unless ``ok``).
         error: The exception's type name when it ``raised``.
-        message: The exception's message (first 300 characters).
+        message: The exception's message (first 300 characters); for ``malformed``, what was wrong.
     """
 
-    status: Literal["ok", "raised", "timeout"]
+    status: Literal["ok", "raised", "timeout", "malformed"]
     value: Any = None
     error: str = ""
     message: str = ""
@@ -80,7 +86,7 @@ class BatchResult:
 
     @property
     def ok(self) -> bool:
-        """Every call returned or raised (none timed out) and the batch itself did not fail."""
+        """No call timed out and the batch itself did not fail (each call returned, raised or was malformed)."""
         return self.error is None
 
 
@@ -103,7 +109,7 @@ def run_batch(
             there (a planted ``heapq.py`` on the import path, data files) reaches this one. Graders set it.
 
     Returns:
-        The :class:`BatchResult`; crashes, timeouts and oversized results are results, not exceptions.
+        The :class:`BatchResult`; crashes, timeouts, oversized and malformed results are results, not exceptions.
 
     Raises:
         ConfigError: ``calls`` is not a sequence of strings, or the timeout is not positive.
@@ -183,9 +189,9 @@ def parse_batch(result: ExecResult, n_calls: int, per_call_timeout_s: float, wal
     for line in result.stdout.splitlines():
         if line.startswith(BATCH_MARK):
             try:
-                lines.append(json.loads(line[len(BATCH_MARK) :]))
-            except json.JSONDecodeError:
-                return failed("crash", "the result stream was garbled")
+                lines.append(read_line(line[len(BATCH_MARK) :]))
+            except ValueError as exc:
+                return failed("crash", f"the result stream was garbled ({str(exc)[:80]})")
     if not lines or not isinstance(lines[0], dict) or "load" not in lines[0]:
         tail = result.stderr.strip().splitlines()[-1:] or [f"exit status {result.exit_code}"]
         why = "the code exited, was killed or wrote into the result stream before it loaded"
@@ -209,9 +215,12 @@ def parse_batch(result: ExecResult, n_calls: int, per_call_timeout_s: float, wal
 
 def _call_result(line: Any) -> CallResult:
     if isinstance(line, dict) and "ok" in line:
+        problem = value_problem(line["ok"])
+        if problem:
+            return CallResult("malformed", message=problem)
         return CallResult("ok", value=line["ok"])
-    if isinstance(line, dict) and "raised" in line:
-        return CallResult("raised", error=str(line["raised"])[:200], message=str(line.get("message", ""))[:300])
+    if isinstance(line, dict) and isinstance(line.get("raised"), str):
+        return CallResult("raised", error=line["raised"][:200], message=str(line.get("message", ""))[:300])
     if isinstance(line, dict) and line.get("timeout") is True:
         return CallResult("timeout")
-    return CallResult("raised", error="garbled", message="the result line was tampered with")
+    return CallResult("malformed", message="the result line was tampered with")

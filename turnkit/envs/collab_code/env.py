@@ -68,7 +68,8 @@ class CollabCodeEnv(TextEnv):
     ## Info
     Every step: ``turns_left``. On the answer: ``success``, ``tests_passed``, ``tests_total``,
     ``grading_error`` (``None`` or one of ``forbidden``, ``no_code``, ``syntax_error``, ``crash``,
-    ``timeout``, ``memory``, ``output_limit``), ``grading_detail`` (its cause, from the answer's run only)
+    ``timeout``, ``memory``, ``output_limit``, ``malformed``), ``grading_detail`` (its cause, from the answer's
+    run only)
     and ``answered`` (``True`` if the marker was used, ``False`` for a forced answer). Never the reference,
     the tests, their expected values or the hidden facts (read those through :meth:`privileged`).
 
@@ -93,11 +94,14 @@ class CollabCodeEnv(TextEnv):
       session: the answer runs in the grading sandbox's fresh executions, not in the agent's session.
 
     ## Failures
-    Bad code is a result (``grading_error``). A :class:`~turnkit.errors.SandboxError` (the executor itself
-    failed: bubblewrap missing, the sandbox cannot start, or its worker died, hung or answered out of turn while
-    running the answer, after which it is replaced) is raised from ``reset`` or ``step`` and never scored 0;
-    :func:`turnkit.collect` records it as ``Trajectory.error`` with ``ErrorCause.SANDBOX``. A reference that
-    fails in the sandbox (a broken loaded task) raises :class:`~turnkit.errors.EnvError`.
+    A fault the answer can cause is its result, scored like any wrong answer (``grading_error``): bad code, a
+    crash, a timeout, a forged or garbled result (``malformed``), values the host could not otherwise read (a
+    5,000-digit int, a 50,000-deep list). Learners train on it. A :class:`~turnkit.errors.SandboxError` (the
+    executor itself failed: bubblewrap missing, the sandbox cannot start, or its worker died, hung or answered
+    out of turn while running the answer, after which it is replaced) is raised from ``reset`` or ``step`` and
+    never scored 0; :func:`turnkit.collect` records it as ``Trajectory.error`` with ``ErrorCause.SANDBOX``,
+    which learners mask. A reference that fails in the sandbox (a broken loaded task) raises
+    :class:`~turnkit.errors.EnvError`.
 
     Example:
         >>> env = CollabCodeEnv(kinds=("grade",))

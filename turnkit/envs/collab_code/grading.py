@@ -12,15 +12,22 @@ in the grading process, with a 1 s ``SIGALRM`` per test):
 * isolation: the code runs in a sandbox (no network, read-only filesystem, rlimits), never in-process;
 * fresh globals at module level: top-level imports, helper functions and recursion work (ColBench scores
   them 0), so scores here can be higher for the same answers;
-* results are compared through a canonical encoding (:func:`encode_value`), not ``==`` on live objects:
-  ``1 == 1.0`` still holds, but ``True`` does not match ``1``, lists do not match tuples, and objects of
-  other types (custom classes, numpy arrays) never match; a test where both sides raise the same exception
-  type passes (ColBench has no such case);
+* results are compared through a canonical encoding (:func:`encode_value`), not ``==`` on live objects
+  (:func:`values_equal` states the rule): numbers as Python compares them (``1 == 1.0``, ``nan`` never equal,
+  ints of any size), but ``True`` does not match ``1``, lists do not match tuples, a subclass of ``str`` or
+  ``int`` compares as the built-in value it holds, and objects of other types (custom classes, numpy arrays) or
+  values nested deeper than 40 never match; a test where both sides raise the same exception type passes
+  (ColBench has no such case);
 * the candidate's own ``print`` output is discarded (it cannot flood the grader), so "huge output" only
   fails when a *returned value* exceeds the sandbox's output cap.
 
-A crash, a timeout, forbidden text or an oversized result is a :class:`GradeResult` with ``error`` set and
-the cause in ``detail``. :class:`~turnkit.errors.SandboxError` (the executor itself failed) propagates.
+**A fault the graded code can cause is that answer's failure**: a crash, a timeout, forbidden text, an oversized
+result, or a result the code forged or garbled (``malformed``: a value no function returns, a line the host cannot
+read) is a :class:`GradeResult` with a zero (or partial) score, ``error`` set and the cause in ``detail``. It is a
+reward like any other, and learners train on it. Only faults the code cannot cause raise, and
+:func:`turnkit.collect` records them on the trajectory, which learners mask: :class:`~turnkit.errors.SandboxError`
+(the executor itself failed: ``ExecResult.fault``, bubblewrap or Docker missing, the trusted sandbox failing on the
+reference) and :class:`~turnkit.errors.EnvError` (the reference itself fails: broken task data).
 
 Trust boundary (docs/sandbox.md): the reference runs in a **trusted sandbox** that never runs an answer
 (:func:`trusted_sandbox`, or the ``reference_sandbox`` you pass), and its outcomes stay on the host. The answer's
@@ -54,6 +61,7 @@ from typing import Any
 from turnkit.errors import ConfigError, EnvError, SandboxError
 from turnkit.sandbox import Limits, LocalSandbox, Sandbox
 from turnkit.sandbox.batch import CallResult, encode_value, run_batch
+from turnkit.sandbox.values import values_equal
 
 ANSWER_MARKER = "I WANT TO ANSWER:"
 """The text that ends an episode: what follows it is the answer."""
@@ -64,8 +72,9 @@ COLBENCH_FORBIDDEN = ("import os", "import sys", "sudo", "exit(", "quit(")
 GRADING_LIMITS = Limits(wall_time_s=15.0, memory_mb=512, pids=16, output_bytes=1_000_000)
 """Limits of the shared grading sandbox (the per-call wall time is set from the number of tests)."""
 
-ERRORS = ("forbidden", "no_code", "syntax_error", "crash", "timeout", "memory", "output_limit")
-"""Values of :attr:`GradeResult.error`."""
+ERRORS = ("forbidden", "no_code", "syntax_error", "crash", "timeout", "memory", "output_limit", "malformed")
+"""Values of :attr:`GradeResult.error`, each a failure of the answer (a zero or partial score, never masked).
+``malformed``: some tests reported a value that no function returns (the answer rewrote its result channel)."""
 
 _FENCE = re.compile(r"```[^\n`]*\n(.*?)(?:```|\Z)", re.DOTALL)
 
@@ -99,47 +108,12 @@ def split_answer(message: str) -> str | None:
     return extract_code(message[at + len(ANSWER_MARKER) :])
 
 
-def values_equal(a: Any, b: Any) -> bool:
-    """Compare two :func:`encode_value` trees with Python's ``==`` semantics for numbers, strictly otherwise.
-
-    Example:
-        >>> values_equal(encode_value(3), encode_value(3.0)), values_equal(encode_value(1), encode_value(True))
-        (True, False)
-        >>> values_equal(encode_value([1, 2]), encode_value((1, 2))), values_equal(encode_value(float("nan")),
-        ...     encode_value(float("nan")))
-        (False, False)
-    """
-    if not (isinstance(a, list) and isinstance(b, list) and a and b):
-        return False
-    ta, tb = a[0], b[0]
-    if ta in ("int", "float") and tb in ("int", "float"):
-        return _number(a) == _number(b)
-    if ta != tb or len(a) != len(b):
-        return False
-    if ta == "none":
-        return True
-    if ta in ("bool", "str"):
-        return bool(a[1] == b[1])
-    if ta in ("list", "tuple"):
-        return len(a[1]) == len(b[1]) and all(values_equal(x, y) for x, y in zip(a[1], b[1], strict=True))
-    if ta == "dict":
-        da = {json.dumps(k): v for k, v in a[1]}
-        db = {json.dumps(k): v for k, v in b[1]}
-        return da.keys() == db.keys() and all(values_equal(da[k], db[k]) for k in da)
-    if ta == "set":
-        return json.dumps(a[1]) == json.dumps(b[1])
-    return False  # "other", "too_big" and unknown tags never match
-
-
-def _number(tagged: list) -> int | float:
-    return int(tagged[1]) if tagged[0] == "int" else float(tagged[1])
-
-
 def outcomes_equal(ref: dict[str, Any], cand: dict[str, Any]) -> bool:
     """Whether a candidate's test outcome matches the reference's.
 
-    Outcomes are ``{"ok": encoded}``, ``{"raised": "ExcType"}`` or ``{"timeout": True}``. Values compare with
-    :func:`values_equal`; two raised exceptions match when their type names are equal.
+    Outcomes are ``{"ok": encoded}``, ``{"raised": "ExcType"}``, ``{"timeout": True}`` or ``{"malformed": why}``.
+    Values compare with :func:`values_equal`; two raised exceptions match when their type names are equal; a
+    timeout or a malformed result matches nothing.
 
     Example:
         >>> outcomes_equal({"raised": "ValueError"}, {"raised": "ValueError"})
@@ -195,6 +169,8 @@ def _outcome(call: CallResult) -> dict[str, Any]:
         return {"ok": call.value}
     if call.status == "raised":
         return {"raised": call.error}
+    if call.status == "malformed":
+        return {"malformed": call.message}
     return {"timeout": True}
 
 
@@ -306,6 +282,8 @@ def reference_outcomes(
         raise SandboxError(f"the trusted sandbox failed while running the reference ({run.detail})")
     if run.outcomes is None or run.error is not None:
         raise EnvError(f"the reference solution fails in the sandbox ({run.error}: {run.detail})")
+    if any("malformed" in o for o in run.outcomes):  # the trusted harness never writes one
+        raise EnvError("the reference's results came back malformed from the trusted sandbox")
     if cache:
         REFERENCE_CACHE.put(key, run.outcomes)
     return run.outcomes
@@ -346,7 +324,8 @@ def grade(
             by default). A sandbox that has run an answer is never trusted with a reference.
 
     Returns:
-        The :class:`GradeResult`; timeouts and crashes give a zero (or, for per-test timeouts, partial) score.
+        The :class:`GradeResult`: whatever the answer does (timeouts, crashes, forged or unreadable results) gives
+        a zero or partial score with the cause in ``error``, never an exception.
 
     Raises:
         SandboxError: The sandbox infrastructure failed (a dead, hung or desynchronised worker, which the sandbox
@@ -374,11 +353,15 @@ def grade(
     if run.outcomes is None:
         return GradeResult(0, total, run.error, run.detail)
     per_test = tuple(outcomes_equal(r, c) for r, c in zip(ref, run.outcomes, strict=True))
-    detail = run.detail
+    error, detail = run.error, run.detail
+    malformed = [c["malformed"] for c in run.outcomes if "malformed" in c]
     raised = [c["raised"] for r, c in zip(ref, run.outcomes, strict=True) if "raised" in c and "raised" not in r]
-    if raised and not detail:  # the test calls themselves stay hidden: only counts and exception types
+    if malformed and error is None:
+        error = "malformed"
+        detail = f"{len(malformed)} of {total} tests reported a value no function returns ({malformed[0][:80]})"
+    elif raised and not detail:  # the test calls themselves stay hidden: only counts and exception types
         detail = f"{len(raised)} of {total} tests raised an exception (first: {str(raised[0])[:60]})"
-    return GradeResult(sum(per_test), total, run.error, detail, per_test)
+    return GradeResult(sum(per_test), total, error, detail, per_test)
 
 
 _SHARED: dict[str, dict[int, LocalSandbox]] = {"answers": {}, "references": {}}
