@@ -6,8 +6,8 @@ where an engine runs): huge ints, deep nesting, nan and infinities, -0.0, lookal
 answer forges by rewriting its harness. Each must score what an honest function returning that value scores,
 by the rule of :func:`~turnkit.sandbox.values.values_equal`, and never raise. Then the same through
 ``turnkit.collect_batch`` as a GRPO group: the hostile answer gets reward 0, no trajectory error and a negative
-advantage, while a sandbox that really fails is a masked error. Last, strict xfails: on Docker an answer can
-still kill its own supervisor, which is a masked SandboxError today (turnkit/sandbox/docker.py, _supervisor.py).
+advantage, while a sandbox that really fails is a masked error. Last, on Docker an answer that kills its
+supervisor (or every process it sees) scores its own 0: the supervisor runs as root, the code as nobody.
 
 Run: python -m pytest tests/envs/collab_code/test_grading_hostile.py -q
 """
@@ -23,7 +23,6 @@ import pytest
 
 from turnkit.agents.scripted import ScriptedAgent
 from turnkit.envs.collab_code.grading import GRADING_LIMITS, grade
-from turnkit.errors import SandboxError
 from turnkit.learners.advantages import trajectory_advantages
 from turnkit.rollout.collect import collect_batch
 from turnkit.sandbox import DockerSandbox, LocalSandbox, docker_available
@@ -234,7 +233,7 @@ def test_a_reference_sandbox_that_fails_is_a_masked_error(answer_sb):
     assert traj.error is not None and traj.error.cause == ErrorCause.SANDBOX and not traj.steps, traj.error
 
 
-# --- faults the code can cause on Docker today (the lead's isolation rewrite, see the issue) ----------------
+# --- faults the code tries to cause on Docker (its supervisor runs as another uid) --------------------------
 
 KILL = 'o = __import__("os")\nfor p in [o.getppid()] if "WHO" == "parent" else o.listdir("/proc"):\n'
 KILL += "    try:\n        o.kill(int(p), 9) if str(p).isdigit() and int(p) != o.getpid() else None\n"
@@ -243,9 +242,6 @@ KILL += "    except OSError:\n        pass\n\n\n" + ret("'nope'")
 
 @pytest.mark.docker
 @pytest.mark.skipif(not docker_available(), reason="no Docker engine reachable (start one with .ci/docker.sh)")
-@pytest.mark.xfail(
-    strict=True, raises=SandboxError, reason="the code can kill its Docker supervisor: a masked SandboxError (#50)"
-)
 @pytest.mark.parametrize(("persistent", "who"), [(False, "parent"), (True, "all")])
 def test_an_answer_that_kills_its_docker_supervisor_scores_its_own_zero(reference_sb, persistent, who):
     with DockerSandbox(GRADING_LIMITS, persistent=persistent) as sb:
