@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import http.client
 import json
 import signal
 import subprocess
 import sys
+import threading
 import urllib.error
 import urllib.request
 from pathlib import Path
@@ -15,7 +17,7 @@ import pytest
 
 from tests.view import builders
 from turnkit.rollout.evaluate import EpisodeSink
-from turnkit.view import EpisodeIndex, ViewerServer
+from turnkit.view import EpisodeIndex, ViewerServer, make_server
 
 
 def get(server: ViewerServer, path: str) -> tuple[int, Any]:
@@ -140,6 +142,67 @@ def test_broken_files_are_named_with_their_line(broken_server: ViewerServer) -> 
     assert [p["text"] for p in page["problems"]] == [bad_line]
     _, missing = get(broken_server, "api/run?id=no-metrics")
     assert [p["text"] for p in missing["problems"]] == ["no-metrics/metrics.jsonl: missing (no step has been logged)"]
+
+
+def request(server: ViewerServer, path: str, host: str | None) -> tuple[int, dict[str, Any] | bytes]:
+    """A GET with exactly this ``Host`` header (``None``: none at all), as a DNS-rebinding page would send it."""
+    conn = http.client.HTTPConnection("127.0.0.1", server.server_address[1], timeout=10)
+    try:
+        conn.putrequest("GET", path, skip_host=True)
+        if host is not None:
+            conn.putheader("Host", host)
+        conn.endheaders()
+        reply = conn.getresponse()
+        body = reply.read()
+        is_json = (reply.getheader("Content-Type") or "").startswith("application/json")
+        return reply.status, json.loads(body) if is_json else body
+    finally:
+        conn.close()
+
+
+def test_only_loopback_host_names_are_answered(server: ViewerServer) -> None:
+    port = server.server_address[1]
+    for host in (f"127.0.0.1:{port}", f"localhost:{port}", f"LOCALHOST:{port}", f"127.8.0.1:{port}"):
+        status, body = request(server, "/api/sources", host)
+        assert status == 200 and len(body["sources"]) == 6, host
+    for host, why in [
+        (f"rebind.example:{port}", f"Host header 'rebind.example:{port}' is not a loopback name"),
+        (f"192.168.1.5:{port}", f"Host header '192.168.1.5:{port}' is not a loopback name"),
+        (
+            f"127.0.0.1:{port + 1}",
+            f"Host header '127.0.0.1:{port + 1}' names port {port + 1}, not this server's {port}",
+        ),
+        ("localhost", f"Host header 'localhost' names no port (so 80), not this server's {port}"),
+        (None, "no Host header"),
+    ]:
+        for path in ("/api/sources", "/api/episode?id=eval-privileged&i=0&privileged=1", "/", "/static/app.js"):
+            status, body = request(server, path, host)
+            assert status == 403 and isinstance(body, dict), (host, path)
+            assert body["error"].startswith(f"refused: {why}") and "DNS rebinding" in body["error"], body
+            assert "hidden_tests" not in json.dumps(body)
+
+
+def test_ipv6_loopback_host_is_answered(tmp_path: Path) -> None:
+    try:
+        server = make_server(tmp_path, host="::1", port=0)
+    except OSError:
+        pytest.skip("no IPv6 loopback here")
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        port = server.server_address[1]
+        conn = http.client.HTTPConnection("::1", port, timeout=10)
+        conn.request("GET", "/api/sources")  # Host: [::1]:port
+        assert conn.getresponse().status == 200
+        conn.close()
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+def test_favicon_is_an_empty_answer(server: ViewerServer) -> None:
+    with urllib.request.urlopen(server.url + "favicon.ico", timeout=10) as reply:
+        assert reply.status == 204 and reply.read() == b""
 
 
 def test_an_empty_folder_says_what_was_looked_for(empty_server: ViewerServer) -> None:
