@@ -17,7 +17,7 @@ import pytest
 
 from tests.view import builders
 from turnkit.rollout.evaluate import EpisodeSink
-from turnkit.view import EpisodeIndex, ViewerServer, make_server
+from turnkit.view import EpisodeIndex, ViewerApi, ViewerServer, make_server
 
 
 def get(server: ViewerServer, path: str) -> tuple[int, Any]:
@@ -90,6 +90,23 @@ def test_sort_and_filters(server: ViewerServer) -> None:
     assert {e["seed"] % 10 for e in prompt["items"]} == {2} and prompt["matched"] >= 1
 
 
+def test_ties_keep_file_order_both_ways(server: ViewerServer) -> None:
+    for order in ("asc", "desc"):
+        _, page = get(server, f"api/episodes?id=eval&sort=return&order={order}&limit=500")
+        items = page["items"]
+        assert [e["return"] for e in items] == sorted((e["return"] for e in items), reverse=order == "desc")
+        for value in (0.0, 1.0):
+            tied = [e["index"] for e in items if e["return"] == value]
+            assert len(tied) > 1 and tied == sorted(tied), (order, value)
+    _, turns = get(server, "api/episodes?id=eval&sort=turns&limit=500")
+    assert [e["index"] for e in turns["items"][:3]] == [3, 10, 17]  # the one-turn (errored) episodes, in file order
+
+
+def test_a_known_cause_with_no_episode_filters_to_none(server: ViewerServer) -> None:
+    status, page = get(server, "api/episodes?id=eval&error=sandbox")
+    assert status == 200 and page["matched"] == 0 and page["causes"] == ["timeout"]
+
+
 def test_privileged_data_only_on_request(server: ViewerServer) -> None:
     _, plain = get(server, "api/episode?id=eval-privileged&i=0")
     assert "privileged" not in plain and plain["_view"]["privileged"] == ["privileged"]
@@ -103,12 +120,17 @@ def test_privileged_data_only_on_request(server: ViewerServer) -> None:
     [
         ("api/episodes?id=eval&sort=length", 400, "sort must be one of"),
         ("api/episodes?id=eval&offset=x", 400, "offset must be an integer"),
+        ("api/episodes?id=eval&offset=-1", 400, "offset must be 0 or more, got -1"),
+        ("api/episodes?id=eval&limit=0", 400, "limit must be between 1 and 500, got 0"),
+        ("api/episodes?id=eval&limit=501", 400, "limit must be between 1 and 500, got 501"),
+        ("api/episodes?id=eval&error=bogus", 400, "error must be none, any or an error cause (agent, "),
+        ("api/episodes?id=eval&success=maybe", 400, "success must be yes or no, got 'maybe'"),
         ("api/episode?id=eval&i=60", 404, "no episode 60 in eval/trajectories.jsonl (60 episodes)"),
         ("api/run?id=nowhere", 404, "'nowhere' is not a run, eval or synth folder"),
         ("api/run?id=../..", 404, "is outside"),
         ("api/trees?id=train", 404, "holds no synth data"),
         ("api/tree?id=synth&tree=seed_0", 400, "not a tree id"),
-        ("api/tree?id=synth&tree=iter_000/seed_9", 422, "synth/iter_000/trees/seed_9.json: missing"),
+        ("api/tree?id=synth&tree=iter_000/seed_9", 404, "seed_9.json: missing (this folder's trees: iter_000/seed_0, "),
         ("api/nothing", 404, "no API route"),
         ("files/../../etc/passwd", 404, "no picture"),
     ],
@@ -142,6 +164,32 @@ def test_broken_files_are_named_with_their_line(broken_server: ViewerServer) -> 
     assert [p["text"] for p in page["problems"]] == [bad_line]
     _, missing = get(broken_server, "api/run?id=no-metrics")
     assert [p["text"] for p in missing["problems"]] == ["no-metrics/metrics.jsonl: missing (no step has been logged)"]
+
+
+def test_a_cut_tree_is_named_in_a_whole_sentence(broken_server: ViewerServer) -> None:
+    status, body = get(broken_server, "api/tree?id=cut-tree&tree=iter_000/seed_1")
+    assert status == 422
+    assert body["error"].startswith("cut-tree/iter_000/trees/seed_1.json:1: invalid JSON: Unterminated string starting")
+    assert body["error"].endswith("; the file ends there (cut short, or still being written)")
+    assert get(broken_server, "api/tree?id=cut-tree&tree=iter_000/seed_0")[0] == 200  # the other tree still reads
+
+
+def test_rollout_folders_are_their_own_kind(tmp_path: Path) -> None:
+    builders.write_run_with_rollouts(tmp_path / "run")
+    builders.write_eval(tmp_path / "rollouts-eval", n=3)  # named like one, but not a run's rollouts/step-N
+    api = ViewerApi(tmp_path)
+    kinds = {s["id"]: s["kinds"] for s in api.answer("sources", {})[1]["sources"]}
+    assert kinds == {
+        "rollouts-eval": ["eval"],
+        "run": ["run"],
+        "run/rollouts/step-000002": ["rollouts"],
+        "run/rollouts/step-000004": ["rollouts"],
+    }
+    status, page = api.answer("episodes", {"id": "run/rollouts/step-000004"})
+    assert status == 200 and page["total"] == 4
+    assert api.answer("episodes", {"id": "run"}) == (
+        404, {"error": "'run' holds no eval or rollouts data (it holds: run)"}
+    )  # fmt: skip
 
 
 def request(server: ViewerServer, path: str, host: str | None) -> tuple[int, dict[str, Any] | bytes]:
