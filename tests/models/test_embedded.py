@@ -81,6 +81,20 @@ def test_make_agent_tiny_uses_the_embedded_policy(tmp_path: Path, monkeypatch) -
     assert (tmp_path / "tiny" / MICRO_RECIPE.key() / "config.json").is_file()
 
 
+def test_quiet_eval_builds_the_tiny_model_without_a_bar(tmp_path: Path, monkeypatch, capfd) -> None:
+    monkeypatch.setenv("TURNKIT_CACHE", str(tmp_path / "cache"))  # not built yet: the eval builds it
+    import turnkit.models.embedded as embedded
+    from turnkit.cli import main
+
+    monkeypatch.setattr(embedded, "DEFAULT_RECIPE", MICRO_RECIPE)
+    argv = ["eval", "turnkit/MathEpisodes-v0", "--agent", "tiny", "--episodes", "1", "--out", str(tmp_path / "out")]
+    assert main([*argv, "--quiet"]) == 0
+    out, err = capfd.readouterr()
+    assert (tmp_path / "cache" / "tiny" / MICRO_RECIPE.key() / "config.json").is_file()
+    assert "tiny sft" not in err and "%|" not in err, err
+    assert "success" in out
+
+
 def test_progress_false_draws_no_library_bars_when_building_or_loading(tmp_path: Path, capfd) -> None:
     from transformers.utils import logging as hf_logging
 

@@ -6,6 +6,8 @@ Used by tests/view and by benchmarks/viewer_screenshots.py (the docs' pictures).
 from __future__ import annotations
 
 import json
+import struct
+import zlib
 from pathlib import Path
 
 from turnkit.rollout.evaluate import EpisodeSink, summarize, write_evaluation
@@ -121,7 +123,7 @@ def write_synth(folder: Path, seeds: tuple[int, ...] = (0, 1)) -> Path:
 
 
 def write_broken(folder: Path) -> Path:
-    """A run whose metrics.jsonl ends in a cut line and an eval file with a bad line in the middle."""
+    """A run whose metrics.jsonl ends in a cut line, an eval file with a bad line in the middle, a cut tree."""
     write_run(folder / "cut-run", steps=3)
     with open(folder / "cut-run" / "metrics.jsonl", "a", encoding="utf-8") as f:
         f.write('{"step": 4, "reward_me')
@@ -132,6 +134,18 @@ def write_broken(folder: Path) -> Path:
     path.write_text("".join(lines), encoding="utf-8")
     (folder / "no-metrics").mkdir(parents=True)
     (folder / "no-metrics" / "config.json").write_text('{"lr": 0.1}')
+    write_synth(folder / "cut-tree")
+    tree = folder / "cut-tree" / "iter_000" / "trees" / "seed_1.json"
+    text = tree.read_text(encoding="utf-8")
+    tree.write_text(text[: text.index('"ANSWER: 4"') + 5], encoding="utf-8")  # cut inside a string
+    return folder
+
+
+def write_run_with_rollouts(folder: Path, steps: tuple[int, ...] = (2, 4)) -> Path:
+    """A training run that kept its rollouts of ``steps`` (``rollouts/step-NNNNNN/``), as ``turnkit train`` does."""
+    write_run(folder, steps=max(steps))
+    for step in steps:
+        write_scored_rollouts(folder / "rollouts" / f"step-{step:06d}")
     return folder
 
 
@@ -151,4 +165,44 @@ def write_scored_rollouts(folder: Path, n: int = 4) -> Path:
                 step["advantage"] = round(0.5 - 0.25 * k, 3)
                 step["mask"] = [1] * (len(step["token_ids"]) - 1) + [0]
             f.write(json.dumps(rec) + "\n")
+    return folder
+
+
+def write_png(path: Path, width: int, height: int, rgb: tuple[int, int, int] = (47, 111, 214)) -> Path:
+    """A plain one-colour RGB PNG of ``width`` x ``height`` pixels (a stand-in for a run's matplotlib picture)."""
+
+    def chunk(kind: bytes, data: bytes) -> bytes:
+        return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data))
+
+    rows = (b"\x00" + bytes(rgb) * width) * height
+    header = struct.pack(">IIBBBBB", width, height, 8, 2, 0, 0, 0)
+    data = b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", header) + chunk(b"IDAT", zlib.compress(rows)) + chunk(b"IEND", b"")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_bytes(data)
+    return path
+
+
+def write_quickstart_like(folder: Path, *, rollouts: int = 34, picture_width: int = 2310) -> Path:
+    """A folder laid out as ``turnkit quickstart`` writes it, without training a model.
+
+    ``summary.json`` (before/after RL, greedy and sampled) with a ``quickstart.png`` as wide as matplotlib draws
+    it, four held-out evaluations under ``eval/``, and ``train/``: a run with its ``curves.png`` and ``rollouts``
+    kept steps (``rollouts/step-NNNNNN``, every 10 steps as ``rollouts_every`` keeps them).
+    """
+
+    def result(success: float) -> dict[str, object]:
+        return {"success": success, "ci95": [round(success - 0.1, 3), round(success + 0.1, 3)], "episodes": 60,
+                "errors": 9, "mean_turns": 1.85}  # fmt: skip
+
+    summary = {"env_id": "turnkit/MathEpisodes-v0", "seed": 0, "before": result(0.35), "after": result(0.6),
+               "sampled": {"temperature": 1.0, "before": result(0.3), "after": result(0.55)}}  # fmt: skip
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "summary.json").write_text(json.dumps(summary, indent=2), encoding="utf-8")
+    write_png(folder / "quickstart.png", picture_width, 700)
+    for name in ("sft-greedy", "sft-sampled", "rl-greedy", "rl-sampled"):
+        write_eval(folder / "eval" / name, n=12)
+    write_run(folder / "train", steps=12)
+    write_png(folder / "train" / "curves.png", picture_width, 600, rgb=(224, 123, 31))
+    for k in range(1, rollouts + 1):
+        write_scored_rollouts(folder / "train" / "rollouts" / f"step-{10 * k:06d}", n=2)
     return folder

@@ -61,6 +61,10 @@ def empty_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ViewerSer
     yield from serve(folder)
 
 
+PASSED_HEADERS = ("Content-Security-Policy", "X-Content-Type-Options")
+"""Server headers handed on to Chromium, so that the page lives under the server's own policy."""
+
+
 def forward(req: TabRequest) -> TabResponse | None:
     """Answer the page's request by a real HTTP request to the loopback server (nothing else is reachable)."""
     if not req.url.startswith("http://127.0.0.1:"):
@@ -68,9 +72,17 @@ def forward(req: TabRequest) -> TabResponse | None:
     request = urllib.request.Request(req.url, data=req.post_data, method=req.method)
     try:
         with urllib.request.urlopen(request, timeout=10) as reply:
-            return TabResponse(reply.status, reply.read(), reply.headers.get("Content-Type", ""))
+            status, body, headers = reply.status, reply.read(), reply.headers
     except urllib.error.HTTPError as exc:
-        return TabResponse(exc.code, exc.read(), exc.headers.get("Content-Type", ""))
+        status, body, headers = exc.code, exc.read(), exc.headers
+    passed = {k: headers[k] for k in PASSED_HEADERS if headers.get(k)}
+    return TabResponse(status, body, headers.get("Content-Type", ""), passed)
+
+
+WATCH = """window.violations = [];
+window.addEventListener("securitypolicyviolation",
+  (e) => window.violations.push(`${e.effectiveDirective} blocked ${e.blockedURI || "inline"}`), true);"""
+"""Run in every page before its scripts: collects what the Content-Security-Policy blocked."""
 
 
 @pytest.fixture(scope="module")
@@ -79,7 +91,7 @@ def tab(no_chromium_left: None) -> Iterator[Tab]:
         find_chromium()
     except BrowserError as exc:
         pytest.skip(f"no Chromium here ({exc}); install it with bash .ci/chromium.sh")
-    with Tab(forward, viewport=(1280, 900), timeout_s=15.0) as t:
+    with Tab(forward, viewport=(1280, 900), timeout_s=15.0, init_script=WATCH) as t:
         yield t
 
 

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import http.client
 import json
 import signal
 import subprocess
 import sys
+import threading
 import urllib.error
 import urllib.request
 from pathlib import Path
@@ -15,7 +17,7 @@ import pytest
 
 from tests.view import builders
 from turnkit.rollout.evaluate import EpisodeSink
-from turnkit.view import EpisodeIndex, ViewerServer
+from turnkit.view import EpisodeIndex, ViewerApi, ViewerServer, make_server
 
 
 def get(server: ViewerServer, path: str) -> tuple[int, Any]:
@@ -88,6 +90,23 @@ def test_sort_and_filters(server: ViewerServer) -> None:
     assert {e["seed"] % 10 for e in prompt["items"]} == {2} and prompt["matched"] >= 1
 
 
+def test_ties_keep_file_order_both_ways(server: ViewerServer) -> None:
+    for order in ("asc", "desc"):
+        _, page = get(server, f"api/episodes?id=eval&sort=return&order={order}&limit=500")
+        items = page["items"]
+        assert [e["return"] for e in items] == sorted((e["return"] for e in items), reverse=order == "desc")
+        for value in (0.0, 1.0):
+            tied = [e["index"] for e in items if e["return"] == value]
+            assert len(tied) > 1 and tied == sorted(tied), (order, value)
+    _, turns = get(server, "api/episodes?id=eval&sort=turns&limit=500")
+    assert [e["index"] for e in turns["items"][:3]] == [3, 10, 17]  # the one-turn (errored) episodes, in file order
+
+
+def test_a_known_cause_with_no_episode_filters_to_none(server: ViewerServer) -> None:
+    status, page = get(server, "api/episodes?id=eval&error=sandbox")
+    assert status == 200 and page["matched"] == 0 and page["causes"] == ["timeout"]
+
+
 def test_privileged_data_only_on_request(server: ViewerServer) -> None:
     _, plain = get(server, "api/episode?id=eval-privileged&i=0")
     assert "privileged" not in plain and plain["_view"]["privileged"] == ["privileged"]
@@ -101,12 +120,17 @@ def test_privileged_data_only_on_request(server: ViewerServer) -> None:
     [
         ("api/episodes?id=eval&sort=length", 400, "sort must be one of"),
         ("api/episodes?id=eval&offset=x", 400, "offset must be an integer"),
+        ("api/episodes?id=eval&offset=-1", 400, "offset must be 0 or more, got -1"),
+        ("api/episodes?id=eval&limit=0", 400, "limit must be between 1 and 500, got 0"),
+        ("api/episodes?id=eval&limit=501", 400, "limit must be between 1 and 500, got 501"),
+        ("api/episodes?id=eval&error=bogus", 400, "error must be none, any or an error cause (agent, "),
+        ("api/episodes?id=eval&success=maybe", 400, "success must be yes or no, got 'maybe'"),
         ("api/episode?id=eval&i=60", 404, "no episode 60 in eval/trajectories.jsonl (60 episodes)"),
         ("api/run?id=nowhere", 404, "'nowhere' is not a run, eval or synth folder"),
         ("api/run?id=../..", 404, "is outside"),
         ("api/trees?id=train", 404, "holds no synth data"),
         ("api/tree?id=synth&tree=seed_0", 400, "not a tree id"),
-        ("api/tree?id=synth&tree=iter_000/seed_9", 422, "synth/iter_000/trees/seed_9.json: missing"),
+        ("api/tree?id=synth&tree=iter_000/seed_9", 404, "seed_9.json: missing (this folder's trees: iter_000/seed_0, "),
         ("api/nothing", 404, "no API route"),
         ("files/../../etc/passwd", 404, "no picture"),
     ],
@@ -140,6 +164,93 @@ def test_broken_files_are_named_with_their_line(broken_server: ViewerServer) -> 
     assert [p["text"] for p in page["problems"]] == [bad_line]
     _, missing = get(broken_server, "api/run?id=no-metrics")
     assert [p["text"] for p in missing["problems"]] == ["no-metrics/metrics.jsonl: missing (no step has been logged)"]
+
+
+def test_a_cut_tree_is_named_in_a_whole_sentence(broken_server: ViewerServer) -> None:
+    status, body = get(broken_server, "api/tree?id=cut-tree&tree=iter_000/seed_1")
+    assert status == 422
+    assert body["error"].startswith("cut-tree/iter_000/trees/seed_1.json:1: invalid JSON: Unterminated string starting")
+    assert body["error"].endswith("; the file ends there (cut short, or still being written)")
+    assert get(broken_server, "api/tree?id=cut-tree&tree=iter_000/seed_0")[0] == 200  # the other tree still reads
+
+
+def test_rollout_folders_are_their_own_kind(tmp_path: Path) -> None:
+    builders.write_run_with_rollouts(tmp_path / "run")
+    builders.write_eval(tmp_path / "rollouts-eval", n=3)  # named like one, but not a run's rollouts/step-N
+    api = ViewerApi(tmp_path)
+    kinds = {s["id"]: s["kinds"] for s in api.answer("sources", {})[1]["sources"]}
+    assert kinds == {
+        "rollouts-eval": ["eval"],
+        "run": ["run"],
+        "run/rollouts/step-000002": ["rollouts"],
+        "run/rollouts/step-000004": ["rollouts"],
+    }
+    status, page = api.answer("episodes", {"id": "run/rollouts/step-000004"})
+    assert status == 200 and page["total"] == 4
+    assert api.answer("episodes", {"id": "run"}) == (
+        404, {"error": "'run' holds no eval or rollouts data (it holds: run)"}
+    )  # fmt: skip
+
+
+def request(server: ViewerServer, path: str, host: str | None) -> tuple[int, dict[str, Any] | bytes]:
+    """A GET with exactly this ``Host`` header (``None``: none at all), as a DNS-rebinding page would send it."""
+    conn = http.client.HTTPConnection("127.0.0.1", server.server_address[1], timeout=10)
+    try:
+        conn.putrequest("GET", path, skip_host=True)
+        if host is not None:
+            conn.putheader("Host", host)
+        conn.endheaders()
+        reply = conn.getresponse()
+        body = reply.read()
+        is_json = (reply.getheader("Content-Type") or "").startswith("application/json")
+        return reply.status, json.loads(body) if is_json else body
+    finally:
+        conn.close()
+
+
+def test_only_loopback_host_names_are_answered(server: ViewerServer) -> None:
+    port = server.server_address[1]
+    for host in (f"127.0.0.1:{port}", f"localhost:{port}", f"LOCALHOST:{port}", f"127.8.0.1:{port}"):
+        status, body = request(server, "/api/sources", host)
+        assert status == 200 and len(body["sources"]) == 6, host
+    for host, why in [
+        (f"rebind.example:{port}", f"Host header 'rebind.example:{port}' is not a loopback name"),
+        (f"192.168.1.5:{port}", f"Host header '192.168.1.5:{port}' is not a loopback name"),
+        (
+            f"127.0.0.1:{port + 1}",
+            f"Host header '127.0.0.1:{port + 1}' names port {port + 1}, not this server's {port}",
+        ),
+        ("localhost", f"Host header 'localhost' names no port (so 80), not this server's {port}"),
+        (None, "no Host header"),
+    ]:
+        for path in ("/api/sources", "/api/episode?id=eval-privileged&i=0&privileged=1", "/", "/static/app.js"):
+            status, body = request(server, path, host)
+            assert status == 403 and isinstance(body, dict), (host, path)
+            assert body["error"].startswith(f"refused: {why}") and "DNS rebinding" in body["error"], body
+            assert "hidden_tests" not in json.dumps(body)
+
+
+def test_ipv6_loopback_host_is_answered(tmp_path: Path) -> None:
+    try:
+        server = make_server(tmp_path, host="::1", port=0)
+    except OSError:
+        pytest.skip("no IPv6 loopback here")
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        port = server.server_address[1]
+        conn = http.client.HTTPConnection("::1", port, timeout=10)
+        conn.request("GET", "/api/sources")  # Host: [::1]:port
+        assert conn.getresponse().status == 200
+        conn.close()
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+def test_favicon_is_an_empty_answer(server: ViewerServer) -> None:
+    with urllib.request.urlopen(server.url + "favicon.ico", timeout=10) as reply:
+        assert reply.status == 204 and reply.read() == b""
 
 
 def test_an_empty_folder_says_what_was_looked_for(empty_server: ViewerServer) -> None:

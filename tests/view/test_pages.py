@@ -30,6 +30,7 @@ def test_runs_view_draws_curves_evals_and_config(tab: Tab, server: ViewerServer)
     assert "lr" in texts(tab, "#config td")
     assert count(tab, "img[src='/files/train/curves.png']") == 0  # this run drew no curves.png
     assert count(tab, "#error") == 0
+    assert tab.evaluate("window.violations") == []  # nothing the page's own policy had to block
 
 
 def test_two_runs_side_by_side(tab: Tab, server: ViewerServer) -> None:
@@ -40,13 +41,24 @@ def test_two_runs_side_by_side(tab: Tab, server: ViewerServer) -> None:
     assert runs == ["train", "train-b"]
     assert texts(tab, "#config tr.diff td:first-child") == ["steps"]  # the one config key that differs
     assert tab.evaluate("document.querySelector('#compare').value") == "train-b"
+    swatches = "[...document.querySelectorAll('#view .legend .sw')].map(s => getComputedStyle(s).backgroundColor)"
+    assert tab.evaluate(swatches) == ["rgb(47, 111, 214)", "rgb(224, 123, 31)"]  # blue, and the second in orange
+    assert tab.evaluate("window.violations") == []
+
+
+def test_the_page_lives_under_its_own_policy(tab: Tab, server: ViewerServer) -> None:
+    visit(tab, server, "runs?id=train")
+    tab.evaluate("document.querySelector('#view').setAttribute('style', 'color: rgb(255, 0, 0)')")
+    assert tab.evaluate("getComputedStyle(document.querySelector('#view')).color") != "rgb(255, 0, 0)"
+    assert tab.evaluate("window.violations") == ["style-src-attr blocked inline"]  # the test's, not the page's
+    visit(tab, server, "runs?id=eval")  # a new document: the list starts again
 
 
 def test_eval_folder_shows_its_summary_interval(tab: Tab, server: ViewerServer) -> None:
     visit(tab, server, "runs?id=eval")
     [row] = texts(tab, "#evals tr")[1:]
     assert row.startswith("evalsummary") and "60" in row
-    assert count(tab, "a[href='#episodes?id=eval']") == 1
+    assert count(tab, "#view a[href='#episodes?id=eval']") == 1
 
 
 def test_episode_list_pages_sorts_and_filters(tab: Tab, server: ViewerServer) -> None:
@@ -127,6 +139,14 @@ def test_search_tree_with_visits_q_and_pairs(tab: Tab, server: ViewerServer) -> 
     assert count(tab, "#tree g.node.rejected") == 2 and count(tab, "#tree .edge.committed") == 2
     assert texts(tab, "#tree g.node text")[3] == "N=5 Q=1.00"
     assert count(tab, "#pairs tr[data-pair]") == 2
+    fills = tab.evaluate(
+        "[...document.querySelectorAll('#tree g.node')].map(g => [+g.dataset.q, g.querySelector('circle')"
+        ".getAttribute('fill').match(/\\d+/g).map(Number)])"
+    )
+    for q, (r, g, b) in fills:  # red at -1, green at +1, the root (Q 0.4) coloured like any node
+        assert (r > 180 and g < 80 and b < 80) if q == -1 else (g > r and g > b), (q, r, g, b)
+    assert [q for q, _ in fills] == [0.4, 0.6, -1.0, 1.0, -1.0]
+    assert "colour = Q (red −1 … green +1)" in text(tab, "#view p.muted")
 
 
 def test_pair_links_to_its_node(tab: Tab, server: ViewerServer) -> None:
@@ -150,6 +170,10 @@ def test_broken_folder_shows_file_and_line(tab: Tab, broken_server: ViewerServer
     assert count(tab, "#episode-list tr[data-index]") == 5
     visit(tab, broken_server, "search?id=cut-run")
     assert text(tab, "#error") == "'cut-run' holds no synth data (it holds: run)"
+    visit(tab, broken_server, "search?id=cut-tree&tree=iter_000/seed_1")
+    cut = text(tab, "#error")  # the whole sentence: where the string starts, and that the file ends there
+    assert cut.startswith("cut-tree/iter_000/trees/seed_1.json:1: invalid JSON: Unterminated string starting at column")
+    assert cut.endswith("; the file ends there (cut short, or still being written)")
     assert "Traceback" not in tab.evaluate("document.body.textContent")
 
 

@@ -50,7 +50,7 @@ def test_quickstart_folder_shows_run_evaluations_and_episodes(quickstart: Path, 
         "eval/sft-greedy": ["eval"],
         "eval/sft-sampled": ["eval"],
         "train": ["run"],
-        "train/rollouts/step-000002": ["eval"],  # the last step's episodes as the learner saw them
+        "train/rollouts/step-000002": ["rollouts"],  # the last step's episodes as the learner saw them
     }
     _, top = api.answer("run", {"id": "."})
     assert [e["label"] for e in top["evals"]] == [
@@ -67,8 +67,9 @@ def test_quickstart_folder_shows_run_evaluations_and_episodes(quickstart: Path, 
         assert len(texts(tab, "#evals tr")) == 5 and "quickstart.png" in texts(tab, ".card .muted")[0]
         assert texts(tab, "a.child-run") == ["train curves →"]
         assert texts(tab, "a.child-episodes") == [
-            *(f"eval/{e} episodes →" for e in ("rl-greedy", "rl-sampled", "sft-greedy", "sft-sampled")),
-            "train/rollouts/step-000002 episodes →",
+            f"eval/{e} episodes →" for e in ("rl-greedy", "rl-sampled", "sft-greedy", "sft-sampled")
         ]
+        assert texts(tab, "#rollout-links a.child-rollouts") == ["train/rollouts/step-000002"]
+        assert tab.evaluate("window.violations") == []
         visit(tab, server, "episodes?id=eval/rl-greedy&ep=0")
         assert len(texts(tab, "#episode-list tr[data-index]")) == 6 and texts(tab, "#episode .turn")

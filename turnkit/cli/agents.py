@@ -97,10 +97,11 @@ def _check_samples(spec: str) -> None:
         )
 
 
-def make_agent(spec: str, *, seed: int = 0, sampling: Mapping[str, Any] | None = None) -> Agent:
+def make_agent(spec: str, *, seed: int = 0, sampling: Mapping[str, Any] | None = None, progress: bool = True) -> Agent:
     """Build the agent named by ``spec`` (see the module docstring), with optional sampling settings.
 
     ``sampling`` keys are :data:`SAMPLING_FLAGS`; an agent that does not sample refuses them before it is built.
+    ``progress=False`` (a ``--quiet`` command) builds a built-in model that is not cached yet without its bars.
 
     Example:
         >>> make_agent("openai:http://127.0.0.1:8000/v1#my-model", sampling={"max_new_tokens": 32}).max_tokens
@@ -108,10 +109,10 @@ def make_agent(spec: str, *, seed: int = 0, sampling: Mapping[str, Any] | None =
     """
     if sampling:
         _check_samples(spec)
-    return with_sampling(_make_agent(spec, seed=seed), spec, sampling or {})
+    return with_sampling(_make_agent(spec, seed=seed, progress=progress), spec, sampling or {})
 
 
-def _make_agent(spec: str, *, seed: int) -> Agent:
+def _make_agent(spec: str, *, seed: int, progress: bool) -> Agent:
     kind, _, arg = spec.partition(":")
     if kind == "oracle" and not arg:
         from turnkit.agents.oracle import OracleAgent
@@ -132,7 +133,7 @@ def _make_agent(spec: str, *, seed: int) -> Agent:
     if kind in model_names() and not arg:
         from turnkit.models.names import load_policy
 
-        return load_policy(kind, seed=seed)
+        return load_policy(kind, seed=seed, progress=progress)
     if kind == "openai" and arg:
         from turnkit.agents.openai import OpenAIAgent
 

@@ -267,7 +267,8 @@ def cmd_eval(args: argparse.Namespace) -> int:
         summary = evaluate_on_ray(args.env_id, AgentSpec(args.agent, args.seed, sampling), ray=ray, **common)
     else:
         with torch_threads(args.threads):
-            summary = evaluate(args.env_id, make_agent(args.agent, seed=args.seed, sampling=sampling), **common)
+            agent = make_agent(args.agent, seed=args.seed, sampling=sampling, progress=not args.quiet)
+            summary = evaluate(args.env_id, agent, **common)
     lo, hi = summary.success_ci95
     print(
         f"{args.env_id} [{args.split}] agent={args.agent} episodes={summary.episodes}: "

@@ -1,11 +1,13 @@
 """The viewer's JSON API: one method per route, over the folders under one root.
 
 =====================  ===========================================================================================
-``sources``            every run, eval and synth folder under the root (:func:`~turnkit.view.folders.discover`)
+``sources``            every run, eval, rollouts and synth folder under the root
+                       (:func:`~turnkit.view.folders.discover`)
 ``run?id=``            a folder's config, metric series, evaluation rows, checkpoints (:mod:`turnkit.view.runs`)
-``episodes?id=``       a page of episode summaries: ``offset``, ``limit``, ``sort`` (index, return, turns, seed,
-                       error), ``order`` (asc, desc), ``error`` (none, any, a cause), ``success`` (yes, no),
-                       ``seed``, ``q`` (text) (:class:`~turnkit.view.index.EpisodeIndex`)
+``episodes?id=``       a page of episode summaries: ``offset`` (0 or more), ``limit`` (1 to 500), ``sort`` (index,
+                       return, turns, seed, error; ties keep file order), ``order`` (asc, desc), ``error`` (none,
+                       any, a cause), ``success`` (yes, no), ``seed``, ``q`` (text)
+                       (:class:`~turnkit.view.index.EpisodeIndex`)
 ``episode?id=&i=``     one whole episode; ``privileged=1`` keeps the hidden reference and tests
 ``trees?id=``          a synth folder's trees
 ``tree?id=&tree=``     one tree with its nodes and linked pairs (:mod:`turnkit.view.trees`)
@@ -38,12 +40,20 @@ from pathlib import Path
 from typing import Any
 
 from turnkit.errors import DataError
-from turnkit.view.folders import Source, classify, discover, inside
+from turnkit.types import ErrorCause
+from turnkit.view.folders import EPISODE_KINDS, Source, classify, discover, inside
 from turnkit.view.index import SORT_KEYS, EpisodeIndex
 from turnkit.view.runs import read_run
 from turnkit.view.trees import list_trees, read_tree
 
 Answer = tuple[int, dict[str, Any]]
+
+MAX_LIMIT = 500
+"""The most episode summaries one ``episodes`` page holds."""
+
+CAUSES = (*(c.value for c in ErrorCause), "error")
+"""The error causes ``error=`` always accepts (a file's own causes too): the typed ones, and ``error`` for an
+untyped error."""
 
 
 class ApiError(Exception):
@@ -118,12 +128,22 @@ class ViewerApi:
         success = params.get("success", "")
         if success not in ("", "yes", "no"):
             raise ApiError(400, f"success must be yes or no, got {success!r}")
+        error = params.get("error", "")
+        causes = sorted({*CAUSES, *index.causes()})
+        if error not in ("", "none", "any", *causes):
+            raise ApiError(400, f"error must be none, any or an error cause ({', '.join(causes)}), got {error!r}")
+        offset = _int(params, "offset", 0)
+        if offset < 0:
+            raise ApiError(400, f"offset must be 0 or more, got {offset}")
+        limit = _int(params, "limit", 50)
+        if not 1 <= limit <= MAX_LIMIT:
+            raise ApiError(400, f"limit must be between 1 and {MAX_LIMIT}, got {limit}")
         page = index.page(
-            offset=_int(params, "offset", 0),
-            limit=_int(params, "limit", 50),
+            offset=offset,
+            limit=limit,
             sort=sort,
             descending=order == "desc",
-            error=params.get("error", ""),
+            error=error,
             success=success,
             seed=_int(params, "seed", None) if params.get("seed", "") != "" else None,
             text=params.get("q", ""),
@@ -153,9 +173,11 @@ class ViewerApi:
             return {"id": source.id, **read_tree(source.path, params.get("tree", ""), self.root)}
         except KeyError as exc:
             raise ApiError(400, str(exc.args[0])) from None
+        except FileNotFoundError as exc:
+            raise ApiError(404, str(exc)) from None
 
     # ------------------------------------------------------------------ helpers
-    def _source(self, params: Mapping[str, str], kind: str | None = None) -> Source:
+    def _source(self, params: Mapping[str, str], kind: str | tuple[str, ...] | None = None) -> Source:
         rel = params.get("id", "")
         if not rel:
             raise ApiError(400, "missing id (a folder under the root, '.' for the root itself)")
@@ -165,12 +187,14 @@ class ViewerApi:
         found = classify(folder) if folder.is_dir() else None
         if found is None:
             raise ApiError(404, f"{rel!r} is not a run, eval or synth folder under {self.root}")
-        if kind is not None and kind not in found.kinds:
-            raise ApiError(404, f"{rel!r} holds no {kind} data (it holds: {', '.join(found.kinds)})")
+        wanted = (kind,) if isinstance(kind, str) else kind
+        if wanted is not None and not set(wanted) & set(found.kinds):
+            what = " or ".join(wanted)
+            raise ApiError(404, f"{rel!r} holds no {what} data (it holds: {', '.join(found.kinds)})")
         return Source(id=rel, path=folder, kinds=found.kinds, files=found.files)
 
     def _index(self, params: Mapping[str, str]) -> EpisodeIndex:
-        source = self._source(params, kind="eval")
+        source = self._source(params, kind=EPISODE_KINDS)
         path = source.path / "trajectories.jsonl"
         with self._lock:
             if path not in self._indexes:

@@ -2,12 +2,14 @@
 
 A *source* is one folder the viewer can show, with the kinds of data it holds:
 
-========== ==================================================================================================
-``run``    ``config.json`` and/or ``metrics.jsonl`` (``turnkit train``, quickstart's ``train/``, synth), or a
-           quickstart ``summary.json``
-``eval``   ``trajectories.jsonl`` (``turnkit eval``, :class:`~turnkit.rollout.evaluate.EpisodeSink`)
-``synth``  ``state.json`` with ``iter_NNN/trees/seed_S.json`` (``turnkit synth``)
-========== ==================================================================================================
+=========== =================================================================================================
+``run``      ``config.json`` and/or ``metrics.jsonl`` (``turnkit train``, quickstart's ``train/``, synth), or a
+             quickstart ``summary.json``
+``eval``     ``trajectories.jsonl`` (``turnkit eval``, :class:`~turnkit.rollout.evaluate.EpisodeSink`)
+``rollouts``  ``trajectories.jsonl`` in a run's ``rollouts/step-NNNNNN/`` (training episodes as the learner saw
+              them, :mod:`turnkit.train.rollout_log`)
+``synth``    ``state.json`` with ``iter_NNN/trees/seed_S.json`` (``turnkit synth``)
+=========== =================================================================================================
 
 :func:`discover` walks a folder (a few levels deep, skipping checkpoints, adapters and TensorBoard events)
 and lists every source with its id: its path relative to the root (``"."`` for the root itself).
@@ -27,9 +29,12 @@ from __future__ import annotations
 
 import json
 import os
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+from turnkit.train.rollout_log import ROLLOUTS_DIR
 
 SKIP = frozenset({"checkpoints", "tb", "adapter", "pictures", "trees", "__pycache__", "node_modules"})
 """Folder names never searched for sources (they hold a source's parts, or nothing the viewer reads)."""
@@ -107,7 +112,7 @@ def classify(folder: Path) -> Source | None:
              if (folder / name).is_file()]  # fmt: skip
     kinds = set()
     if any(name in files for name in EVAL_FILES):
-        kinds.add("eval")
+        kinds.add("rollouts" if is_rollouts(folder) else "eval")
     if "config.json" in files or "metrics.jsonl" in files:
         kinds.add("run")
     if "summary.json" in files and "trajectories.jsonl" not in files:
@@ -120,6 +125,20 @@ def classify(folder: Path) -> Source | None:
     if not kinds:
         return None
     return Source(id=".", path=folder, kinds=tuple(sorted(kinds)), files=tuple(files))
+
+
+EPISODE_KINDS = ("eval", "rollouts")
+"""The kinds whose folder holds a ``trajectories.jsonl`` (the Episodes view's sources)."""
+
+
+def is_rollouts(folder: Path) -> bool:
+    """Whether ``folder`` is a training step's kept rollouts (``rollouts/step-NNNNNN``), not an evaluation.
+
+    Example:
+        >>> is_rollouts(Path("runs/quickstart/train/rollouts/step-000010")), is_rollouts(Path("eval/rl-greedy"))
+        (True, False)
+    """
+    return folder.parent.name == ROLLOUTS_DIR and re.fullmatch(r"step-\d+", folder.name) is not None
 
 
 def discover(root: str | Path, *, max_depth: int = MAX_DEPTH) -> list[Source]:
@@ -230,6 +249,26 @@ def read_jsonl(path: Path, root: Path) -> tuple[list[tuple[int, dict[str, Any]]]
         elif value is not None:
             rows.append((number, value))
     return rows, problems
+
+
+def json_message(exc: json.JSONDecodeError) -> str:
+    """A whole sentence for a JSON error: where it is, and that the file ends there when it does.
+
+    ``json``'s own messages can stop mid-sentence (``Unterminated string starting at``); the position completes
+    them.
+
+    Example:
+        >>> try:
+        ...     json.loads('{"nodes": [{"text": "ANSW')
+        ... except json.JSONDecodeError as exc:
+        ...     print(json_message(exc))
+        invalid JSON: Unterminated string starting at column 21; the file ends there (cut short, or still being written)
+    """
+    where = f" column {exc.colno}" if exc.msg.endswith(" at") else f" (column {exc.colno})"
+    message = f"invalid JSON: {exc.msg}{where}"
+    if not exc.doc[exc.pos :].strip() or exc.msg.startswith("Unterminated"):
+        message += "; the file ends there (cut short, or still being written)"
+    return message
 
 
 def parse_line(raw: bytes) -> tuple[dict[str, Any] | None, str]:

@@ -159,7 +159,8 @@ class EpisodeIndex:
         Args:
             offset: Summaries to skip.
             limit: Most summaries returned (1..500).
-            sort: One of :data:`SORT_KEYS` (``"return"`` is the total reward, ``"turns"`` the length).
+            sort: One of :data:`SORT_KEYS` (``"return"`` is the total reward, ``"turns"`` the length); episodes
+                that tie keep their file order, ascending or descending.
             descending: Largest first.
             error: ``""`` any; ``"none"`` only clean episodes; ``"any"`` only errored ones; or an error cause
                 (``"timeout"``, ``"agent"``...).
@@ -185,15 +186,22 @@ class EpisodeIndex:
             rows = sorted(rows, key=_SORTERS[sort], reverse=descending)
         limit = max(1, min(int(limit), 500))
         offset = max(0, int(offset))
-        causes = sorted({r["error"] for r in self._rows if r["error"]})
         return {
             "total": len(self._rows),
             "matched": len(rows),
             "offset": offset,
             "items": rows[offset : offset + limit],
             "problems": [p.to_dict() for p in self.problems],
-            "causes": causes,
+            "causes": self._causes(),
         }
+
+    def causes(self) -> list[str]:
+        """The error causes of the file's episodes, sorted (``[]`` when none errored)."""
+        self.refresh()
+        return self._causes()
+
+    def _causes(self) -> list[str]:
+        return sorted({r["error"] for r in self._rows if r["error"]})
 
     def episode(self, index: int, *, privileged: bool = False) -> dict[str, Any]:
         """The full record of episode ``index`` (0-based, in file order), read from its byte offset.
@@ -278,10 +286,10 @@ def _keep(row: Mapping[str, Any], *, error: str, success: str, seed: int | None,
     return not needle or any(needle in str(row[k]).lower() for k in ("env_id", "task_id", "prompt"))
 
 
-_SORTERS = {
+_SORTERS = {  # the sort is stable (reverse=True too), so ties stay in file order
     "index": lambda r: r["index"],
-    "return": lambda r: (r["return"], -r["index"]),
-    "turns": lambda r: (r["turns"], -r["index"]),
-    "seed": lambda r: (r["seed"] is None, r["seed"] or 0, r["index"]),
-    "error": lambda r: (r["error"], r["index"]),
+    "return": lambda r: r["return"],
+    "turns": lambda r: r["turns"],
+    "seed": lambda r: (r["seed"] is None, r["seed"] or 0),
+    "error": lambda r: r["error"],
 }

@@ -1,9 +1,13 @@
 """The viewer's HTTP server: loopback only, standard library only, the page from the package's own files.
 
 Routes: ``/`` (the page), ``/static/<file>`` (its script and style), ``/api/<route>`` (:mod:`turnkit.view.api`)
-and ``/files/<path>`` (the PNG pictures runs draw, from under the root only). The page loads nothing from
-elsewhere: no CDN, no web font (a ``Content-Security-Policy`` of ``'self'`` says so to the browser too), so it
-works offline.
+and ``/files/<path>`` (the PNG pictures runs draw, from under the root only); ``/favicon.ico`` is an empty 204.
+The page loads nothing from elsewhere: no CDN, no web font (a ``Content-Security-Policy`` of ``'self'`` says so
+to the browser too, with no inline styles or scripts), so it works offline.
+
+Only loopback names reach it: a request whose ``Host`` header is not ``localhost``, ``127.x.x.x`` or ``[::1]``
+with the server's port is refused with a 403 (:func:`check_host_header`). A page on another site that rebinds
+its own name to 127.0.0.1 (DNS rebinding) would send its own name, so it cannot read the API.
 
 A request never brings the server down: the API answers bad files with messages, and anything unexpected is
 a 500 whose body names the exception in one line (the traceback goes to the server's log, not the page).
@@ -48,6 +52,48 @@ STATIC = {
 """The page's files (in ``turnkit/view/static/``) and their content types."""
 
 CSP = "default-src 'self'; img-src 'self' data:; style-src 'self'; script-src 'self'; connect-src 'self'"
+
+
+def check_host_header(host: str | None, port: int) -> str:
+    """Why a request's ``Host`` header is refused (``""`` when it names this loopback server).
+
+    Accepted: ``localhost``, any ``127.x.x.x`` or ``[::1]``, with ``:port`` (a header without a port only when
+    the server is on port 80). Anything else, a missing header included, is refused: a browser always sends the
+    name it looked up, so a DNS-rebinding page on another site sends that site's name.
+
+    Example:
+        >>> check_host_header("127.0.0.1:8765", 8765), check_host_header("[::1]:8765", 8765)
+        ('', '')
+        >>> check_host_header("localhost:8765", 8765), check_host_header("127.3.2.1:8765", 8765)
+        ('', '')
+        >>> check_host_header("evil.example:8765", 8765)
+        "Host header 'evil.example:8765' is not a loopback name"
+        >>> check_host_header("localhost:9999", 8765)
+        "Host header 'localhost:9999' names port 9999, not this server's 8765"
+    """
+    if not host:
+        return "no Host header"
+    name, sep, tail = host.rpartition(":")
+    if not sep or name.endswith(":") or (host.startswith("[") and host.endswith("]")):
+        name, tail = host, ""  # no port (a bare IPv6 address in brackets included)
+    if tail and not tail.isdigit():
+        return f"Host header {host!r} has a bad port"
+    if name.startswith("[") and name.endswith("]"):
+        name = name[1:-1]
+    elif ":" in name:
+        return f"Host header {host!r} is not a loopback name"
+    if name.lower() != "localhost":
+        try:
+            loopback = ipaddress.ip_address(name).is_loopback
+        except ValueError:
+            loopback = False
+        if not loopback:
+            return f"Host header {host!r} is not a loopback name"
+    given = int(tail) if tail else 80
+    if given != port:
+        named = f"port {given}" if tail else "no port (so 80)"
+        return f"Host header {host!r} names {named}, not this server's {port}"
+    return ""
 
 
 def check_loopback(host: str) -> None:
@@ -115,8 +161,18 @@ class _Handler(BaseHTTPRequestHandler):
             self._json(500, {"error": f"internal error answering {self.path}: {type(exc).__name__}: {exc}"})
 
     def _get(self) -> None:
+        refused = check_host_header(self.headers.get("Host"), self.server.server_address[1])
+        if refused:
+            message = (
+                f"refused: {refused}; turnkit view answers only requests to a loopback name (localhost, "
+                f"127.0.0.1 or [::1]) with its port {self.server.server_address[1]}, so that pages of other sites "
+                "cannot read it (DNS rebinding)"
+            )
+            return self._json(403, {"error": message})
         url = urlsplit(self.path)
         path = unquote(url.path)
+        if path == "/favicon.ico":
+            return self._send(204, "image/x-icon", b"")
         if path in ("/", "/index.html"):
             return self._static("index.html")
         if path.startswith("/static/"):

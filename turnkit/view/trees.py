@@ -23,6 +23,7 @@ Example:
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -30,7 +31,7 @@ from typing import Any
 
 from turnkit.errors import DataError
 from turnkit.search.tree import SearchTree
-from turnkit.view.folders import Problem, read_jsonl, relative
+from turnkit.view.folders import Problem, json_message, read_jsonl, relative
 
 MAX_TEXT = 4000
 """Characters of an observation or turn sent to the page per node (the rest is cut, and says so)."""
@@ -81,7 +82,8 @@ def read_tree(folder: Path, tree_id: str, root: Path) -> dict[str, Any]:
 
     Raises:
         KeyError: ``tree_id`` is not a tree id.
-        DataError: The tree file is missing or malformed (the message names it).
+        FileNotFoundError: No such tree (the message names the file and the trees there are).
+        DataError: The tree file is malformed (the message names it).
     """
     match = re.fullmatch(r"(iter_\d+)/seed_(-?\d+)", tree_id)
     if match is None:
@@ -89,13 +91,21 @@ def read_tree(folder: Path, tree_id: str, root: Path) -> dict[str, Any]:
     iteration, seed = match.group(1), int(match.group(2))
     path = folder / iteration / "trees" / f"seed_{seed}.json"
     if not path.is_file():
-        raise DataError("missing", path=relative(root, path))
+        known = ", ".join(t["tree"] for t in list_trees(folder)) or "none"
+        raise FileNotFoundError(f"{relative(root, path)}: missing (this folder's trees: {known})")
+    name = relative(root, path)
     try:
-        tree = SearchTree.load(path)
-    except DataError as exc:
-        raise DataError(str(exc).replace(str(path), relative(root, path))) from exc
-    except (OSError, UnicodeDecodeError, ValueError) as exc:
-        raise DataError(f"cannot read tree: {exc}", path=relative(root, path)) from exc
+        doc = json.loads(path.read_text(encoding="utf-8"))
+    except json.JSONDecodeError as exc:
+        raise DataError(json_message(exc), path=name, line=exc.lineno) from exc
+    except (OSError, UnicodeDecodeError) as exc:
+        raise DataError(f"cannot read tree: {exc}", path=name) from exc
+    if not isinstance(doc, dict):
+        raise DataError(f"not a turnkit search tree (a JSON {type(doc).__name__}, not an object)", path=name)
+    try:
+        tree = SearchTree.from_dict(doc, source=name)
+    except (TypeError, ValueError, AttributeError) as exc:
+        raise DataError(f"malformed tree: {type(exc).__name__}: {exc}", path=name) from exc
     records, problems = _pair_records(folder / iteration, seed, root)
     meta = {k: v for k, v in tree.graph.graph.items() if k in ("env_id", "seed", "task_id", "search")}
     return {

@@ -1,17 +1,20 @@
 // turnkit view: the page. Plain JavaScript, no libraries, nothing loaded from outside the server.
 // Views: #runs, #episodes, #search; state lives in the URL hash (so a view can be linked and reloaded).
-// All text from the folders is put in the page with textContent, never as HTML.
+// All text from the folders is put in the page with textContent, never as HTML, and no element gets a style
+// attribute: the server's Content-Security-Policy (style-src 'self') blocks inline styles, so looks live in
+// style.css (classes) and colours in SVG presentation attributes.
 "use strict";
 
 const SVG = "http://www.w3.org/2000/svg";
-const COLORS = ["#2f6fd6", "#e07b1f"];
+const COLORS = ["#2f6fd6", "#e07b1f"];  // run 1, run 2: the same as --a and --b in style.css (.sw.c0, .sw.c1)
+const EPISODES = ["eval", "rollouts"];  // the kinds of folder that hold a trajectories.jsonl
 
 // ------------------------------------------------------------------------------------------ helpers
 function h(tag, attrs, ...children) {
   const el = document.createElement(tag);
   for (const [k, v] of Object.entries(attrs || {})) {
     if (v === null || v === undefined || v === false) continue;
-    if (k === "onclick" || k === "onchange" || k === "oninput") el.addEventListener(k.slice(2), v);
+    if (k.startsWith("on") && typeof v === "function") el.addEventListener(k.slice(2), v);
     else if (k === "text") el.textContent = v;
     else el.setAttribute(k, v === true ? "" : v);
   }
@@ -65,16 +68,39 @@ function flatten(obj, prefix = "", out = {}) {
   }
   return out;
 }
-function label(id) { return id === "." ? "(this folder)" : id; }
+function label(id) { return id === "." ? ROOT_NAME : id; }  // the root by its folder's name
+function plural(n, word) { return `${n} ${word}${n === 1 ? "" : "s"}`; }
+function under(id, src) { return src.id !== id && (id === "." || src.id.startsWith(id + "/")); }
+function swatch(i) { return h("span", { class: "sw c" + i }); }
 function show(v) { return typeof v === "object" && v !== null ? JSON.stringify(v) : fmt(v, 4); }
 
 // ------------------------------------------------------------------------------------------ state
 let SOURCES = [];
+let ROOT_NAME = ".";
 async function loadSources() {
   const body = await api("sources");
   SOURCES = body.sources;
+  ROOT_NAME = body.root.split(/[\\/]/).filter(Boolean).pop() || body.root;
   document.getElementById("root").textContent = body.root;
   return body;
+}
+// The header's tabs follow the folder picked last: Episodes opens its episodes (or the first evaluation under
+// it), Search its trees, Runs the run it belongs to.
+function nearest(id, kinds) {
+  const fits = (src) => src.kinds.some((k) => kinds.includes(k));
+  const own = SOURCES.find((src) => src.id === id);
+  if (own && fits(own)) return id;
+  const below = SOURCES.filter((src) => fits(src) && under(id, src));
+  const pick = below.find((src) => !src.kinds.includes("rollouts")) || below[0];
+  if (pick) return pick.id;
+  const above = SOURCES.filter((src) => fits(src) && under(src.id, { id })).sort((a, b) => b.id.length - a.id.length);
+  return above.length ? above[0].id : "";
+}
+function tabs(id) {
+  if (!id) return;
+  for (const [view, kinds] of [["runs", ["run", "eval", "synth"]], ["episodes", EPISODES], ["search", ["synth"]]]) {
+    document.getElementById("nav-" + view).setAttribute("href", link(view, { id: nearest(id, kinds) }));
+  }
 }
 function sidebar(view, kinds, current, extra) {
   const aside = document.getElementById("sources");
@@ -118,7 +144,7 @@ function evalTable(runs) {
   return h("table", { id: "evals" },
     h("tr", {}, ...["run", "evaluation", "success", "95% interval", "mean reward", "reward 95% interval", "episodes", "errors", "mean turns"].map((t) => h("th", {}, t))),
     ...rows.map((e) => h("tr", {},
-      h("td", {}, h("span", { class: "sw", style: `background:${COLORS[e.i]}` }), label(e.run)), h("td", {}, e.label),
+      h("td", {}, swatch(e.i), label(e.run)), h("td", {}, e.label),
       h("td", { class: "num" }, fmt(e.success)), h("td", { class: "num" }, e.lo === null || e.lo === undefined ? "–" : `[${fmt(e.lo)}, ${fmt(e.hi)}]`),
       h("td", { class: "num" }, fmt(e.reward)), h("td", { class: "num" }, e.reward_lo === null || e.reward_lo === undefined ? "–" : `[${fmt(e.reward_lo)}, ${fmt(e.reward_hi)}]`),
       h("td", { class: "num" }, fmt(e.episodes)), h("td", { class: "num" }, fmt(e.errors)), h("td", { class: "num" }, fmt(e.turns)))));
@@ -128,7 +154,7 @@ function configTable(runs) {
   const keys = [...new Set(flat.flatMap((f) => Object.keys(f)))].sort();
   if (!keys.length) return h("p", { class: "muted" }, "no config.json");
   return h("table", { id: "config" },
-    h("tr", {}, h("th", {}, "key"), ...runs.map((r) => h("th", {}, r.id))),
+    h("tr", {}, h("th", {}, "key"), ...runs.map((r) => h("th", {}, label(r.id)))),
     ...keys.map((k) => {
       const vals = flat.map((f) => show(f[k]));
       return h("tr", { class: runs.length > 1 && vals[0] !== vals[1] ? "diff" : "", "data-key": k }, h("td", {}, k), ...vals.map((v) => h("td", {}, v)));
@@ -138,34 +164,42 @@ async function runsView(p) {
   const runs = SOURCES.filter((src) => src.kinds.some((k) => ["run", "eval", "synth"].includes(k)));
   const id = p.id || (runs[0] && runs[0].id);
   sidebar("runs", ["run", "eval", "synth"], id);
+  tabs(id);
   const view = document.getElementById("view");
   if (!id) return view.replaceChildren(h("h2", {}, "Runs"), h("p", { class: "muted" }, "No run folders here."));
   const ids = [id, p.vs].filter(Boolean);
-  const data = await Promise.all(ids.map((i) => api("run", { id: i })));
+  const data = await fresh(Promise.all(ids.map((i) => api("run", { id: i }))));
   const keys = [...new Set(data.flatMap((r) => r.keys))];
   const other = h("select", { id: "compare", onchange: (e) => go("runs", { id, vs: e.target.value }) },
     h("option", { value: "" }, "— none —"), ...runs.filter((r) => r.id !== id).map((r) => h("option", { value: r.id, selected: r.id === p.vs }, label(r.id))));
   const first = data[0];
+  const path = (r, file) => `${r.id === "." ? "" : r.id + "/"}${file}`;
+  // The evaluations' episodes next to their results; the kept training rollouts (one folder per kept step, dozens
+  // in a long run) folded away under the curves.
+  const evals = SOURCES.filter((src) => src.kinds.includes("eval") && under(id, src));
+  const rollouts = SOURCES.filter((src) => src.kinds.includes("rollouts") && under(id, src));
   view.replaceChildren(
     h("h2", { id: "run-title" }, `Run ${label(id)}`),
     h("div", { class: "toolbar" }, h("label", {}, "compare with"), other,
-      first.kinds.includes("eval") ? h("a", { href: link("episodes", { id }) }, "episodes →") : "",
-      first.kinds.includes("synth") ? h("a", { href: link("search", { id }) }, "search trees →") : "",
-      ...SOURCES.filter((src) => src.kinds.includes("eval") && src.id !== id && (id === "." || src.id.startsWith(id + "/")))
-        .map((src) => h("a", { href: link("episodes", { id: src.id }), class: "child-episodes" }, `${src.id} episodes →`))),
-    h("div", { class: "legend" }, ...data.map((r, i) => h("span", {}, h("span", { class: "sw", style: `background:${COLORS[i]}` }), label(r.id)))),
+      first.kinds.some((k) => EPISODES.includes(k)) ? h("a", { href: link("episodes", { id }) }, "episodes →") : "",
+      first.kinds.includes("synth") ? h("a", { href: link("search", { id }) }, "search trees →") : ""),
+    h("div", { class: "legend" }, ...data.map((r, i) => h("span", { "data-run": r.id }, swatch(i), label(r.id)))),
     ...data.flatMap((r) => problems(r.problems)),
     h("h3", {}, "Evaluations"), evalTable(data) || h("p", { class: "muted" }, "no evaluations recorded"),
-    h("h3", {}, `Curves (${keys.length} metrics from metrics.jsonl)`),
+    evals.length ? h("p", { id: "eval-links" }, "Their episodes: ", ...evals.flatMap((src, i) => [i ? " · " : "",
+      h("a", { href: link("episodes", { id: src.id }), class: "child-episodes" }, `${src.id} episodes →`)])) : "",
+    ...data.flatMap((r) => r.images.map((img) => h("div", { class: "card picture" }, h("div", { class: "muted" }, `${path(r, img)} (drawn by the run)`),
+      h("img", { src: "/files/" + path(r, img), alt: path(r, img) })))),
+    h("h3", {}, `Curves (${plural(keys.length, "metric")} from metrics.jsonl)`),
     keys.length ? h("div", { class: "charts", id: "charts" }, ...keys.map((k) => chart(k, data))) : h("p", { class: "muted", id: "no-metrics" }, "no metrics here",
-      ...SOURCES.filter((src) => src.kinds.includes("run") && src.id !== id && (id === "." || src.id.startsWith(id + "/")))
+      ...SOURCES.filter((src) => src.kinds.includes("run") && under(id, src))
         .map((src) => h("span", {}, " · ", h("a", { href: link("runs", { id: src.id }), class: "child-run" }, `${src.id} curves →`)))),
-    ...data.flatMap((r) => r.images.map((img) => h("div", { class: "card" }, h("div", { class: "muted" }, `${r.id === "." ? "" : r.id + "/"}${img} (drawn by the run)`),
-      h("img", { src: `/files/${r.id === "." ? "" : r.id + "/"}${img}`, style: "max-width:100%" })))),
+    rollouts.length ? h("details", { id: "rollout-links" }, h("summary", {}, `Training rollouts: ${plural(rollouts.length, "kept step")}, as the learner saw them`),
+      h("p", {}, ...rollouts.flatMap((src, i) => [i ? " · " : "", h("a", { href: link("episodes", { id: src.id }), class: "child-rollouts" }, src.id)]))) : "",
     first.synth ? h("div", {}, h("h3", {}, "Synth iterations"), synthTable(first.synth)) : "",
     h("h3", {}, "Config"), configTable(data),
     h("h3", {}, "Checkpoints"),
-    ...data.map((r) => h("p", { class: "muted" }, `${r.id}: `, r.checkpoints.length ? r.checkpoints.map((c) => `${c.name} (${c.files.join(", ")})`).join("; ") : "none")));
+    ...data.map((r) => h("p", { class: "muted" }, `${label(r.id)}: `, r.checkpoints.length ? r.checkpoints.map((c) => `${c.name} (${c.files.join(", ")})`).join("; ") : "none")));
 }
 function synthTable(iters) {
   const keys = [...new Set(iters.flatMap((it) => Object.keys(it)))].filter((k) => !k.startsWith("search.")).slice(0, 12);
@@ -175,43 +209,48 @@ function synthTable(iters) {
 // ------------------------------------------------------------------------------------------ episodes
 const PAGE = 50;
 async function episodesView(p) {
-  const files = SOURCES.filter((src) => src.kinds.includes("eval"));
+  const files = SOURCES.filter((src) => src.kinds.some((k) => EPISODES.includes(k)));
   const id = p.id || (files[0] && files[0].id);
-  sidebar("episodes", ["eval"], id);
+  sidebar("episodes", EPISODES, id);
+  tabs(id);
   const view = document.getElementById("view");
   if (!id) return view.replaceChildren(h("h2", {}, "Episodes"), h("p", { class: "muted" }, "No trajectories.jsonl here."));
   const q = { id, offset: p.offset || 0, limit: PAGE, sort: p.sort || "index", order: p.order || "asc", error: p.error || "", success: p.success || "", seed: p.seed || "", q: p.q || "" };
-  const page = await api("episodes", q);
-  const set = (changes) => go("episodes", { ...p, id, offset: 0, ...changes });
+  const page = await fresh(api("episodes", q));
+  // from the address as it is now, not as it was when this page was drawn: two quick changes both count
+  const now = () => ({ ...parseHash().params, id });
+  const set = (changes) => go("episodes", { ...now(), offset: 0, ...changes });
   const select = (name, options, value) => h("select", { id: "f-" + name, onchange: (e) => set({ [name]: e.target.value, ep: "" }) },
     ...options.map(([v, label]) => h("option", { value: v, selected: v === value }, label)));
-  const seed = h("input", { id: "f-seed", size: 6, placeholder: "seed", value: p.seed || "" });
-  const text = h("input", { id: "f-q", size: 14, placeholder: "env / task / prompt", value: p.q || "" });
-  const privileged = h("input", { type: "checkbox", id: "privileged", checked: p.priv === "1", onchange: (e) => go("episodes", { ...p, id, priv: e.target.checked ? "1" : "" }) });
+  const apply = () => set({ seed: seed.value.trim(), q: text.value.trim(), ep: "" });
+  const enter = (e) => { if (e.key === "Enter") apply(); };
+  const seed = h("input", { id: "f-seed", size: 6, placeholder: "seed", value: p.seed || "", onkeydown: enter });
+  const text = h("input", { id: "f-q", size: 14, placeholder: "env / task / prompt", value: p.q || "", onkeydown: enter });
+  const privileged = h("input", { type: "checkbox", id: "privileged", checked: p.priv === "1", onchange: (e) => go("episodes", { ...now(), priv: e.target.checked ? "1" : "" }) });
   const toolbar = h("div", { class: "toolbar" },
     h("label", {}, "sort"), select("sort", [["index", "file order"], ["return", "return"], ["turns", "length"], ["seed", "seed"], ["error", "error"]], q.sort),
     select("order", [["asc", "ascending"], ["desc", "descending"]], q.order),
     h("label", {}, "error"), select("error", [["", "all"], ["none", "no error"], ["any", "any error"], ...page.causes.map((c) => [c, c])], q.error),
     h("label", {}, "success"), select("success", [["", "all"], ["yes", "yes"], ["no", "no"]], q.success),
-    seed, text, h("button", { id: "apply", onclick: () => set({ seed: seed.value.trim(), q: text.value.trim(), ep: "" }) }, "filter"),
+    seed, text, h("button", { id: "apply", onclick: apply }, "filter"),
     h("label", { title: "reference answers, hidden tests: what the agent did not see" }, privileged, " show privileged data"));
   const offset = Number(q.offset);
   const pager = h("div", { class: "pager" },
-    h("button", { id: "prev", disabled: offset <= 0, onclick: () => go("episodes", { ...p, id, offset: Math.max(0, offset - PAGE) }) }, "‹ prev"),
+    h("button", { id: "prev", disabled: offset <= 0, onclick: () => go("episodes", { ...now(), offset: Math.max(0, offset - PAGE) }) }, "‹ prev"),
     h("span", { id: "count" }, page.matched ? `${offset + 1}–${Math.min(offset + PAGE, page.matched)} of ${page.matched}` : "no episodes match",
       page.matched !== page.total ? ` (filtered from ${page.total})` : ""),
-    h("button", { id: "next", disabled: offset + PAGE >= page.matched, onclick: () => go("episodes", { ...p, id, offset: offset + PAGE }) }, "next ›"));
+    h("button", { id: "next", disabled: offset + PAGE >= page.matched, onclick: () => go("episodes", { ...now(), offset: offset + PAGE }) }, "next ›"));
   const table = h("table", { id: "episode-list" },
     h("tr", {}, ...["#", "seed", "turns", "return", "success", "error", "prompt"].map((t) => h("th", { class: ["turns", "return"].includes(t) ? "num" : "" }, t))),
     ...page.items.map((e) => h("tr", { class: "clickable" + (String(e.index) === p.ep ? " selected" : ""), "data-index": e.index, "data-seed": e.seed ?? "", "data-return": e.return,
-      onclick: () => go("episodes", { ...p, id, ep: e.index }) },
+      onclick: () => go("episodes", { ...now(), ep: e.index }) },
     h("td", {}, e.index), h("td", {}, e.seed ?? "–"), h("td", { class: "num" }, e.turns), h("td", { class: "num" }, fmt(e.return)),
     h("td", {}, e.success ? badge("yes", "ok") : badge("no", "fail")), h("td", {}, e.error ? badge(e.error, "err") : ""),
     h("td", { class: "muted prompt", title: e.prompt }, e.prompt))));
   const detail = h("div", { id: "episode" }, h("p", { class: "muted" }, "Pick an episode."));
-  view.replaceChildren(h("h2", {}, `Episodes of ${id}`), toolbar, ...problems(page.problems),
+  view.replaceChildren(h("h2", {}, `Episodes of ${label(id)}`), toolbar, ...problems(page.problems),
     h("div", { class: "split" }, h("div", {}, pager, table), detail));
-  if (p.ep !== undefined && p.ep !== "") detail.replaceChildren(episodeDetail(await api("episode", { id, i: p.ep, privileged: p.priv === "1" ? 1 : "" }), p.priv === "1"));
+  if (p.ep !== undefined && p.ep !== "") detail.replaceChildren(episodeDetail(await fresh(api("episode", { id, i: p.ep, privileged: p.priv === "1" ? 1 : "" })), p.priv === "1"));
 }
 function message(role, text) {
   return h("div", { class: "msg " + role }, h("span", { class: "role" }, role), text);
@@ -232,7 +271,7 @@ function tokens(step, errored) {
   const mask = step.mask || step.loss_mask;
   const known = Array.isArray(mask) || errored;
   const label = errored ? "not trained: the episode errored (learners mask it)" : known ? "green: trained (mask 1), grey: not trained" : "no mask recorded";
-  return h("div", { class: "tokens" }, h("div", { class: "muted" }, `${ids.length} generated tokens; ${label}`),
+  return h("div", { class: "tokens" }, h("div", { class: "muted" }, `${plural(ids.length, "generated token")}; ${label}`),
     ...ids.map((t, i) => h("span", { class: "tok" + (known ? (errored || !mask[i] ? " untrained" : " trained") : ""), title: step.logprobs ? `logprob ${fmt(step.logprobs[i])}` : "" },
       step.tokens ? step.tokens[i] : t)));
 }
@@ -242,7 +281,7 @@ function episodeDetail(ep, privileged) {
   const head = h("div", { class: "card" },
     h("div", {}, h("b", {}, `Episode ${v.index}`), ` · ${v.file}:${v.line} · ${ep.env_id || ""} · seed ${ep.seed ?? "–"}`, ep.task_id ? ` · task ${ep.task_id}` : ""),
     h("div", {}, "return ", h("b", { id: "ep-return" }, fmt(ep.total_reward)), " · ", ep.success ? badge("success", "ok") : badge("no success", "fail"),
-      ` · ${(ep.steps || []).length} turns`, ep.group !== null && ep.group !== undefined ? ` · group ${ep.group}` : ""),
+      ` · ${plural((ep.steps || []).length, "turn")}`, ep.group !== null && ep.group !== undefined ? ` · group ${ep.group}` : ""),
     err ? h("div", { class: "problem", id: "ep-error" }, `error (${err.cause || "error"}): ${err.message || ""}`) : "");
   const parts = [head];
   if (v.privileged.length) {
@@ -277,10 +316,11 @@ function layout(nodes) {
   place(0, 0);
   return { pos, width: Math.max(next, 1), depth: Math.max(...[...pos.values()].map((q) => q.y)) + 1 };
 }
-function qColor(q) {
-  const t = Math.max(-1, Math.min(1, q || 0));
-  const r = t < 0 ? 220 : Math.round(220 - 160 * t), g = t > 0 ? 190 : Math.round(190 + 30 * t), b = Math.round(120 - 40 * Math.abs(t));
-  return `rgb(${r},${g},${b})`;
+const Q_COLORS = { "-1": [214, 48, 49], "0": [236, 230, 208], "1": [39, 174, 96] };  // red, pale, green
+function qColor(q) {  // Q from −1 (red) through 0 (pale) to +1 (green), the root included
+  const t = Math.max(-1, Math.min(1, Number(q) || 0));
+  const [mid, end] = [Q_COLORS["0"], Q_COLORS[t < 0 ? "-1" : "1"]];
+  return `rgb(${mid.map((m, i) => Math.round(m + (end[i] - m) * Math.abs(t))).join(",")})`;
 }
 function treeSvg(data, id, selected) {
   const { pos, width, depth } = layout(data.nodes);
@@ -295,7 +335,7 @@ function treeSvg(data, id, selected) {
     const cls = ["node", n.committed ? "committed" : "", chosen.has(n.id) ? "chosen" : "", rejected.has(n.id) ? "rejected" : "", n.id === selected ? "selected" : ""].join(" ");
     const r = 6 + 10 * Math.sqrt(n.visits / maxV);
     const g = s("g", { class: cls, "data-node": n.id, "data-visits": n.visits, "data-q": n.q },
-      s("circle", { cx: X(n.id), cy: Y(n.id), r, fill: n.id === 0 ? "#dfe3ea" : qColor(n.q) }),
+      s("circle", { cx: X(n.id), cy: Y(n.id), r, fill: qColor(n.q) }),
       s("text", { x: X(n.id), y: Y(n.id) + r + 11, "text-anchor": "middle" }, `N=${n.visits} Q=${Number(n.q ?? 0).toFixed(2)}`),
       s("title", {}, `node ${n.id}${n.terminal ? " (terminal" + (n.success ? ", success)" : ")") : ""}\n${n.text.slice(0, 200)}`));
     g.addEventListener("click", () => go("search", { id, tree: data.tree, node: n.id }));
@@ -307,17 +347,18 @@ async function searchView(p) {
   const synths = SOURCES.filter((src) => src.kinds.includes("synth"));
   const id = p.id || (synths[0] && synths[0].id);
   const view = document.getElementById("view");
+  tabs(id);
   if (!id) { sidebar("search", ["synth"], id); return view.replaceChildren(h("h2", {}, "Search"), h("p", { class: "muted" }, "No synth folders here.")); }
-  const list = (await api("trees", { id })).trees;
+  const list = (await fresh(api("trees", { id }))).trees;
   const tree = p.tree || (list[0] && list[0].tree);
   sidebar("search", ["synth"], id, h("div", {}, h("h3", {}, "Trees"),
     ...list.map((t) => h("a", { href: link("search", { id, tree: t.tree }), class: t.tree === tree ? "active" : "", "data-tree": t.tree }, t.tree))));
-  if (!tree) return view.replaceChildren(h("h2", {}, `Search trees of ${id}`), h("p", { class: "muted" }, "no trees"));
-  const data = await api("tree", { id, tree });
+  if (!tree) return view.replaceChildren(h("h2", {}, `Search trees of ${label(id)}`), h("p", { class: "muted" }, "no trees"));
+  const data = await fresh(api("tree", { id, tree }));
   const selected = p.node !== undefined && p.node !== "" ? Number(p.node) : null;
   const { svg, byId } = treeSvg(data, id, selected);
   const pairRows = data.pairs.map((q, i) => h("tr", { "data-pair": i },
-    h("td", {}, q.step), h("td", {}, h("pre", {}, q.chosen)), h("td", {}, h("pre", {}, q.rejected)),
+    h("td", { class: "turn-number" }, typeof q.step === "number" ? q.step + 1 : "–"), h("td", {}, h("pre", {}, q.chosen)), h("td", {}, h("pre", {}, q.rejected)),
     h("td", { class: "num" }, `${fmt(q.q_chosen, 2)} / ${fmt(q.q_rejected, 2)}`), h("td", { class: "num" }, `${fmt(q.n_chosen)} / ${fmt(q.n_rejected)}`), h("td", { class: "num" }, fmt(q.confidence, 2)),
     h("td", {}, q.chosen_node === null ? h("span", { class: "muted" }, "no matching node") : h("span", {},
       h("a", { href: link("search", { id, tree, node: q.chosen_node }), class: "pair-chosen" }, `chosen → node ${q.chosen_node}`), h("br"),
@@ -330,8 +371,8 @@ async function searchView(p) {
     h("details", {}, h("summary", {}, "info"), h("pre", {}, JSON.stringify(n.info, null, 2)))) : h("p", { class: "muted" }, "Click a node to read its turn.");
   const picture = list.find((t) => t.tree === tree)?.picture;
   view.replaceChildren(
-    h("h2", {}, `Tree ${tree} of ${id}`),
-    h("p", { class: "muted" }, `${data.meta.env_id || ""} · seed ${data.meta.seed} · ${data.nodes.length} nodes · size = visits N, colour = Q (red −1 … green +1), blue = committed path, green/red ring = chosen/rejected in a pair`,
+    h("h2", {}, `Tree ${tree} of ${label(id)}`),
+    h("p", { class: "muted" }, `${data.meta.env_id || ""} · seed ${data.meta.seed} · ${plural(data.nodes.length, "node")} · size = visits N, colour = Q (red −1 … green +1), blue = committed path, green/red ring = chosen/rejected in a pair`,
       picture ? h("span", {}, " · ", h("a", { href: `/files/${id === "." ? "" : id + "/"}${picture}` }, "the run's picture")) : ""),
     ...problems(data.problems),
     h("div", { class: "tree-wrap" }, svg), info,
@@ -342,23 +383,37 @@ async function searchView(p) {
 }
 
 // ------------------------------------------------------------------------------------------ router
+// Two quick changes start two renders; each waits for its answers, and whichever answer comes last, only the
+// newest render may draw: fresh() throws STALE for an older one once its answer arrives.
+let TICKET = 0;
+const STALE = new Error("a newer view was asked for");
+async function fresh(promise) {
+  const ticket = TICKET;
+  const value = await promise;
+  if (ticket !== TICKET) throw STALE;
+  return value;
+}
 async function render() {
+  const ticket = ++TICKET;
   const { view, params } = parseHash();
   for (const name of ["runs", "episodes", "search"]) document.getElementById("nav-" + name).classList.toggle("active", name === view);
   notice("");
   try {
     if (!SOURCES.length) {
-      const body = await loadSources();
+      const body = await fresh(loadSources());
       if (body.note) notice(body.note);
     }
     if (view === "episodes") await episodesView(params);
     else if (view === "search") await searchView(params);
     else await runsView(params);
   } catch (e) {
-    document.getElementById("view").replaceChildren();
-    notice(String(e.message || e));
+    if (e !== STALE && ticket === TICKET) {
+      document.getElementById("view").replaceChildren();
+      notice(String(e.message || e));
+    }
   }
-  window.renders = (window.renders || 0) + 1;  // tests wait for this to move
+  if (ticket === TICKET) window.renders = (window.renders || 0) + 1;  // tests wait for this to move
+  window.settled = (window.settled || 0) + 1;  // every render that ended, drawn or dropped as stale
 }
 window.addEventListener("hashchange", render);
 render();
