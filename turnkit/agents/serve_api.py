@@ -7,7 +7,7 @@ spelled it (``max_tokens``, never a turnkit setting). :class:`ApiError` carries 
 turn a request body into the values the server passes on, or raise one.
 
 Stop sequences (:func:`parse_stop`, :func:`find_stop`) follow OpenAI: ``stop`` is a string or a list of at
-most 4 non-empty strings, and a reply ends just before the first place any of them occurs.
+most 4 non-empty strings, and a reply ends just before the first of them that its text completes.
 
 Example:
     >>> parse_sampling({"temperature": 0.5, "max_tokens": 16})

@@ -23,6 +23,14 @@ def cut_at_stop(turn: AgentTurn, stops: Sequence[str], tokenizer: Any) -> AgentT
     generator checking for it would have made; with a ``supports_prefix`` agent, exactly those it made), as
     vLLM's do: they spell the text, the stop sequence, and at most the rest of that last token. Without a
     tokenizer the ids are kept whole.
+
+    Example:
+        >>> from turnkit.models.tiny import build_tiny_tokenizer
+        >>> tok = build_tiny_tokenizer()
+        >>> ids = tuple(tok.encode("4. Q: 5", add_special_tokens=False))
+        >>> turn = cut_at_stop(AgentTurn("4. Q: 5", ids, (-0.5,) * len(ids)), ["Q:"], tok)
+        >>> turn.text, tok.decode(turn.token_ids), len(turn.logprobs) == len(turn.token_ids), turn.finish_reason
+        ('4. ', '4. Q:', True, 'stop')
     """
     where = find_stop(turn.text, stops)
     if where is None:
