@@ -76,7 +76,7 @@ def text_reply(text: str) -> tuple[int, dict]:
 
 
 def agent_for(url: str, **kwargs: object) -> OpenAIAgent:
-    return OpenAIAgent(url, "m", **{"retries": 0, "timeout": 30.0, "token_ids": False, **kwargs})
+    return OpenAIAgent(url, "turnkit", **{"retries": 0, "timeout": 30.0, "token_ids": False, **kwargs})
 
 
 def assert_paired(messages: list[dict]) -> None:

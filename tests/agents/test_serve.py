@@ -27,10 +27,13 @@ from turnkit.models.tiny import build_tiny_model, save_tiny
 from turnkit.tools import PYTHON_SPEC, format_tool_call
 from turnkit.types import AgentTurn, Message
 
-CHAT = {"model": "turnkit", "messages": [{"role": "user", "content": "2+2?"}]}
+CHAT = {"messages": [{"role": "user", "content": "2+2?"}]}
+"""A chat request; :func:`post` names the server's model in it."""
 
 
 def post(server: AgentServer, body: object, raw: bytes | None = None) -> tuple[int, dict]:
+    if isinstance(body, dict) and "model" not in body:
+        body = {"model": server.model_name, **body}
     data = raw if raw is not None else json.dumps(body).encode()
     request = urllib.request.Request(server.base_url + "/chat/completions", data=data, method="POST")
     try:
@@ -86,31 +89,35 @@ def test_max_tokens_limits_the_reply(tiny_server):
 
 
 @pytest.mark.parametrize(
-    ("body", "message"),
+    ("body", "param", "message"),
     [
-        ({"model": "x"}, "messages must be a non-empty list"),
-        ({**CHAT, "messages": [{"role": "robot", "content": "x"}]}, "needs a role"),
-        ({**CHAT, "messages": [{"role": "user", "content": 5}]}, "content must be a string"),
-        ({**CHAT, "stream": "yes"}, "stream must be a boolean"),
-        ({**CHAT, "stream_options": {"include_usage": True}}, "stream_options is only allowed when stream is true"),
-        ({**CHAT, "stream": True, "stream_options": {"include_usage": 1}}, "stream_options must be an object"),
-        ({**CHAT, "stream": True, "n": 0}, "n must be an integer"),
-        ({**CHAT, "n": 0}, "n must be an integer"),
-        ({**CHAT, "temperature": "hot"}, "temperature must be a number"),
-        ({**CHAT, "temperature": -1}, "temperature must be a finite number >= 0, got -1"),
-        ({**CHAT, "max_tokens": 2.5}, "max_tokens must be an integer"),
-        ({**CHAT, "seed": "s"}, "seed must be an integer"),
-        ([1, 2], "must be a JSON object"),
+        ({"model": "x"}, "messages", "messages must be a non-empty list"),
+        ({**CHAT, "messages": [{"role": "robot", "content": "x"}]}, "messages", "needs a role"),
+        ({**CHAT, "messages": [{"role": "user", "content": 5}]}, "messages", "content must be a string"),
+        ({**CHAT, "stream": "yes"}, "stream", "stream must be a boolean"),
+        ({**CHAT, "stream_options": {"include_usage": True}}, "stream_options", "stream_options is only allowed when"),
+        ({**CHAT, "stream": True, "stream_options": {"include_usage": 1}}, "stream_options", "stream_options must be"),
+        ({**CHAT, "stream": True, "n": 0}, "n", "n must be an integer"),
+        ({**CHAT, "n": 0}, "n", "n must be an integer"),
+        ({**CHAT, "temperature": "hot"}, "temperature", "temperature must be a number"),
+        ({**CHAT, "temperature": -1}, "temperature", "temperature must be a number between 0 and 2, got -1"),
+        ({**CHAT, "max_tokens": 2.5}, "max_tokens", "max_tokens must be an integer"),
+        ({**CHAT, "seed": "s"}, "seed", "seed must be an integer"),
+        ({**CHAT, "tool_choice": "required"}, "tool_choice", 'tool_choice must be "auto" or "none"'),
+        ({**CHAT, "tools": [{"type": "function"}]}, "tools", "tools[0].function must be an object"),
+        ([1, 2], None, "must be a JSON object"),
     ],
 )
-def test_bad_requests_get_400_with_the_reason(tiny_server, body, message):
+def test_bad_requests_get_400_with_the_reason(tiny_server, body, param, message):
     status, reply = post(tiny_server, body)
     assert status == 400 and message in reply["error"]["message"]
+    assert reply["error"]["param"] == param and reply["error"]["type"] == "invalid_request_error"
 
 
 def test_a_body_that_is_not_json_gets_400(tiny_server):
     status, reply = post(tiny_server, None, raw=b"{oops")
     assert status == 400 and "not JSON" in reply["error"]["message"]
+    assert set(reply["error"]) == {"message", "type", "param", "code"}
 
 
 def test_unknown_routes_get_404(tiny_server):
@@ -268,14 +275,11 @@ def test_loaded_adapters_serve_requests_that_name_them(lora_server):
     with urllib.request.urlopen(server.base_url + "/models", timeout=10) as response:
         listed = json.load(response)["data"]
     assert [(m["id"], m.get("parent")) for m in listed] == [("base", None), ("a1", "base"), ("a2", "base")]
-    # the agent holds one adapter at a time: alternating requests reload each in turn; other names get the base
-    assert [served_by(server, refs, m) for m in ("a1", "a2", "a1", "base", "anything")] == [
-        "a1",
-        "a2",
-        "a1",
-        "base",
-        "base",
-    ]
+    # the agent holds one adapter at a time: alternating requests reload each in turn; the served name gets the base
+    assert [served_by(server, refs, m) for m in ("a1", "a2", "a1", "base")] == ["a1", "a2", "a1", "base"]
+    status, reply = post(server, {**CHAT, "model": "anything"})
+    assert (status, reply["error"]["code"], reply["error"]["param"]) == (404, "model_not_found", "model")
+    assert reply["error"]["message"] == "The model 'anything' does not exist. This server serves: 'base', 'a1', 'a2'."
 
 
 def test_an_unloaded_adapter_is_404_for_unload_and_for_completions(lora_server):
@@ -286,7 +290,11 @@ def test_an_unloaded_adapter_is_404_for_unload_and_for_completions(lora_server):
         "Success: LoRA adapter 'a1' removed successfully.",
     )
     status, reply = post(server, {**CHAT, "model": "a1"})
-    assert status == 404 and reply["error"]["message"] == "The lora adapter 'a1' was unloaded."
+    assert status == 404 and reply["error"]["code"] == "model_not_found"
+    assert (
+        reply["error"]["message"]
+        == "The model 'a1' does not exist (its LoRA adapter was unloaded). This server serves: 'base'."
+    )
     status, reply = post_route(server, "unload_lora_adapter", {"lora_name": "a1"})
     assert status == 404 and reply["error"]["message"] == "The lora adapter 'a1' cannot be found."
 
@@ -298,6 +306,7 @@ def test_an_unloaded_adapter_is_404_for_unload_and_for_completions(lora_server):
         ({"lora_name": "a"}, "lora_path must be a non-empty string"),
         ({"lora_name": "a", "lora_path": "{tmp}/nowhere"}, "lora_path '{tmp}/nowhere' is not a peft adapter folder"),
         ({"lora_name": "a1", "lora_path": "{tmp}/a2"}, "The lora adapter 'a1' has already been loaded."),
+        ({"lora_name": "base", "lora_path": "{tmp}/a2"}, "lora_name 'base' is the served model's name"),
         ({"lora_name": "r2", "lora_path": "{tmp}/r2"}, "cannot load adapter 'r2' from {tmp}/r2: adapter at"),
         ([1], "request body must be a JSON object"),
     ],
@@ -449,7 +458,7 @@ def test_text_without_token_ids_streams_word_by_word():
         AgentServer(ScriptedAgent(["héllo ✓  wörld "])) as server,
         openai.OpenAI(base_url=server.base_url, api_key="x", max_retries=0) as client,
     ):
-        chunks = list(client.chat.completions.create(model="m", messages=CHAT["messages"], stream=True))
+        chunks = list(client.chat.completions.create(model="turnkit", messages=CHAT["messages"], stream=True))
     assert [c.choices[0].delta.content for c in chunks] == ["", "héllo ", "✓  ", "wörld ", None]
     assert chunks[-1].choices[0].finish_reason == "stop"
 

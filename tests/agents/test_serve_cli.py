@@ -137,6 +137,21 @@ def test_serve_answers_as_the_in_process_agent_and_stops_on_ctrl_c(tiny_server: 
     [choice] = plain["choices"]
     assert choice["message"]["content"] == short[0].text
     assert choice["finish_reason"] == "length" and plain["usage"]["completion_tokens"] == MAX_NEW_TOKENS
+    last = short[0].text[-1]  # the served reply, cut before (the first of) its last character
+    cut = post_chat(url, {"model": "tiny", "messages": [{"role": "user", "content": question}], "stop": last})
+    expected = short[0].text[: short[0].text.index(last)]
+    assert (cut["choices"][0]["message"]["content"], cut["choices"][0]["finish_reason"]) == (expected, "stop")
+    try:  # only the served name: OpenAI's 404 names the others
+        post_chat(url, {"model": "turnkit", "messages": [{"role": "user", "content": question}]})
+        status, refused = 200, {}
+    except urllib.error.HTTPError as exc:
+        status, refused = exc.code, json.loads(exc.read())
+    assert status == 404 and refused["error"] == {
+        "message": "The model 'turnkit' does not exist. This server serves: 'tiny'.",
+        "type": "invalid_request_error",
+        "param": "model",
+        "code": "model_not_found",
+    }
 
     rest = stop(tiny_server)
     assert tiny_server.proc.returncode == 0, rest

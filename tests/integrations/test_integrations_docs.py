@@ -72,7 +72,7 @@ def math_server() -> Iterator[str]:
 
 @pytest.fixture(scope="module")
 def model_server(model_dir) -> Iterator[str]:
-    """``python -m turnkit.agents.serve MODEL_DIR``, in process: the model server of the vf-eval block."""
+    """The vf-eval block's model server (``turnkit serve ... --port 8000`` serving model ``tiny``), in process."""
     with AgentServer(HFPolicy.from_pretrained(model_dir), model_name="tiny") as server:
         yield server.base_url
 

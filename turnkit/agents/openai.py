@@ -7,7 +7,11 @@ A batch is sent as concurrent requests (a small thread pool), one per context. E
 * connection errors, timeouts, HTTP 5xx and 429 are retried ``retries`` times with exponential backoff
   (``backoff * 2**attempt`` seconds), then raised;
 * other HTTP errors (4xx) and malformed replies (invalid JSON, no ``choices``, no message text) are raised at
-  once: retrying would not change them.
+  once: retrying would not change them;
+* except a 400 with OpenAI's ``code: "context_length_exceeded"`` (:mod:`turnkit.agents.serve` answers it to a
+  prompt that leaves no room for a reply): that context gets an empty turn with
+  ``finish_reason="prompt_too_long"``, as :class:`~turnkit.agents.hf.HFPolicy` gives in process, so one long
+  episode does not end the others in its batch.
 
 ``timeout`` bounds each socket operation (connect, each read), not the whole request.
 
@@ -239,11 +243,19 @@ class OpenAIAgent:
         return [f.result() for f in futures]
 
     def _complete(self, ctx: Context, seed: int) -> AgentTurn:
+        try:
+            return self._complete_turn(ctx, seed)
+        except _Rejected as exc:
+            if not _context_full(exc):
+                raise
+            return AgentTurn("", prompt_token_ids=tuple(ctx.prompt_token_ids), finish_reason="prompt_too_long")
+
+    def _complete_turn(self, ctx: Context, seed: int) -> AgentTurn:
         if ctx.prompt_token_ids and self._ask_tokens and self._token_prompts:
             try:
                 return self._complete_ids(ctx.prompt_token_ids, seed)
-            except _Rejected:
-                if self.token_ids:
+            except _Rejected as exc:
+                if self.token_ids or _context_full(exc):
                     raise
                 self._token_prompts = False  # no token-id prompts here: render the messages from now on
         while True:  # each retry below turns a flag off, so this asks at most three times
@@ -254,6 +266,8 @@ class OpenAIAgent:
                 reply = self._post({**body, **TOKEN_FIELDS} if ask else body)
                 break
             except _Rejected as exc:
+                if _context_full(exc):
+                    raise
                 if ask and not self.token_ids and any(name in exc.detail for name in TOKEN_FIELDS):
                     self._ask_tokens = False  # the server does not know the token-level fields: stop asking
                 elif tools and self.send_tools is None and exc.status == 400 and "tool" in exc.detail.lower():
@@ -458,6 +472,11 @@ def _token_turn(text: str, choice: dict[str, Any], prompt: Any, entries: Any, ur
         prompt_token_ids=prompt_ids,
         finish_reason=str(finish) if finish is not None else None,
     )
+
+
+def _context_full(exc: _Rejected) -> bool:
+    """Whether a refusal is OpenAI's ``context_length_exceeded`` (the prompt leaves no room for a reply)."""
+    return exc.status == 400 and '"context_length_exceeded"' in exc.detail
 
 
 def _read_error(exc: urllib.error.HTTPError) -> str:

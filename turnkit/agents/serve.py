@@ -14,6 +14,30 @@ same prompt. Like vLLM, the reply carries ``token_ids`` and ``prompt_token_ids``
 ``return_token_ids``, and log-probs when it sets ``logprobs`` (chat: ``logprobs.content``; completions:
 ``logprobs.tokens``/``token_logprobs``; tokens spelled ``"token_id:N"`` with ``return_tokens_as_token_ids``).
 
+Models. The server serves ``model_name`` (``turnkit serve SPEC``: the spec's name, e.g. ``tiny``) and the LoRA
+adapters loaded at runtime (below); ``/v1/models`` lists them. A request names one of them in ``model`` (left
+out: ``model_name``, as vLLM does); any other name is an HTTP 404 with OpenAI's error
+``{"message", "type": "invalid_request_error", "param": "model", "code": "model_not_found"}`` whose message
+lists the served names.
+
+Stop sequences. ``stop`` (a string or a list of at most 4 non-empty strings, as at OpenAI) ends each reply just
+before the first stop sequence that the text completes, with ``finish_reason: "stop"``; the sequence itself is
+not returned. Agents that honour ``Context.stop`` (``supports_prefix``: ``HFPolicy``) also stop generating
+there; the others' replies are cut after the fact. ``token_ids`` and ``logprobs`` (and ``usage``) stay with
+the tokens generated up to and including the one that completes the stop sequence, as vLLM's do: they spell
+the content, then the stop sequence (and whatever else that last token holds); for an agent without a
+``tokenizer`` the ids are not cut. A streamed reply is the cut reply in pieces, so no chunk holds text past
+the stop, even where a stop sequence spans two tokens.
+
+Errors have OpenAI's shape everywhere: ``{"error": {"message", "type", "param", "code"}}``. A 400
+(``invalid_request_error``) names the request field at fault in ``param`` and in the message, spelled as the
+API spells it (``max_tokens``, ``temperature`` in [0, 2], ``top_p`` in (0, 1], ``n``, ``seed``, ``stop``,
+``logprobs``, ``top_logprobs`` (only 0: agents return no alternatives), ``messages``, ``tools``, ...). A
+prompt that leaves no room for a reply in the model's context is a 400 with ``code:
+"context_length_exceeded"`` and ``param: "messages"`` (``"prompt"`` on ``/v1/completions``), as at OpenAI
+and vLLM; a prompt that fits but leaves less room than ``max_tokens`` gets the reply that fits
+(``finish_reason: "length"``). Unknown routes are 404s; an agent fault is a 500 (``server_error``).
+
 Tools, like vLLM with ``--enable-auto-tool-choice --tool-call-parser hermes``. A chat request's ``tools``
 (OpenAI function schemas; a malformed list is a 400) reach the agent as ``Context.tools``, which
 :class:`~turnkit.agents.hf.HFPolicy` renders with a chat template that takes tools. A reply whose text holds a
@@ -41,8 +65,9 @@ extensions travel with the pieces, as in vLLM: each chunk's choice has the ``log
 with ``return_token_ids``, their ``token_ids``; joined over a choice's chunks they are the reply's
 ``token_ids`` and log-probs (ids past the content, such as a stop token's, come with the last content piece; a
 tool call's with the ``tool_calls`` chunk). The first chunk has the ``prompt_token_ids`` (chat: at the top
-level; completions: on each choice's first chunk). Errors found before the turn is made are JSON replies (400, 404,
-500) as without ``stream``; ``stream_options`` without ``stream`` is a 400, as at OpenAI.
+level; completions: on each choice's first chunk). The stream starts only once the turn is made, so every
+error is a JSON reply (400, 404, 500) as without ``stream``; ``stream_options`` without ``stream`` is a 400,
+as at OpenAI.
 
 Seeds. As in vLLM, a request's ``seed`` seeds its sample's random stream directly (sample ``i > 0`` of
 ``n`` gets a seed derived from it), for the seeded agents (``HFPolicy``, ``VLLMPolicy``, ``OpenAIAgent``:
@@ -55,14 +80,16 @@ Runtime LoRA adapters (vLLM's API shape, for weight sync while training). ``load
 ``{"lora_name": NAME, "lora_path": DIR}`` loads a ``peft`` adapter through the agent's ``load_adapter``
 (``HFPolicy`` and ``VLLMPolicy`` offer it), on the worker thread between batches; requests with
 ``model=NAME`` are then served with it. The agent holds one adapter's weights at a time: a request for
-another loaded adapter reloads that one first. Once an adapter has been loaded, requests for any other model
-name get the base model with the adapter disabled (the agent's ``reference()``), as vLLM serves the base
-model beside its LoRAs. A name already loaded is refused (400; unload it first), as is a folder without
-``adapter_config.json`` or an adapter the agent cannot take (rank or targets differ). ``unload_lora_adapter``
-with ``{"lora_name": NAME}`` forgets it (404 for an unknown name); completions naming it are then 404 too.
+another loaded adapter reloads that one first. Once an adapter has been loaded, requests for ``model_name``
+get the base model with the adapter disabled (the agent's ``reference()``), as vLLM serves the base model
+beside its LoRAs. A name already loaded (or ``model_name``) is refused (400; unload it first), as is a folder
+without ``adapter_config.json`` or an adapter the agent cannot take (rank or targets differ).
+``unload_lora_adapter`` with ``{"lora_name": NAME}`` forgets it (404 for an unknown name); completions naming
+it are then 404 ``model_not_found`` too.
 Both reply with vLLM's plain-text ``Success: ...`` line.
 
-Run one from a shell: ``python -m turnkit.agents.serve MODEL_DIR --port 8000``.
+Run one from a shell: ``turnkit serve AGENT`` (:mod:`turnkit.cli.serve`), or ``python -m turnkit.agents.serve
+MODEL_DIR --port 8000`` for a model folder (served under the folder's name; ``--name`` picks another).
 
 Example:
     >>> import json, urllib.request
@@ -82,7 +109,6 @@ import itertools
 import json
 import logging
 import queue
-import re
 import threading
 import time
 from collections.abc import Sequence
@@ -95,23 +121,31 @@ from typing import Any
 import numpy as np
 
 from turnkit.agents.base import Agent, Context
-from turnkit.agents.tool_messages import check_tool_schemas, message_from_wire, reply_tool_call
+from turnkit.agents.serve_api import (
+    ApiError,
+    BadRequest,
+    NotFound,
+    check_object,
+    check_stream_fields,
+    context_length_error,
+    error_body,
+    model_not_found,
+    parse_messages,
+    parse_n_and_seed,
+    parse_sampling,
+    parse_stop,
+    parse_token_fields,
+)
+from turnkit.agents.serve_cuts import cut_at_stop, logprobs_span, stream_pieces
+from turnkit.agents.tool_messages import check_tool_schemas, reply_tool_call
 from turnkit.errors import ConfigError, TurnkitError
-from turnkit.types import AgentTurn, Message
+from turnkit.types import AgentTurn
 
 logger = logging.getLogger(__name__)
 
-_SAMPLING_FIELDS = {"temperature": "temperature", "top_p": "top_p", "max_tokens": "max_new_tokens"}
-_MAX_N = 64
 _MASK63 = (1 << 63) - 1
-
-
-class BadRequest(TurnkitError):
-    """A request the server cannot serve (answered with HTTP 400 and this message)."""
-
-
-class NotFound(TurnkitError):
-    """A request naming an adapter the server does not have (answered with HTTP 404 and this message)."""
+_FINISH_REASONS = {"stop_string": "stop"}
+"""Agent finish reasons that OpenAI spells otherwise (a turn cut by a stop sequence finished with ``stop``)."""
 
 
 @dataclass
@@ -148,7 +182,9 @@ class AgentServer:
 
     Args:
         agent: Any turnkit agent.
-        model_name: The name listed by ``/v1/models`` (requests may name any model; it is echoed back).
+        model_name: The served model's name: ``/v1/models`` lists it (then any loaded LoRA adapters), and a
+            request must name it or a loaded adapter (a request without ``model`` gets it); any other name is
+            an HTTP 404 ``model_not_found`` whose message lists the served names.
         host: Bind address (loopback by default; nothing here authenticates callers).
         port: Port; ``0`` picks a free one (read it from :attr:`base_url`).
         max_batch: Most contexts per ``agent.act`` call.
@@ -187,6 +223,10 @@ class AgentServer:
         self._httpd = _HTTPServer((host, port), _handler_for(self))
         self._httpd.daemon_threads = True
         self._threads: list[threading.Thread] = []
+
+    def served_names(self) -> list[str]:
+        """The model names requests may use: :attr:`model_name`, then the loaded LoRA adapters."""
+        return [self.model_name, *list(self._adapters)]
 
     @property
     def base_url(self) -> str:
@@ -256,8 +296,8 @@ class AgentServer:
                 jobs.append(nxt)
             groups: dict[tuple[Any, str | None], list[_Job]] = {}
             for j in jobs:
-                if j.model in self._unloaded:
-                    j.future.set_exception(NotFound(f"The lora adapter '{j.model}' was unloaded."))
+                if j.model and j.model != self.model_name and j.model not in self._adapters:  # unloaded meanwhile
+                    j.future.set_exception(model_not_found(j.model, self.served_names(), unloaded=True))
                     continue
                 adapter = j.model if j.model in self._adapters else None
                 groups.setdefault((j.overrides, adapter), []).append(j)
@@ -311,13 +351,17 @@ class AgentServer:
         name, path = _adapter_fields(body, need_path=True)
         assert path is not None
         if not (path / "adapter_config.json").is_file():
-            raise BadRequest(f"lora_path '{path}' is not a peft adapter folder: no adapter_config.json there")
+            raise BadRequest(
+                f"lora_path '{path}' is not a peft adapter folder: no adapter_config.json there", param="lora_path"
+            )
         if not callable(getattr(self.agent, "load_adapter", None)):
             raise BadRequest(f"the served agent ({type(self.agent).__name__}) cannot load adapters: no load_adapter")
+        if name == self.model_name:
+            raise BadRequest(f"lora_name '{name}' is the served model's name; pick another", param="lora_name")
 
         def load() -> str:
             if name in self._adapters:
-                raise BadRequest(f"The lora adapter '{name}' has already been loaded.")
+                raise BadRequest(f"The lora adapter '{name}' has already been loaded.", param="lora_name")
             self._activate(name, path)
             self._adapters[name] = path
             self._unloaded.discard(name)
@@ -331,7 +375,7 @@ class AgentServer:
 
         def unload() -> str:
             if self._adapters.pop(name, None) is None:
-                raise NotFound(f"The lora adapter '{name}' cannot be found.")
+                raise NotFound(f"The lora adapter '{name}' cannot be found.", param="lora_name")
             self._unloaded.add(name)
             return f"Success: LoRA adapter '{name}' removed successfully."
 
@@ -348,68 +392,87 @@ class AgentServer:
         try:
             self.agent.load_adapter(path)  # type: ignore[attr-defined]
         except ConfigError as exc:
-            raise BadRequest(f"cannot load adapter '{name}' from {path}: {exc}") from exc
+            raise BadRequest(f"cannot load adapter '{name}' from {path}: {exc}", param="lora_path") from exc
         self._active = name
 
     # ------------------------------------------------------------------ protocol
 
     def complete(self, body: Any) -> dict[str, Any] | _Stream:
-        """Answer one parsed ``/v1/chat/completions`` request body (raises :class:`BadRequest`).
+        """Answer one parsed ``/v1/chat/completions`` request body (raises :class:`~.serve_api.ApiError`).
 
         With ``stream`` set, the answer is the reply's chunks (see the module docstring).
         """
-        if not isinstance(body, dict):
-            raise BadRequest("request body must be a JSON object")
+        body = check_object(body)
         try:
             tools = check_tool_schemas(body.get("tools"))
         except ValueError as exc:
-            raise BadRequest(str(exc)) from exc
+            raise BadRequest(str(exc), param="tools") from exc
         choice = body.get("tool_choice")
         if choice not in (None, "auto", "none"):
-            raise BadRequest(f'tool_choice must be "auto" or "none" here, got {choice!r}')
-        messages = _parse_messages(body.get("messages"))
-        turns = self._sample(body, Context(messages=messages, tools=tools))
+            raise BadRequest(f'tool_choice must be "auto" or "none" here, got {choice!r}', param="tool_choice")
+        messages = parse_messages(body.get("messages"))
+        turns = self._sample(body, Context(messages=messages, tools=tools), chat=True)
         reply = self._reply(body, turns, chat=True, tools=() if choice == "none" else tools)
         return self._stream(body, reply, turns, chat=True) if body.get("stream") else reply
 
     def complete_prompt(self, body: Any) -> dict[str, Any] | _Stream:
-        """Answer one ``/v1/completions`` body whose ``prompt`` is token ids (raises :class:`BadRequest`).
+        """Answer one ``/v1/completions`` body whose ``prompt`` is token ids (raises :class:`~.serve_api.ApiError`).
 
         The ids are the exact prompt (``Context.prompt_token_ids``; honoured by the token-level agents), as in
         vLLM's token-id prompts; text prompts are refused (send text through ``/v1/chat/completions``).
         """
-        if not isinstance(body, dict):
-            raise BadRequest("request body must be a JSON object")
+        body = check_object(body)
         ids = body.get("prompt")
         if isinstance(ids, list) and len(ids) == 1 and isinstance(ids[0], list):
             ids = ids[0]  # a batch of one prompt
         if not isinstance(ids, list) or not ids or not all(isinstance(i, int) and i >= 0 for i in ids):
             raise BadRequest(
                 "prompt must be a non-empty list of token ids (this server takes no text prompts: "
-                "send text through /v1/chat/completions)"
+                "send text through /v1/chat/completions)",
+                param="prompt",
             )
-        turns = self._sample(body, Context(messages=(), prompt_token_ids=tuple(ids)))
+        turns = self._sample(body, Context(messages=(), prompt_token_ids=tuple(ids)), chat=False)
         reply = self._reply(body, turns, chat=False)
         return self._stream(body, reply, turns, chat=False) if body.get("stream") else reply
 
-    def _sample(self, body: dict[str, Any], context: Context) -> list[AgentTurn]:
-        """Validate the sampling fields of a request and have the worker sample ``n`` turns for ``context``."""
-        _check_stream_fields(body)
-        n = body.get("n", 1)
-        if not isinstance(n, int) or not 1 <= n <= _MAX_N:
-            raise BadRequest(f"n must be an integer in [1, {_MAX_N}], got {n!r}")
-        seed = body.get("seed")
-        if seed is not None and (not isinstance(seed, int) or isinstance(seed, bool)):
-            raise BadRequest(f"seed must be an integer, got {seed!r}")
-        overrides = _parse_sampling(body)
+    def _model(self, body: dict[str, Any]) -> str:
+        """The served name a request asks for (:attr:`model_name` without ``model``); a 404 for any other."""
+        name = body.get("model")
+        if name is None:
+            return self.model_name
+        if not isinstance(name, str) or not name:
+            raise BadRequest(f"model must be a non-empty string, got {name!r}", param="model")
+        if name != self.model_name and name not in self._adapters:
+            raise model_not_found(name, self.served_names(), unloaded=name in self._unloaded)
+        return name
+
+    def _sample(self, body: dict[str, Any], context: Context, *, chat: bool) -> list[AgentTurn]:
+        """Check a request's fields and have the worker sample its ``n`` turns, cut at its stop sequences.
+
+        Raises:
+            ApiError: A malformed field, an unknown model, or a prompt that leaves no room for a reply.
+        """
+        check_stream_fields(body)
+        n, seed = parse_n_and_seed(body)
+        overrides = parse_sampling(body)
+        stops = parse_stop(body.get("stop"))
+        parse_token_fields(body, chat=chat)
+        model = self._model(body)
         with_sampling = getattr(self.agent, "with_sampling", None)
         if overrides and with_sampling is not None:
             try:
-                with_sampling(**overrides)  # validate here, so that bad values are the caller's 400
+                with_sampling(**overrides)  # an agent's own limits: still the caller's 400
             except ConfigError as exc:
-                raise BadRequest(str(exc)) from exc
+                raise BadRequest(f"the served agent refuses these sampling settings: {exc}") from exc
+        if stops and getattr(self.agent, "supports_prefix", False):
+            context = dataclasses.replace(context, stop=stops)  # the agent stops generating there too
         contexts = [dataclasses.replace(context, episode_seed=s) for s in _sample_seeds(seed, n)]
-        return self.submit(contexts, overrides, str(body.get("model", "")))
+        turns = self.submit(contexts, overrides, model)
+        if any(t.finish_reason == "prompt_too_long" for t in turns):
+            prompt = len(turns[0].prompt_token_ids) or len(context.prompt_token_ids) or None
+            raise context_length_error(prompt, _context_window(self.agent), chat=chat)
+        tokenizer = getattr(self.agent, "tokenizer", None)
+        return [cut_at_stop(t, stops, tokenizer) for t in turns] if stops else turns
 
     def _reply(
         self, body: dict[str, Any], turns: list[AgentTurn], *, chat: bool, tools: tuple[Any, ...] = ()
@@ -418,15 +481,13 @@ class AgentServer:
 
         With ``tools``, a turn that calls one of them is a ``tool_calls`` message (see the module docstring).
         """
-        want_ids = bool(body.get("return_token_ids"))
-        lps = body.get("logprobs")  # chat: a flag; completions: how many alternatives (0 = none)
-        want_lps = bool(lps) if chat else lps is not None and lps is not False
-        as_ids = bool(body.get("return_tokens_as_token_ids"))
+        want_lps, want_ids, as_ids = parse_token_fields(body, chat=chat)
         tokenizer = getattr(self.agent, "tokenizer", None)
         prompt = list(turns[0].prompt_token_ids) if turns else []
         choices = []
         for i, turn in enumerate(turns):
-            choice: dict[str, Any] = {"index": i, "finish_reason": turn.finish_reason or "stop", "logprobs": None}
+            finish = _FINISH_REASONS.get(turn.finish_reason or "stop", turn.finish_reason or "stop")
+            choice: dict[str, Any] = {"index": i, "finish_reason": finish, "logprobs": None}
             choice.update({"message": {"role": "assistant", "content": turn.text}} if chat else {"text": turn.text})
             call = reply_tool_call(turn.text, tools) if tools else None
             if call is not None:
@@ -451,7 +512,7 @@ class AgentServer:
             "id": f"{'chatcmpl' if chat else 'cmpl'}-{next(self._ids)}",
             "object": "chat.completion" if chat else "text_completion",
             "created": int(time.time()),
-            "model": str(body.get("model", self.model_name)),
+            "model": body.get("model") or self.model_name,  # checked by _sample
             "choices": choices,
             "usage": {
                 "prompt_tokens": len(prompt),
@@ -478,7 +539,7 @@ class AgentServer:
             ids = list(turn.token_ids)
             message = choice.get("message", {})
             calls = message.get("tool_calls") or []
-            pieces, used = _pieces((message.get("content") if chat else choice["text"]) or "", ids, tokenizer)
+            pieces, used = stream_pieces((message.get("content") if chat else choice["text"]) or "", ids, tokenizer)
             if pieces and not calls:  # ids past the content (e.g. a stop token's) go with its last piece
                 pieces[-1] = (pieces[-1][0], range(pieces[-1][1].start, len(ids)))
                 used = len(ids)
@@ -494,7 +555,7 @@ class AgentServer:
             parts[rest] = (parts[rest][0], range(used, len(ids)))
             for k, (part, span) in enumerate(parts):
                 out: dict[str, Any] = {"index": choice["index"], **part}
-                out["logprobs"] = _logprobs_span(choice["logprobs"], span, chat)
+                out["logprobs"] = logprobs_span(choice["logprobs"], span, chat)
                 out["finish_reason"] = choice["finish_reason"] if k == len(parts) - 1 else None
                 if "token_ids" in choice:
                     out["token_ids"] = ids[span.start : span.stop] if choice["token_ids"] is not None else None
@@ -560,96 +621,21 @@ def _sample_seeds(seed: int | None, n: int) -> list[int | None]:
 
 
 def _adapter_fields(body: Any, *, need_path: bool) -> tuple[str, Path | None]:
-    if not isinstance(body, dict):
-        raise BadRequest("request body must be a JSON object")
+    body = check_object(body)
     name, path = body.get("lora_name"), body.get("lora_path")
     if not isinstance(name, str) or not name:
-        raise BadRequest("lora_name must be a non-empty string")
+        raise BadRequest("lora_name must be a non-empty string", param="lora_name")
     if not need_path:
         return name, None
     if not isinstance(path, str) or not path:
-        raise BadRequest("lora_path must be a non-empty string (an adapter folder on the server)")
+        raise BadRequest("lora_path must be a non-empty string (an adapter folder on the server)", param="lora_path")
     return name, Path(path)
 
 
-def _parse_sampling(body: dict[str, Any]) -> dict[str, Any]:
-    overrides: dict[str, Any] = {}
-    for name, target in _SAMPLING_FIELDS.items():
-        value = body.get(name, body.get("max_completion_tokens") if name == "max_tokens" else None)
-        if value is None:
-            continue
-        kinds: tuple[type, ...] = (int,) if name == "max_tokens" else (int, float)
-        if not isinstance(value, kinds) or isinstance(value, bool):
-            raise BadRequest(f"{name} must be {'an integer' if name == 'max_tokens' else 'a number'}, got {value!r}")
-        overrides[target] = value
-    return overrides
-
-
-def _parse_messages(raw: Any) -> tuple[Message, ...]:
-    if not isinstance(raw, list) or not raw:
-        raise BadRequest("messages must be a non-empty list")
-    try:
-        return tuple(message_from_wire(m, i) for i, m in enumerate(raw))
-    except ValueError as exc:
-        raise BadRequest(str(exc)) from exc
-
-
-def _check_stream_fields(body: dict[str, Any]) -> None:
-    """Refuse malformed ``stream`` and ``stream_options`` fields (a :class:`BadRequest`)."""
-    stream, options = body.get("stream"), body.get("stream_options")
-    if stream is not None and not isinstance(stream, bool):
-        raise BadRequest(f"stream must be a boolean, got {stream!r}")
-    if options is None:
-        return
-    if not stream:
-        raise BadRequest("stream_options is only allowed when stream is true")
-    if not isinstance(options, dict) or not isinstance(options.get("include_usage", False), bool):
-        raise BadRequest(f'stream_options must be an object like {{"include_usage": true}}, got {options!r}')
-
-
-def _pieces(text: str, ids: list[int], tokenizer: Any) -> tuple[list[tuple[str, range]], int]:
-    """Cut ``text`` into stream pieces, each with the span of ``ids`` behind it; also the count of ids used.
-
-    With ids and a tokenizer, a piece ends after each token where the ids so far decode to a prefix of
-    ``text`` that ends in a whole character (a partly decoded multi-byte character decodes to U+FFFD), so the
-    pieces follow the tokens. Text that the ids do not spell (any left at the end) is one more piece; text
-    without ids is cut after each word. The pieces always join to ``text``.
-
-    Example:
-        >>> _pieces("hi  there ", [], None)
-        ([('hi  ', range(0, 0)), ('there ', range(0, 0))], 0)
-    """
-    pieces: list[tuple[str, range]] = []
-    pos = used = 0
-    if ids and tokenizer is not None:
-        for end in range(1, len(ids) + 1):
-            decoded = str(tokenizer.decode(ids[:end], skip_special_tokens=True))
-            if not text.startswith(decoded.rstrip("\ufffd")):
-                break  # the ids go on past the text (e.g. into a tool call): the rest is not content
-            if len(decoded) > pos and not decoded.endswith("\ufffd") and text.startswith(decoded):
-                pieces.append((decoded[pos:], range(used, end)))
-                pos, used = len(decoded), end
-            if pos == len(text):
-                break
-    if pos < len(text) and pieces:
-        pieces.append((text[pos:], range(used, used)))
-    elif pos < len(text):
-        pieces = [(word, range(0, 0)) for word in re.findall(r"\S+\s*|\s+", text)]
-    return pieces, used
-
-
-def _logprobs_span(logprobs: dict[str, Any] | None, span: range, chat: bool) -> dict[str, Any] | None:
-    """The part of a choice's ``logprobs`` for the tokens in ``span`` (``None`` without log-probs or tokens)."""
-    if logprobs is None or not span:
-        return None
-    lo, hi = span.start, span.stop
-    if chat:
-        return {"content": logprobs["content"][lo:hi]}
-    return {
-        "tokens": logprobs["tokens"][lo:hi],
-        "token_logprobs": logprobs["token_logprobs"][lo:hi],
-        "top_logprobs": None,
-    }
+def _context_window(agent: Any) -> int | None:
+    """The longest sequence the agent's model takes (its config's ``max_position_embeddings``), if it says."""
+    window = getattr(getattr(getattr(agent, "model", None), "config", None), "max_position_embeddings", None)
+    return window if isinstance(window, int) else None
 
 
 def _token_text(token_id: int, tokenizer: Any, as_ids: bool) -> str:
@@ -673,29 +659,27 @@ def _handler_for(server: AgentServer) -> type[BaseHTTPRequestHandler]:
             if self.path.rstrip("/") == "/v1/models":
                 self._send(200, server.models())
             else:
-                self._send(404, _error(f"no route GET {self.path}", "not_found"))
+                self._send(404, _no_route("GET", self.path))
 
         def do_POST(self) -> None:
             route = routes.get(self.path.rstrip("/"))
             if route is None:
-                self._send(404, _error(f"no route POST {self.path}", "not_found"))
+                self._send(404, _no_route("POST", self.path))
                 return
             try:
                 length = int(self.headers.get("Content-Length") or 0)
                 body = json.loads(self.rfile.read(length) or b"null")
             except ValueError as exc:
-                self._send(400, _error(f"request body is not JSON: {exc}", "invalid_request_error"))
+                self._send(400, error_body(f"request body is not JSON: {exc}", "invalid_request_error"))
                 return
             try:
                 answer = route(body)
                 self._send_stream(answer) if isinstance(answer, _Stream) else self._send(200, answer)
-            except BadRequest as exc:
-                self._send(400, _error(str(exc), "invalid_request_error"))
-            except NotFound as exc:
-                self._send(404, _error(str(exc), "not_found"))
+            except ApiError as exc:
+                self._send(exc.status, exc.body())
             except Exception as exc:  # an agent fault: the client sees a 5xx and may retry
                 logger.exception("agent failed on a request")
-                self._send(500, _error(f"{type(exc).__name__}: {exc}", "server_error"))
+                self._send(500, error_body(f"{type(exc).__name__}: {exc}", "server_error"))
 
         def _send(self, status: int, payload: dict[str, Any] | str) -> None:
             text = isinstance(payload, str)  # the adapter routes answer plain text, as vLLM's do
@@ -732,8 +716,9 @@ def _handler_for(server: AgentServer) -> type[BaseHTTPRequestHandler]:
     return Handler
 
 
-def _error(message: str, kind: str) -> dict[str, Any]:
-    return {"error": {"message": message, "type": kind}}
+def _no_route(method: str, path: str) -> dict[str, Any]:
+    """OpenAI's 404 body for a route that does not exist."""
+    return error_body(f"Invalid URL ({method} {path}): this server has no such route", "invalid_request_error")
 
 
 def main(argv: Sequence[str] | None = None) -> None:
@@ -743,13 +728,14 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--adapter", default=None, help="a peft LoRA adapter folder")
     parser.add_argument("--host", default="127.0.0.1")
     parser.add_argument("--port", type=int, default=8000)
-    parser.add_argument("--name", default="turnkit")
+    parser.add_argument("--name", default=None, help="the served model name (default: the folder's name)")
     args = parser.parse_args(argv)
     from turnkit.agents.hf import HFPolicy
 
     policy = HFPolicy.from_pretrained(args.model_dir, adapter=args.adapter)
-    with AgentServer(policy, model_name=args.name, host=args.host, port=args.port) as server:
-        print(f"serving {args.model_dir} at {server.base_url}", flush=True)
+    name = args.name or Path(args.model_dir).resolve().name
+    with AgentServer(policy, model_name=name, host=args.host, port=args.port) as server:
+        print(f"serving {args.model_dir} at {server.base_url} as model {name!r}", flush=True)
         try:
             threading.Event().wait()
         except KeyboardInterrupt:

@@ -3,8 +3,11 @@
 ``AGENT`` is any spec ``turnkit eval --agent`` takes (``tiny``, ``smollm2``, ``hf:PATH``, ``scripted:TEXT``,
 ``openai:URL#MODEL``, ...; :func:`turnkit.cli.agents.make_agent` builds it), served by
 :class:`~turnkit.agents.serve.AgentServer` (chat and token-id completions, tools, streaming, runtime LoRA
-routes). ``--temperature``, ``--top-p`` and ``--max-new-tokens`` set the served agent's defaults; a request's own
-``temperature``, ``top_p`` and ``max_tokens`` still win. Any OpenAI client, or turnkit's
+routes). It serves the agent under one model name, the spec's (``tiny``, ``smollm2``; a ``hf:PATH`` folder's own
+name) or ``--model-name``: ``/v1/models`` lists it (with any LoRA adapters loaded at runtime), and a request
+naming another model gets OpenAI's 404 ``model_not_found``, which lists the served names. ``--temperature``,
+``--top-p`` and ``--max-new-tokens`` set the served agent's defaults; a request's own ``temperature``,
+``top_p`` and ``max_tokens`` still win. Any OpenAI client, or turnkit's
 :class:`~turnkit.agents.openai.OpenAIAgent` (``turnkit eval --agent openai:URL#NAME``), can then talk to it.
 
 Nothing authenticates callers, so the server listens on ``127.0.0.1`` unless ``--host`` names another
@@ -69,7 +72,7 @@ def listen_host(host: str | None) -> str:
 
 
 def served_name(spec: str, model_name: str | None) -> str:
-    """The model name ``/v1/models`` lists: ``--model-name``, else the spec (a ``hf:PATH`` folder's own name)."""
+    """The served model name (requests must use it): ``--model-name``, else the spec (a ``hf:PATH`` folder's name)."""
     if model_name:
         return model_name
     kind, _, arg = spec.partition(":")
@@ -122,6 +125,10 @@ def add_commands(sub: Any) -> None:
         help=f"interface to listen on (default {DEFAULT_HOST}; another is served with a warning: no authentication)",
     )
     p.add_argument("--port", type=int, default=8000, help="TCP port; 0 picks a free one (printed)")
-    p.add_argument("--model-name", default=None, help="the model name /v1/models lists (default: the agent spec)")
+    p.add_argument(
+        "--model-name",
+        default=None,
+        help="the served model name, which requests must use (default: the agent spec; hf:PATH: the folder's name)",
+    )
     add_sampling_args(p)
     p.set_defaults(func=cmd_serve)
