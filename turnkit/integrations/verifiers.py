@@ -49,7 +49,8 @@ from typing import Any
 import gymnasium
 
 from turnkit.envs import TextEnv
-from turnkit.errors import ConfigError, EnvError
+from turnkit.errors import AgentError, ConfigError, EnvError
+from turnkit.integrations.verifiers_chat import CHAT_HARNESSES, FROZEN_ENV, prepare_chat_program
 
 TASKSET_ID = "turnkit-verifiers"
 """The verifiers taskset id of the adapter (the top-level module ``turnkit_verifiers``)."""
@@ -218,6 +219,23 @@ def episode_success(steps: Sequence[Mapping[str, Any]]) -> bool:
     return not last["truncated"] and sum(s["reward"] for s in steps) > 0
 
 
+def runs_locked_chat_program(agent: Any) -> bool:
+    """Whether a verifiers seat (an ``AgentConfig``) runs verifiers' chat program locally, where turnkit locks it.
+
+    That is the ``null`` or ``bash`` harness on the ``subprocess`` runtime (the adapter's default); other
+    runtimes build the program inside their own box, with their own network.
+
+    Example:
+        >>> from types import SimpleNamespace as Seat
+        >>> runs_locked_chat_program(Seat(harness=Seat(id="null"), runtime=Seat(type="subprocess")))
+        True
+        >>> runs_locked_chat_program(Seat(harness=Seat(id="null"), runtime=Seat(type="docker")))
+        False
+    """
+    harness = agent.harness
+    return harness is not None and harness.id in CHAT_HARNESSES and agent.runtime.type == "subprocess"
+
+
 @functools.cache
 def verifiers_classes() -> SimpleNamespace:
     """The verifiers taskset, task and env classes of the adapter, built on first use (imports verifiers).
@@ -232,7 +250,7 @@ def verifiers_classes() -> SimpleNamespace:
         ['Taskset', 'Env']
     """
     import verifiers.v1 as vf
-    from pydantic import Field
+    from pydantic import Field, model_validator
 
     class TurnkitTaskData(vf.TaskData):
         """One turnkit task: the env, its kwargs and the reset seed (``prompt`` is the first observation)."""
@@ -279,16 +297,37 @@ def verifiers_classes() -> SimpleNamespace:
     class TurnkitEnvConfig(vf.EnvConfig):
         """The env's one seat, ``player``: verifiers' tool-less ``null`` chat loop, run locally (``subprocess``).
 
-        ``uv`` builds the chat loop's environment on first use; ``UV_NATIVE_TLS`` makes it trust the system's
-        certificates as pip does (behind a TLS-inspecting proxy its own bundle fails).
+        ``uv`` runs the chat loop; ``UV_NATIVE_TLS`` makes it trust the system's certificates as pip does (behind
+        a TLS-inspecting proxy its own bundle fails). A chat harness on the subprocess runtime also gets
+        ``UV_FROZEN=1`` (unless its ``env`` sets it): :class:`TurnkitEnv` locks the program before any episode, so
+        uv installs that lock and never needs PyPI (:mod:`turnkit.integrations.verifiers_chat`).
         """
 
         player: vf.AgentConfig = vf.AgentConfig(
             harness={"id": "null", "env": {"UV_NATIVE_TLS": "true"}}, runtime={"type": "subprocess"}
         )
 
+        @model_validator(mode="after")
+        def run_the_locked_chat_program(self) -> TurnkitEnvConfig:
+            harness = self.player.harness
+            if runs_locked_chat_program(self.player) and harness is not None:
+                harness = harness.model_copy(update={"env": {**FROZEN_ENV, **harness.env}})
+                self.player = self.player.model_copy(update={"harness": harness})
+            return self
+
     class TurnkitEnv(vf.Env[TurnkitEnvConfig]):
         """One turnkit env instance per rollout, reset with the task's seed, stepped with the player's replies."""
+
+        async def start(self) -> None:
+            """Before any episode (``env.serving()``): verifiers' chat program locked and installed, or an error.
+
+            Raises:
+                AgentError: the chat program cannot be made ready (no lock yet and PyPI unreachable, ...),
+                    with uv's reason; the episodes would all fail without running.
+            """
+            player = self.config.player
+            if runs_locked_chat_program(player) and player.harness is not None:
+                await asyncio.to_thread(prepare_chat_program, player.harness.resolved_env)
 
         async def run(self, task: TurnkitTask, agents: vf.Agents) -> None:
             data = task.data
@@ -342,3 +381,32 @@ def __getattr__(name: str) -> Any:
     if name in PUBLIC_NAMES:
         return getattr(verifiers_classes(), name)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """``python -m turnkit.integrations.verifiers``: lock and install verifiers' chat program (set-up, PyPI once).
+
+    Afterwards the adapter's episodes run with no network (:mod:`turnkit.integrations.verifiers_chat`).
+    Idempotent: run again, it checks the lock and the environment and needs no network.
+    """
+    import argparse
+
+    parser = argparse.ArgumentParser(
+        prog="python -m turnkit.integrations.verifiers",
+        description="Lock and install verifiers' chat program once (needs PyPI), so that turnkit's verifiers "
+        "episodes run offline afterwards.",
+    )
+    parser.parse_args(argv)
+    try:
+        program = prepare_chat_program(verifiers_classes().TurnkitEnvConfig().player.harness.resolved_env)
+    except AgentError as exc:
+        print(f"turnkit verifiers: {exc}", file=sys.stderr)
+        return 1
+    print(f"verifiers' chat program is ready to run offline: {program.script}")
+    print(f"  lock: {program.lock}")
+    print(f"  python: {program.python}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
