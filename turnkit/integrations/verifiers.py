@@ -18,6 +18,14 @@ Hub serves. :func:`load_environment` returns a ``verifiers.v1.Env`` that plays a
 The player's harness defaults to verifiers' tool-less ``null`` chat loop (a PEP 723 script run by ``uv``), so
 the model sees exactly the conversation: no system prompt, the observations as user messages, its own replies.
 
+* **Offline after set-up.** Before any episode (``env.serving()``) the env locks and installs that script
+  (:mod:`turnkit.integrations.verifiers_chat`; PyPI is needed the first time only, ``python -m
+  turnkit.integrations.verifiers`` does it at set-up), and the seat runs it with ``UV_FROZEN=1``, so episodes
+  need no network afterwards; a script that cannot be made ready raises :class:`turnkit.errors.AgentError` there.
+* **A failed episode says why.** A player whose run stops on errors (model server down, unknown model name...)
+  before the env ends the episode fails the episode: ``episode.ok`` is False and ``episode.errors`` names the
+  seed and the reason, instead of a return of 0.
+
 verifiers loads plugins by installed module name, so the taskset is also importable as the top-level module
 ``turnkit_verifiers`` (taskset id ``turnkit-verifiers``): ``vf eval turnkit-verifiers --env.taskset.env-id
 turnkit/MathEpisodes-v0 ...`` or prime-rl's ``[env.taskset] id = "turnkit-verifiers"`` play the same env. The
@@ -236,6 +244,20 @@ def runs_locked_chat_program(agent: Any) -> bool:
     return harness is not None and harness.id in CHAT_HARNESSES and agent.runtime.type == "subprocess"
 
 
+def player_failure(env_id: str, seed: int, turns: int, trace: Any) -> str:
+    """Why an episode did not run to its end: the player's run stopped on errors before the env ended it.
+
+    Example:
+        >>> from types import SimpleNamespace as Trace
+        >>> failed = Trace(stop_condition="provider_error", errors=[Trace(message="refused")])
+        >>> player_failure("demo", 3, 0, failed)
+        "demo seed 3: the player's run stopped (provider_error) after 0 env turns, so it has no return: refused"
+    """
+    errors = "; ".join(error.message.strip()[-500:] for error in trace.errors)
+    stopped = f"the player's run stopped ({trace.stop_condition}) after {turns} env turns"
+    return f"{env_id} seed {seed}: {stopped}, so it has no return: {errors}"
+
+
 @functools.cache
 def verifiers_classes() -> SimpleNamespace:
     """The verifiers taskset, task and env classes of the adapter, built on first use (imports verifiers).
@@ -360,11 +382,13 @@ def verifiers_classes() -> SimpleNamespace:
                 await asyncio.to_thread(env.close)
             trace = interaction.trace
             total = float(sum(s["reward"] for s in steps))
+            trace.info["turnkit"] = {"env_id": data.env_id, "seed": data.seed, "steps": steps, "return": total}
+            if segment.terminated and trace.errors:  # the player's run failed before the env ended the episode
+                raise AgentError(player_failure(data.env_id, data.seed, len(steps), trace))
             trace.record_reward(REWARD_NAME, total, 1.0)
             trace.record_metric("turns", len(steps))
             trace.record_metric("truncated", float(not steps or not steps[-1]["terminated"]))
             trace.record_metric("success", float(episode_success(steps)))
-            trace.info["turnkit"] = {"env_id": data.env_id, "seed": data.seed, "steps": steps, "return": total}
 
     return SimpleNamespace(
         TurnkitTaskData=TurnkitTaskData,
