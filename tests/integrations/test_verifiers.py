@@ -205,6 +205,7 @@ def test_math_episodes_run_in_verifiers_with_no_network(policy, tmp_path):
     assert max(len(t.steps) for t in trajs) >= 3 and {t.total_reward > 0 for t in trajs} == {True, False}
 
 
+@pytest.mark.slow
 def test_an_unlocked_chat_program_with_no_network_fails_before_any_episode(tmp_path):
     """No lock (empty caches) and no network: ``env.serving()`` raises, naming the set-up step and uv's reason."""
     home = tmp_path / "home"
