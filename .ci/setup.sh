@@ -38,6 +38,11 @@ if ! "$py" -c "import verifiers.v1" 2>/dev/null; then
   "$py" -m pip install -q -c "$pins" --no-deps verifiers
   "$py" -m pip install -q -c "$pins" -r .ci/verifiers.txt
 fi
+# verifiers' chat program locked and installed while PyPI is reachable, so that verifiers episodes run with no
+# network afterwards (turnkit/integrations/verifiers_chat.py); a no-op, offline, once done. Not fatal: only
+# the verifiers tests need it, and they say the same.
+"$py" -m turnkit.integrations.verifiers >/dev/null \
+  || echo "setup: warning: verifiers' chat program is not locked; its episodes will need PyPI" >&2
 # Already installed but not at the tested versions (an older machine, a manual upgrade): say so, change nothing.
 "$py" - "$pins" <<'PY'
 import re, sys

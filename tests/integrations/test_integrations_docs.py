@@ -23,8 +23,6 @@ from typing import Any
 
 import pytest
 
-from turnkit.agents.hf import HFPolicy
-from turnkit.agents.serve import AgentServer
 from turnkit.models.names import resolve_model
 from turnkit.models.threads import torch_threads
 
@@ -70,11 +68,45 @@ def math_server() -> Iterator[str]:
         yield server.url
 
 
+def bash_argv(code: str) -> list[str]:
+    """A bash block's one command as argv (continuation lines joined, comments dropped)."""
+    lines = [re.sub(r"\s+#.*$", "", line).rstrip("\\").strip() for line in code.splitlines()]
+    return shlex.split(" ".join(lines))
+
+
 @pytest.fixture(scope="module")
-def model_server(model_dir) -> Iterator[str]:
-    """The vf-eval block's model server (``turnkit serve ... --port 8000`` serving model ``tiny``), in process."""
-    with AgentServer(HFPolicy.from_pretrained(model_dir), model_name="tiny") as server:
-        yield server.base_url
+def model_server(model_dir) -> Iterator[tuple[str, str]]:
+    """The page's ``turnkit serve ...`` block, run as written on a free port: its API root and served model name.
+
+    The model server of the vf-eval block (whose ``--model`` must be the name it serves). ``model_dir`` first:
+    the embedded policy is built once, here, not by the server.
+    """
+    [argv] = [a for kind, code in BLOCKS if kind == "bash" and (a := bash_argv(code))[:2] == ["turnkit", "serve"]]
+    argv[argv.index("--port") + 1] = "0"
+    as_in_a_terminal = (  # Ctrl-C stops it even when this test runs with SIGINT ignored (a background job)
+        "import signal, sys; signal.signal(signal.SIGINT, signal.default_int_handler); "
+        "from turnkit.cli import main; sys.exit(main(sys.argv[1:]))"
+    )
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "PYTHONUNBUFFERED": "1"}
+    proc = subprocess.Popen(
+        [sys.executable, "-c", as_in_a_terminal, *argv[1:], "--threads", "1"],
+        env=env, text=True, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+    )  # fmt: skip
+    try:
+        assert proc.stdout is not None
+        seen = ""
+        while not (match := re.search(r"at (http://127\.0\.0\.1:\d+/v1) as model '([^']+)'", seen)):
+            line = proc.stdout.readline()  # warnings may come first
+            assert line, seen
+            seen += line
+        yield match.group(1), match.group(2)
+        proc.send_signal(signal.SIGINT)
+        rest, _ = proc.communicate(timeout=60)
+        assert proc.returncode == 0 and "Traceback" not in rest, rest
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate()
 
 
 def fill(code: str, **values: str) -> str:
@@ -139,16 +171,22 @@ def run_python_block(code: str, request: pytest.FixtureRequest, tmp_path: Path) 
 
 
 def run_bash_block(code: str, request: pytest.FixtureRequest, tmp_path: Path) -> None:
-    lines = [re.sub(r"\s+#.*$", "", line).rstrip("\\").strip() for line in code.splitlines()]
-    command = " ".join(lines)
-    argv = shlex.split(command)
+    argv = bash_argv(code)
     env = {**os.environ, "PYTHONPATH": str(ROOT)}  # a fresh process: this checkout's turnkit and turnkit_verifiers
     if argv[:2] == ["turnkit", "serve-env"]:
         pytest.importorskip("openenv.core", reason="openenv-core is not installed (pip install 'turnkit[openenv]')")
         serve_env(argv, env)
+    elif argv[:2] == ["turnkit", "serve"]:  # the model server of the vf-eval block: it starts, names its model
+        url, model = request.getfixturevalue("model_server")
+        assert url.endswith("/v1") and model == argv[2]
+    elif argv == ["python", "-m", "turnkit.integrations.verifiers"]:
+        pytest.importorskip("verifiers.v1", reason="verifiers is not installed (pip install 'turnkit[verifiers]')")
+        done = subprocess.run([sys.executable, *argv[1:]], env=env, capture_output=True, text=True, timeout=600)
+        assert done.returncode == 0 and "ready to run offline" in done.stdout, done.stdout + done.stderr
     elif argv[0] == "vf-eval":
         pytest.importorskip("verifiers.v1", reason="verifiers is not installed (pip install 'turnkit[verifiers]')")
-        url = request.getfixturevalue("model_server")
+        url, model = request.getfixturevalue("model_server")
+        assert argv[argv.index("--model") + 1] == model  # the name the server serves
         argv = [a.replace("http://127.0.0.1:8000/v1", url) for a in argv] + ["--output-dir", str(tmp_path / "vf")]
         done = subprocess.run(argv, env=env, cwd=tmp_path, capture_output=True, text=True, timeout=240)
         assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]

@@ -18,6 +18,14 @@ Hub serves. :func:`load_environment` returns a ``verifiers.v1.Env`` that plays a
 The player's harness defaults to verifiers' tool-less ``null`` chat loop (a PEP 723 script run by ``uv``), so
 the model sees exactly the conversation: no system prompt, the observations as user messages, its own replies.
 
+* **Offline after set-up.** Before any episode (``env.serving()``) the env locks and installs that script
+  (:mod:`turnkit.integrations.verifiers_chat`; PyPI is needed the first time only, ``python -m
+  turnkit.integrations.verifiers`` does it at set-up), and the seat runs it with ``UV_FROZEN=1``, so episodes
+  need no network afterwards; a script that cannot be made ready raises :class:`turnkit.errors.AgentError` there.
+* **A failed episode says why.** A player whose run stops on errors (model server down, unknown model name...)
+  before the env ends the episode fails the episode: ``episode.ok`` is False and ``episode.errors`` names the
+  seed and the reason, instead of a return of 0.
+
 verifiers loads plugins by installed module name, so the taskset is also importable as the top-level module
 ``turnkit_verifiers`` (taskset id ``turnkit-verifiers``): ``vf eval turnkit-verifiers --env.taskset.env-id
 turnkit/MathEpisodes-v0 ...`` or prime-rl's ``[env.taskset] id = "turnkit-verifiers"`` play the same env. The
@@ -49,7 +57,8 @@ from typing import Any
 import gymnasium
 
 from turnkit.envs import TextEnv
-from turnkit.errors import ConfigError, EnvError
+from turnkit.errors import AgentError, ConfigError, EnvError
+from turnkit.integrations.verifiers_chat import CHAT_HARNESSES, FROZEN_ENV, prepare_chat_program
 
 TASKSET_ID = "turnkit-verifiers"
 """The verifiers taskset id of the adapter (the top-level module ``turnkit_verifiers``)."""
@@ -218,6 +227,37 @@ def episode_success(steps: Sequence[Mapping[str, Any]]) -> bool:
     return not last["truncated"] and sum(s["reward"] for s in steps) > 0
 
 
+def runs_locked_chat_program(agent: Any) -> bool:
+    """Whether a verifiers seat (an ``AgentConfig``) runs verifiers' chat program locally, where turnkit locks it.
+
+    That is the ``null`` or ``bash`` harness on the ``subprocess`` runtime (the adapter's default); other
+    runtimes build the program inside their own box, with their own network.
+
+    Example:
+        >>> from types import SimpleNamespace as Seat
+        >>> runs_locked_chat_program(Seat(harness=Seat(id="null"), runtime=Seat(type="subprocess")))
+        True
+        >>> runs_locked_chat_program(Seat(harness=Seat(id="null"), runtime=Seat(type="docker")))
+        False
+    """
+    harness = agent.harness
+    return harness is not None and harness.id in CHAT_HARNESSES and agent.runtime.type == "subprocess"
+
+
+def player_failure(env_id: str, seed: int, turns: int, trace: Any) -> str:
+    """Why an episode did not run to its end: the player's run stopped on errors before the env ended it.
+
+    Example:
+        >>> from types import SimpleNamespace as Trace
+        >>> failed = Trace(stop_condition="provider_error", errors=[Trace(message="refused")])
+        >>> player_failure("demo", 3, 0, failed)
+        "demo seed 3: the player's run stopped (provider_error) after 0 env turns, so it has no return: refused"
+    """
+    errors = "; ".join(error.message.strip()[-500:] for error in trace.errors)
+    stopped = f"the player's run stopped ({trace.stop_condition}) after {turns} env turns"
+    return f"{env_id} seed {seed}: {stopped}, so it has no return: {errors}"
+
+
 @functools.cache
 def verifiers_classes() -> SimpleNamespace:
     """The verifiers taskset, task and env classes of the adapter, built on first use (imports verifiers).
@@ -232,7 +272,7 @@ def verifiers_classes() -> SimpleNamespace:
         ['Taskset', 'Env']
     """
     import verifiers.v1 as vf
-    from pydantic import Field
+    from pydantic import Field, model_validator
 
     class TurnkitTaskData(vf.TaskData):
         """One turnkit task: the env, its kwargs and the reset seed (``prompt`` is the first observation)."""
@@ -279,16 +319,37 @@ def verifiers_classes() -> SimpleNamespace:
     class TurnkitEnvConfig(vf.EnvConfig):
         """The env's one seat, ``player``: verifiers' tool-less ``null`` chat loop, run locally (``subprocess``).
 
-        ``uv`` builds the chat loop's environment on first use; ``UV_NATIVE_TLS`` makes it trust the system's
-        certificates as pip does (behind a TLS-inspecting proxy its own bundle fails).
+        ``uv`` runs the chat loop; ``UV_NATIVE_TLS`` makes it trust the system's certificates as pip does (behind
+        a TLS-inspecting proxy its own bundle fails). A chat harness on the subprocess runtime also gets
+        ``UV_FROZEN=1`` (unless its ``env`` sets it): :class:`TurnkitEnv` locks the program before any episode, so
+        uv installs that lock and never needs PyPI (:mod:`turnkit.integrations.verifiers_chat`).
         """
 
         player: vf.AgentConfig = vf.AgentConfig(
             harness={"id": "null", "env": {"UV_NATIVE_TLS": "true"}}, runtime={"type": "subprocess"}
         )
 
+        @model_validator(mode="after")
+        def run_the_locked_chat_program(self) -> TurnkitEnvConfig:
+            harness = self.player.harness
+            if runs_locked_chat_program(self.player) and harness is not None:
+                harness = harness.model_copy(update={"env": {**FROZEN_ENV, **harness.env}})
+                self.player = self.player.model_copy(update={"harness": harness})
+            return self
+
     class TurnkitEnv(vf.Env[TurnkitEnvConfig]):
         """One turnkit env instance per rollout, reset with the task's seed, stepped with the player's replies."""
+
+        async def start(self) -> None:
+            """Before any episode (``env.serving()``): verifiers' chat program locked and installed, or an error.
+
+            Raises:
+                AgentError: the chat program cannot be made ready (no lock yet and PyPI unreachable, ...),
+                    with uv's reason; the episodes would all fail without running.
+            """
+            player = self.config.player
+            if runs_locked_chat_program(player) and player.harness is not None:
+                await asyncio.to_thread(prepare_chat_program, player.harness.resolved_env)
 
         async def run(self, task: TurnkitTask, agents: vf.Agents) -> None:
             data = task.data
@@ -321,11 +382,13 @@ def verifiers_classes() -> SimpleNamespace:
                 await asyncio.to_thread(env.close)
             trace = interaction.trace
             total = float(sum(s["reward"] for s in steps))
+            trace.info["turnkit"] = {"env_id": data.env_id, "seed": data.seed, "steps": steps, "return": total}
+            if segment.terminated and trace.errors:  # the player's run failed before the env ended the episode
+                raise AgentError(player_failure(data.env_id, data.seed, len(steps), trace))
             trace.record_reward(REWARD_NAME, total, 1.0)
             trace.record_metric("turns", len(steps))
             trace.record_metric("truncated", float(not steps or not steps[-1]["terminated"]))
             trace.record_metric("success", float(episode_success(steps)))
-            trace.info["turnkit"] = {"env_id": data.env_id, "seed": data.seed, "steps": steps, "return": total}
 
     return SimpleNamespace(
         TurnkitTaskData=TurnkitTaskData,
@@ -342,3 +405,32 @@ def __getattr__(name: str) -> Any:
     if name in PUBLIC_NAMES:
         return getattr(verifiers_classes(), name)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """``python -m turnkit.integrations.verifiers``: lock and install verifiers' chat program (set-up, PyPI once).
+
+    Afterwards the adapter's episodes run with no network (:mod:`turnkit.integrations.verifiers_chat`).
+    Idempotent: run again, it checks the lock and the environment and needs no network.
+    """
+    import argparse
+
+    parser = argparse.ArgumentParser(
+        prog="python -m turnkit.integrations.verifiers",
+        description="Lock and install verifiers' chat program once (needs PyPI), so that turnkit's verifiers "
+        "episodes run offline afterwards.",
+    )
+    parser.parse_args(argv)
+    try:
+        program = prepare_chat_program(verifiers_classes().TurnkitEnvConfig().player.harness.resolved_env)
+    except AgentError as exc:
+        print(f"turnkit verifiers: {exc}", file=sys.stderr)
+        return 1
+    print(f"verifiers' chat program is ready to run offline: {program.script}")
+    print(f"  lock: {program.lock}")
+    print(f"  python: {program.python}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
