@@ -57,7 +57,7 @@ import torch
 from torch import Tensor
 
 from turnkit.errors import ConfigError, DataError
-from turnkit.learners.advantages import _as_float, _group_stats, returns_to_go, turn_advantages
+from turnkit.learners.advantages import ESTIMATORS, _as_float, _group_stats, returns_to_go, turn_advantages
 from turnkit.types import Trajectory
 
 SourceKind = Literal["reward", "process", "progress", "turn_advantage"]
@@ -71,6 +71,15 @@ SourceEstimator = Literal["prime", "mrt", "pav", "sweet", "dr_grpo"]
 """An estimator over rewards by source (module docstring)."""
 
 SOURCE_ESTIMATORS: tuple[str, ...] = get_args(SourceEstimator)
+
+BY_SOURCE: tuple[str, ...] = ("prime", "mrt", "pav", "sweet")
+"""Values of ``grpo.estimator`` that a run computes by source with :func:`source_advantages`. The run's
+``"dr_grpo"`` keeps the summed-reward path of :func:`~turnkit.learners.advantages.turn_advantages`, which gives
+the same numbers (the estimator is linear), so existing runs stay bit-identical."""
+
+RUN_ESTIMATORS: tuple[str, ...] = (*ESTIMATORS, *BY_SOURCE, "paper")
+"""Every value of ``grpo.estimator``: the group baselines (``grpo``, ``dr_grpo``, ``rloo``) over summed rewards,
+the by-source estimators, and ``"paper"`` (the estimator the run's critics' papers use)."""
 
 
 def _check(rows: Tensor, mask: Tensor, what: str) -> tuple[Tensor, Tensor]:
@@ -363,6 +372,8 @@ def source_advantages(
 
 
 __all__ = [
+    "BY_SOURCE",
+    "RUN_ESTIMATORS",
     "SOURCE_ESTIMATORS",
     "SOURCE_KINDS",
     "Source",
