@@ -98,24 +98,23 @@ TIED = [episode([0.0, 0.0], 0) for _ in NOISE]
 UNTIED = [episode([0.0, 1.0], 1), episode([0.0, 0.0], 1), episode([0.0, 1.0], 1), episode([0.0, 0.0], 1)]
 
 
-@pytest.mark.parametrize("estimator", SOURCE_ESTIMATORS)
+@pytest.mark.parametrize("estimator", [*SOURCE_ESTIMATORS, "dr_grpo"])
 @pytest.mark.parametrize("outcome", [0.0, 1.0])
 def test_a_tied_outcome_group_is_never_scaled_up_by_another_sources_noise(estimator: str, outcome: float) -> None:
-    tied = [episode([0.0, outcome], 0) for _ in NOISE]
-    batch = tied + UNTIED
+    batch = [episode([0.0, outcome], 0) for _ in NOISE] + UNTIED
     noise = [*NOISE, *((0.0, 0.0) for _ in UNTIED)]
-    kind = {"sweet": "turn_advantage", "mrt": "progress", "pav": "progress"}.get(estimator, "process")
-    sources = {**env_sources(batch), "critic": Source(kind, noise)}
-    adv = source_advantages(batch, sources, estimator=estimator)
-    tied_size = max(abs(a) for row in adv[:4] for a in row)  # type: ignore[union-attr]
-    assert tied_size < 0.05  # the noise's own size (|noise| <= 0.012 per turn), never σ-normalised
+    summed = [tuple(s.reward + n for s, n in zip(t.steps, ns, strict=True)) for t, ns in zip(batch, noise, strict=True)]
+    if estimator == "dr_grpo":  # the control needs no sources: the loop's summed rewards, without σ
+        adv = trajectory_advantages(batch, estimator="dr_grpo", per_turn=True, turn_rewards=summed)
+    else:
+        kind = {"sweet": "turn_advantage", "mrt": "progress", "pav": "progress"}.get(estimator, "process")
+        adv = source_advantages(batch, {**env_sources(batch), "critic": Source(kind, noise)}, estimator=estimator)
+    tied = [a for row in adv[:4] for a in row]  # type: ignore[union-attr]
+    untied = [a for row in adv[4:] for a in row]  # type: ignore[union-attr]
+    assert max(map(abs, tied)) < 0.05  # the noise's own size (|noise| <= 0.012 per turn), never σ-normalised
     if estimator != "sweet":  # SWEET learns from its critic alone
-        assert max(abs(a) for row in adv[4:] for a in row) >= 0.5  # the untied group keeps its outcome signal  # type: ignore[union-attr]
+        assert max(map(abs, untied)) >= 0.5  # the untied group keeps its outcome signal
     # The summed-reward GRPO path divides the tied group by the noise's own σ: full-size advantages.
-    summed = [
-        tuple(r + n for r, n in zip((s.reward for s in t.steps), ns, strict=True))
-        for t, ns in zip(batch, noise, strict=True)
-    ]
     legacy = trajectory_advantages(batch, per_turn=True, turn_rewards=summed)
     assert max(abs(a) for row in legacy[:4] for a in row) > 0.5  # type: ignore[union-attr]
 

@@ -22,9 +22,10 @@ estimator  advantage of turn ``h`` of episode ``i`` (``G`` = return-to-go, ``γ 
 ``sweet``  ``A^c_{i,h} − mean_{j≠i} Ā^c_j``: SWEET-RL's turn advantage from its critic, centred on the
            other episodes of the task (the paper ranks candidates of one state against each other, which
            removes the same offset); the policy learns from the critic alone (arXiv 2503.15478).
-``dr_grpo`` ``G_{i,h} − mean_g G_{·,0}`` of the summed sources: GRPO without ``σ`` (Dr. GRPO,
-           arXiv 2503.20783), the control. Its other half, no length normalisation, is the loss's
-           ``loss_agg="seq_sum_norm"``.
+``dr_grpo`` ``G_{i,h} − mean_g G_{·,0}`` of the loop's summed per-turn rewards: GRPO without ``σ``
+           (Dr. GRPO, arXiv 2503.20783), the control. It needs no sources (the estimator is linear);
+           the run's ``grpo.estimator = "dr_grpo"`` is this, and its other half, no length
+           normalisation, is the loss's ``loss_agg = "seq_sum_norm"``.
 ========== =========================================================================================
 
 Progress ``ΔJ``/``A^μ``, process rewards ``p`` and critic advantages ``A^c`` come already weighted (the
@@ -67,17 +68,14 @@ penalty: summed into the outcome), ``"process"`` (PRIME's implicit process rewar
 
 SOURCE_KINDS: tuple[str, ...] = get_args(SourceKind)
 
-SourceEstimator = Literal["prime", "mrt", "pav", "sweet", "dr_grpo"]
-"""An estimator over rewards by source (module docstring)."""
+SourceEstimator = Literal["prime", "mrt", "pav", "sweet"]
+"""An estimator over rewards by source (module docstring): the values of ``grpo.estimator`` that a run computes
+with :func:`source_advantages`. ``grpo``, ``dr_grpo`` and ``rloo`` keep the summed-reward path of
+:func:`~turnkit.learners.advantages.turn_advantages`, so existing runs stay bit-identical."""
 
 SOURCE_ESTIMATORS: tuple[str, ...] = get_args(SourceEstimator)
 
-BY_SOURCE: tuple[str, ...] = ("prime", "mrt", "pav", "sweet")
-"""Values of ``grpo.estimator`` that a run computes by source with :func:`source_advantages`. The run's
-``"dr_grpo"`` keeps the summed-reward path of :func:`~turnkit.learners.advantages.turn_advantages`, which gives
-the same numbers (the estimator is linear), so existing runs stay bit-identical."""
-
-RUN_ESTIMATORS: tuple[str, ...] = (*ESTIMATORS, *BY_SOURCE, "paper")
+RUN_ESTIMATORS: tuple[str, ...] = (*ESTIMATORS, *SOURCE_ESTIMATORS, "paper")
 """Every value of ``grpo.estimator``: the group baselines (``grpo``, ``dr_grpo``, ``rloo``) over summed rewards,
 the by-source estimators, and ``"paper"`` (the estimator the run's critics' papers use)."""
 
@@ -362,17 +360,14 @@ def source_advantages(
         adv = mrt_turn_advantages(outcome, dense, mask, gids, gamma=gamma)
     elif estimator == "pav":
         adv = pav_turn_advantages(outcome, dense, mask, gids, gamma=gamma)
-    elif estimator == "sweet":
-        adv = sweet_turn_advantages(dense, mask, gids)
     else:
-        adv = dr_grpo_turn_advantages(outcome + dense, mask, gids, gamma=gamma)
+        adv = sweet_turn_advantages(dense, mask, gids)
     for j, i in enumerate(kept):
         out[i] = tuple(float(a) for a in adv[j, : len(trajectories[i].steps)])
     return out
 
 
 __all__ = [
-    "BY_SOURCE",
     "RUN_ESTIMATORS",
     "SOURCE_ESTIMATORS",
     "SOURCE_KINDS",

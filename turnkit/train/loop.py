@@ -76,7 +76,7 @@ from turnkit.critics.base import CriticContext
 from turnkit.critics.registry import CriticSet, build_critics, run_estimator
 from turnkit.errors import ConfigError
 from turnkit.learners.advantages import Estimator, trajectory_advantages
-from turnkit.learners.estimators import BY_SOURCE, Source, env_sources, source_advantages
+from turnkit.learners.estimators import SOURCE_ESTIMATORS, Source, env_sources, source_advantages
 from turnkit.learners.grpo import GRPOConfig, aggregation_share, policy_loss
 from turnkit.learners.optim import step_accumulated
 from turnkit.rollout.batch import TurnBatch, build_episode_batch, build_turn_batch, gather_token_logprobs
@@ -327,7 +327,7 @@ def step_advantages(
     """
     grpo = cfg.loss_config()
     name = estimator if estimator is not None else run_estimator(grpo.estimator, None)
-    if name in BY_SOURCE:
+    if name in SOURCE_ESTIMATORS:
         by_source = sources if sources is not None else env_sources(trajs)
         return source_advantages(trajs, by_source, estimator=name, gamma=grpo.gamma)
     per_turn = grpo.per_turn or turn_rewards is not None
@@ -657,7 +657,7 @@ def _train(run: Run, cfg: TrainConfig, *, resume: bool, progress: bool, policy: 
             if scores is not None:
                 record.update(scores.metrics)
             by_source = None
-            if critics is not None and scores is not None and estimator in BY_SOURCE:
+            if critics is not None and scores is not None and estimator in SOURCE_ESTIMATORS:
                 by_source = critics.sources(trajs, scores)
             turn_rewards = scores.turn_rewards if scores is not None else None
             advantages = step_advantages(trajs, cfg, turn_rewards, sources=by_source, estimator=estimator)
