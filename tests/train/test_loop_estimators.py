@@ -8,12 +8,15 @@ from pathlib import Path
 import pytest
 from transformers import PreTrainedTokenizerFast
 
+from turnkit.cli import main
 from turnkit.errors import ConfigError
+from turnkit.models.tiny import build_tiny_model, save_tiny
 from turnkit.train.config import TrainConfig
 from turnkit.train.loop import step_advantages, train
+from turnkit.train.metrics import read_metrics
 from turnkit.types import AgentTurn, Step, Trajectory
 
-from .conftest import make_policy
+from .conftest import SMALL, make_policy
 from .test_critic_rewards import loop_config
 
 # SecondTurnEnv: every episode has env rewards [0, 1] (a tied outcome) and MRT's J = [0, 1] exactly, so the MRT
@@ -77,3 +80,39 @@ def test_paper_with_critics_of_two_papers_is_refused_before_any_rollout(
     cfg = loop_config(tmp_path, critic=critic, grpo={"group_size": 2, "estimator": "paper"})
     with pytest.raises(ConfigError, match=r"'paper' is ambiguous: the critics' papers use \['mrt', 'pav'\]"):
         train(cfg, policy=make_policy(tokenizer), progress=False)
+
+
+# ---------------------------------------------------------------------------------------------- smoke
+
+SMOKE_CRITICS = {
+    "prime": {},
+    "mrt": {"samples": 2},
+    "pav": {"samples": 2, "best_of": 2},
+    "sweet": {"steps": 2},
+    "oracle": {},
+}
+"""Each critic at smoke size (few prover samples, few critic steps)."""
+
+
+@pytest.fixture(scope="module")
+def model_dir(tokenizer: PreTrainedTokenizerFast, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return save_tiny(build_tiny_model(tokenizer, SMALL), tokenizer, tmp_path_factory.mktemp("estimators") / "model")
+
+
+@pytest.mark.parametrize(
+    ("estimator", "critic"),
+    [("prime", "prime"), ("mrt", "mrt"), ("pav", "pav"), ("sweet", "sweet"), ("paper", "prime")]
+    + [(e, "oracle") for e in ("prime", "mrt", "pav", "sweet", "dr_grpo")],
+)
+def test_smoke_turnkit_train_with_each_estimator_and_critic(
+    model_dir: Path, tmp_path: Path, estimator: str, critic: str
+) -> None:
+    """Two steps of ``turnkit train`` on MathEpisodes with the tiny model, checkpointed: each pair runs end to end."""
+    sets = [f"model={model_dir}", "env_id=turnkit/MathEpisodes-v0", "steps=2", "grpo.group_size=2",
+            "groups_per_step=2", "max_new_tokens=6", "max_turns=2", "checkpoint_every=2", "eval_every=0",
+            f"grpo.estimator={estimator}", f"critic={json.dumps({critic: SMOKE_CRITICS[critic]})}"]  # fmt: skip
+    argv = ["train", "--out", str(tmp_path / "run"), "--quiet", "--threads", "1"]
+    assert main([*argv, *(x for s in sets for x in ("--set", s))]) == 0
+    records = [r for r in read_metrics(tmp_path / "run" / "metrics.jsonl") if "reward_mean" in r]
+    assert [r["step"] for r in records] == [1, 2] and all(f"{critic}/total" in r for r in records)
+    assert (tmp_path / "run" / "checkpoints" / "step-000002").is_dir()
