@@ -69,6 +69,8 @@ def test_estimators_that_need_a_critic_say_so() -> None:
         step_advantages(trajs, TrainConfig(grpo={"estimator": "paper"}))
     with pytest.raises(ConfigError, match="estimator 'sweet' credits turns with a critic's turn advantages"):
         step_advantages(trajs, TrainConfig(grpo={"estimator": "sweet"}))
+    with pytest.raises(ConfigError, match="combines the rewards by source"):  # summed rewards cannot be split again
+        step_advantages(trajs, TrainConfig(grpo={"estimator": "prime"}), [(0.0, 1.0), (0.5, 0.0)])
     with pytest.raises(ConfigError, match=r"GRPOConfig\.estimator must be one of"):
         TrainConfig(grpo={"estimator": "ppo"})
 

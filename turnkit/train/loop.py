@@ -328,6 +328,10 @@ def step_advantages(
     grpo = cfg.loss_config()
     name = estimator if estimator is not None else run_estimator(grpo.estimator, None)
     if name in SOURCE_ESTIMATORS:
+        if sources is None and turn_rewards is not None:
+            raise ConfigError(
+                f"grpo.estimator={name!r} combines the rewards by source (CriticSet.sources), not summed turn_rewards"
+            )
         by_source = sources if sources is not None else env_sources(trajs)
         return source_advantages(trajs, by_source, estimator=name, gamma=grpo.gamma)
     per_turn = grpo.per_turn or turn_rewards is not None
