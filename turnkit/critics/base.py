@@ -187,6 +187,39 @@ def critic_name(critic: object) -> str:
     return str(getattr(critic, "name", type(critic).__name__))
 
 
+def critic_source(critic: object) -> str:
+    """The kind of reward source a critic produces: its ``source`` attribute, else ``"reward"``.
+
+    A critic declares ``source`` so that a run can keep its rewards apart from the env's outcome and combine them
+    with the method's own estimator (:mod:`turnkit.learners.estimators`): ``"process"`` (PRIME), ``"progress"``
+    (MRT, PAV, the oracle), ``"turn_advantage"`` (SWEET); a plain ``"reward"`` (a judge, a length penalty) joins
+    the outcome. ``estimator``, if set, names the estimator of the critic's paper (``grpo.estimator = "paper"``).
+
+    Example:
+        >>> class Judge: pass
+        >>> class Prm:
+        ...     source = "process"
+        >>> critic_source(Judge()), critic_source(Prm())
+        ('reward', 'process')
+    """
+    return str(getattr(critic, "source", "reward"))
+
+
+def source_values(critic: object, rewards: Sequence[float]) -> tuple[float, ...]:
+    """A critic's (weighted) step rewards as the per-turn values of its source.
+
+    A critic that shapes its source for a returns-to-go learner (a progress critic's ``credit="advantage"``
+    rewards, whose return-to-go is the progress of each turn) converts them back with ``source_values``;
+    otherwise the rewards are the values.
+
+    Example:
+        >>> source_values(object(), [0.5, 1.0])
+        (0.5, 1.0)
+    """
+    convert = getattr(critic, "source_values", None)
+    return tuple(float(v) for v in (convert(rewards) if callable(convert) else rewards))
+
+
 def checked(result: CriticResult, trajectory: Trajectory, who: str = "critic") -> CriticResult:
     """Return ``result`` after checking that it has one finite reward per step.
 

@@ -289,6 +289,10 @@ class ImplicitPRM:
     """
 
     name = "prime"
+    source = "process"
+    """Its rewards are a process-reward source (:mod:`turnkit.learners.estimators`)."""
+    estimator = "prime"
+    """The paper's estimator: RLOO per source, process returns-to-go, no ``σ``."""
 
     def __init__(self, prm: HFPolicy, config: PrimeConfig | None = None) -> None:
         self.config = config or PrimeConfig()

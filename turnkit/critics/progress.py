@@ -499,6 +499,9 @@ class ProgressCritic:
         ((-0.25, 0.5), 0.75, 0.4375)
     """
 
+    source = "progress"
+    """Its rewards carry per-turn progress (:mod:`turnkit.learners.estimators`)."""
+
     def __init__(
         self,
         value_fn: ValueFn,
@@ -515,6 +518,26 @@ class ProgressCritic:
             raise ConfigError(f"budget must be > 0 or None, got {budget!r}")
         self.value_fn, self.alpha, self.credit, self.best_of, self.budget = value_fn, alpha, credit, best_of, budget
         self.name = name
+
+    @property
+    def estimator(self) -> str | None:
+        """The estimator of the critic's paper: ``"mrt"`` or ``"pav"`` by its name, else ``None``."""
+        return self.name if self.name in ("mrt", "pav") else None
+
+    def source_values(self, rewards: Sequence[float]) -> tuple[float, ...]:
+        """The per-turn progress ``α ΔV_h`` behind step rewards of this critic (any weight applied to both).
+
+        With ``credit="advantage"`` the return-to-go of the rewards is the progress; with ``"sum"`` the
+        rewards are the progress.
+
+        Example:
+            >>> critic = ProgressCritic(None)
+            >>> critic.source_values(progress_step_rewards([0.5, 0.25, -0.5]))
+            (0.5, 0.25, -0.5)
+        """
+        r = np.asarray(rewards, dtype=np.float64)
+        values = r if self.credit == "sum" else np.cumsum(r[::-1])[::-1]
+        return tuple(float(v) for v in values)
 
     def score(self, trajectory: Trajectory) -> CriticResult:
         """Progress rewards for every step, with metrics."""

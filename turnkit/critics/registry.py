@@ -46,9 +46,19 @@ from typing import Any
 import gymnasium
 
 from turnkit import configs
-from turnkit.critics.base import Critic, CriticContext, CriticResult, StatefulCritic, WeightedSum, score_all
+from turnkit.critics.base import (
+    Critic,
+    CriticContext,
+    CriticResult,
+    StatefulCritic,
+    WeightedSum,
+    critic_source,
+    score_all,
+    source_values,
+)
 from turnkit.critics.rules import EnvReward
 from turnkit.errors import ConfigError
+from turnkit.learners.estimators import Source, env_sources
 from turnkit.types import Trajectory
 
 CriticTable = dict[str, dict[str, Any]]
@@ -287,6 +297,57 @@ class CriticSet:
         metrics["critic_s"] = time.perf_counter() - start
         return CriticScores(rewards, credit, metrics)
 
+    def sources(self, trajs: Sequence[Trajectory], scores: CriticScores) -> dict[str, Source]:
+        """The batch's rewards by source: ``"env"`` and one per critic, each with the kind its critic declares.
+
+        The values are the weighted credit of :meth:`score` (zeros for errored episodes), converted to the
+        source's own per-turn values (:func:`~turnkit.critics.base.source_values`: a progress critic's
+        progress, not its shaped rewards). :func:`turnkit.learners.estimators.source_advantages` combines them.
+
+        Example:
+            >>> from turnkit.critics.rules import LengthPenalty
+            >>> from turnkit.types import AgentTurn, Step
+            >>> critics = CriticSet([("short", 0.5, LengthPenalty(per_unit=1.0, unit="words"))])
+            >>> traj = Trajectory("d", 0, (Step("q", AgentTurn("two words"), 1.0, True),))
+            >>> {name: (s.kind, s.values) for name, s in critics.sources([traj], critics.score([traj])).items()}
+            {'env': ('reward', [(1.0,)]), 'short': ('reward', [(-1.0,)])}
+        """
+        out = env_sources(trajs)
+        for name, _, critic in self.parts:
+            rows = []
+            for t, credit in zip(trajs, scores.credit, strict=True):
+                part = credit.get(name)
+                rows.append(tuple(0.0 for _ in t.steps) if part is None else source_values(critic, part))
+            out[name] = Source(critic_source(critic), rows)
+        return out
+
+    def paper_estimator(self) -> str:
+        """The estimator the papers of this run's dense critics use (``grpo.estimator = "paper"``).
+
+        Raises:
+            ConfigError: No critic names one, or two critics name different ones.
+
+        Example:
+            >>> from turnkit.critics.rules import LengthPenalty
+            >>> CriticSet([("short", 1.0, LengthPenalty(per_unit=0.1))]).paper_estimator()
+            Traceback (most recent call last):
+            ...
+            turnkit.errors.ConfigError: grpo.estimator='paper' needs a critic whose paper has an estimator \
+(prime, mrt, pav, sweet); critics here: ['short']
+        """
+        named = {name: getattr(c, "estimator", None) for name, _, c in self.parts}
+        found = sorted({e for e in named.values() if isinstance(e, str)})
+        if not found:
+            raise ConfigError(
+                "grpo.estimator='paper' needs a critic whose paper has an estimator (prime, mrt, pav, sweet); "
+                f"critics here: {sorted(named)}"
+            )
+        if len(found) > 1:
+            raise ConfigError(
+                f"grpo.estimator='paper' is ambiguous: the critics' papers use {found} ({named}); name one"
+            )
+        return found[0]
+
     def _stateful(self) -> list[tuple[str, float, StatefulCritic]]:
         return [(n, w, c) for n, w, c in self.parts if isinstance(c, StatefulCritic)]
 
@@ -362,6 +423,23 @@ def build_critics(table: str | Mapping[str, Any] | None, ctx: CriticContext) -> 
     return CriticSet(built, envs)
 
 
+def run_estimator(estimator: str, critics: CriticSet | None) -> str:
+    """The advantage estimator a run uses: ``grpo.estimator``, with ``"paper"`` resolved from its critics.
+
+    Raises:
+        ConfigError: ``"paper"`` without a critic that names its paper's estimator, or with several.
+
+    Example:
+        >>> run_estimator("grpo", None), run_estimator("prime", None)
+        ('grpo', 'prime')
+    """
+    if estimator != "paper":
+        return estimator
+    if critics is None:
+        raise ConfigError("grpo.estimator='paper' needs critics (e.g. critic=prime); without one name an estimator")
+    return critics.paper_estimator()
+
+
 def critic_rewards(critic: Critic, trajs: Sequence[Trajectory]) -> tuple[list[tuple[float, ...]], dict[str, float]]:
     """Score the clean episodes of a batch: per-turn rewards for every episode, and mean metrics.
 
@@ -411,4 +489,5 @@ __all__ = [
     "critic_rewards",
     "load_factory",
     "normalize_table",
+    "run_estimator",
 ]

@@ -350,6 +350,10 @@ class SweetCritic:
     """
 
     name = "sweet"
+    source = "turn_advantage"
+    """Its rewards are each turn's advantage (:mod:`turnkit.learners.estimators`)."""
+    estimator = "sweet"
+    """The paper's estimator: the critic's turn advantages, centred on the task's other episodes."""
 
     def __init__(self, critic: HFPolicy, config: SweetConfig | None = None) -> None:
         self.config = config or SweetConfig()

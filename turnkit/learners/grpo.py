@@ -36,7 +36,7 @@ from torch import Tensor
 
 from turnkit.configs import check_bool, check_choice, check_float, check_int
 from turnkit.errors import ConfigError
-from turnkit.learners.advantages import ESTIMATORS, Estimator
+from turnkit.learners.estimators import RUN_ESTIMATORS
 from turnkit.learners.kl import KL_ESTIMATORS, KLEstimator, kl_estimate
 
 LossAggregation = Literal["token_mean", "seq_mean", "seq_sum_norm"]
@@ -62,8 +62,10 @@ class GRPOConfig:
 
     group_size: int = 8
     """Episodes per group (same task and seed); advantages compare members of a group."""
-    estimator: Estimator = "grpo"
-    """Group baseline: ``"grpo"`` (mean and std), ``"dr_grpo"`` (mean only) or ``"rloo"`` (leave-one-out)."""
+    estimator: str = "grpo"
+    """Group baseline over the summed rewards: ``"grpo"`` (mean and std), ``"dr_grpo"`` (mean only) or ``"rloo"``
+    (leave-one-out); or a method's own estimator over the rewards by source, ``"prime"``, ``"mrt"``, ``"pav"``,
+    ``"sweet"``, or ``"paper"`` (the one the run's critics' papers use; :mod:`turnkit.learners.estimators`)."""
     per_turn: bool = False
     """Credit each turn with its return-to-go (dense rewards) instead of the whole episode's return."""
     gamma: float = 1.0
@@ -90,7 +92,7 @@ class GRPOConfig:
             raise ConfigError(
                 f"GRPOConfig.group_size must be an int >= 2 (a lone sample has no baseline), got {self.group_size!r}"
             ) from None
-        check_choice(self, "estimator", ESTIMATORS)
+        check_choice(self, "estimator", RUN_ESTIMATORS)
         check_choice(self, "kl_estimator", KL_ESTIMATORS)
         check_choice(self, "loss_agg", LOSS_AGGREGATIONS)
         check_bool(self, "per_turn")

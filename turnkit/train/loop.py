@@ -28,7 +28,9 @@ Per step ``s`` (all randomness from the run seed, so a resumed run repeats an un
 the update; learned critics (PRIME's PRM, SWEET's critic) then take their own step on the same batch, and
 their adapters and optimizer states are part of every checkpoint. The learners never touch an env. Critic
 metrics (``mrt/regret``, ``prime/rank_acc``, ...) are averaged over the clean episodes into the step's record,
-with ``critic_s``. Without a critic the step is exactly the env-reward step above.
+with ``critic_s``. Without a critic the step is exactly the env-reward step above. With ``grpo.estimator`` one
+of ``prime``, ``mrt``, ``pav``, ``sweet`` (or ``paper``: the critics' own) the env's and each critic's rewards
+stay separate sources, combined as that method's paper does (:mod:`turnkit.learners.estimators`, no ``σ``).
 
 **Token-exact contexts.** Every turn after the first conditions on the ids the policy saw and generated
 before, extended by the chat template's ids for the env's reply (:class:`~turnkit.rollout.chat.ChatDelta`),
@@ -60,7 +62,7 @@ import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import gymnasium
 import numpy as np
@@ -71,9 +73,10 @@ import turnkit  # noqa: F401  (registers the built-in envs)
 from turnkit.agents.hf import HFPolicy
 from turnkit.checkpoint import reading
 from turnkit.critics.base import CriticContext
-from turnkit.critics.registry import CriticSet, build_critics
+from turnkit.critics.registry import CriticSet, build_critics, run_estimator
 from turnkit.errors import ConfigError
-from turnkit.learners.advantages import trajectory_advantages
+from turnkit.learners.advantages import Estimator, trajectory_advantages
+from turnkit.learners.estimators import SOURCE_ESTIMATORS, Source, env_sources, source_advantages
 from turnkit.learners.grpo import GRPOConfig, aggregation_share, policy_loss
 from turnkit.learners.optim import step_accumulated
 from turnkit.rollout.batch import TurnBatch, build_episode_batch, build_turn_batch, gather_token_logprobs
@@ -303,7 +306,12 @@ def idle_warning(idle_steps: int, tied_frac: float, *, threshold: int = IDLE_STE
 
 
 def step_advantages(
-    trajs: Sequence[Trajectory], cfg: TrainConfig, turn_rewards: Sequence[Sequence[float]] | None = None
+    trajs: Sequence[Trajectory],
+    cfg: TrainConfig,
+    turn_rewards: Sequence[Sequence[float]] | None = None,
+    *,
+    sources: dict[str, Source] | None = None,
+    estimator: str | None = None,
 ) -> list[tuple[float, ...] | None]:
     """The advantages of one rollout batch: per episode, one per turn (``None``: errored, masked).
 
@@ -312,12 +320,24 @@ def step_advantages(
         cfg: The run's settings (``grpo.estimator``, ``per_turn``, ``gamma``, ``adv_eps``).
         turn_rewards: Dense per-turn rewards (one sequence per trajectory, e.g. the critics'); the advantages
             are then per-turn returns-to-go of these instead of the env rewards.
+        sources: The rewards by source (:meth:`~turnkit.critics.registry.CriticSet.sources`), for the
+            estimators that keep them apart (``prime``, ``mrt``, ``pav``, ``sweet``); default: the env's alone.
+        estimator: The estimator in effect (``grpo.estimator`` with ``"paper"`` resolved); default
+            ``grpo.estimator``.
     """
     grpo = cfg.loss_config()
+    name = estimator if estimator is not None else run_estimator(grpo.estimator, None)
+    if name in SOURCE_ESTIMATORS:
+        if sources is None and turn_rewards is not None:
+            raise ConfigError(
+                f"grpo.estimator={name!r} combines the rewards by source (CriticSet.sources), not summed turn_rewards"
+            )
+        by_source = sources if sources is not None else env_sources(trajs)
+        return source_advantages(trajs, by_source, estimator=name, gamma=grpo.gamma)
     per_turn = grpo.per_turn or turn_rewards is not None
     return trajectory_advantages(
         trajs,
-        estimator=grpo.estimator,
+        estimator=cast(Estimator, name),
         per_turn=per_turn,
         gamma=grpo.gamma,
         eps=grpo.adv_eps,
@@ -602,6 +622,7 @@ def _train(run: Run, cfg: TrainConfig, *, resume: bool, progress: bool, policy: 
     policy = policy if policy is not None else build_policy(cfg, progress=progress)  # after: a bad log fails fast
     place_policy(policy, cfg.device)
     critics = build_critics(cfg.critic, critic_context(cfg, policy))  # before the adapter: critics copy the start
+    estimator = run_estimator(cfg.grpo.estimator, critics)  # "paper" resolved (or refused) before any rollout
     ref_model = prepare_policy(policy, cfg)
     params = trainable_parameters(policy)
     optimizer = torch.optim.AdamW(params, lr=cfg.lr, weight_decay=cfg.weight_decay)
@@ -639,7 +660,11 @@ def _train(run: Run, cfg: TrainConfig, *, resume: bool, progress: bool, policy: 
             scores = critics.score(trajs) if critics is not None else None
             if scores is not None:
                 record.update(scores.metrics)
-            advantages = step_advantages(trajs, cfg, scores.turn_rewards if scores is not None else None)
+            by_source = None
+            if critics is not None and scores is not None and estimator in SOURCE_ESTIMATORS:
+                by_source = critics.sources(trajs, scores)
+            turn_rewards = scores.turn_rewards if scores is not None else None
+            advantages = step_advantages(trajs, cfg, turn_rewards, sources=by_source, estimator=estimator)
             if kept.due(step):
                 credit = scores.credit if scores is not None else None
                 rows = learner_records(trajs, advantages, trained_episodes(advantages, cfg), credit=credit)
