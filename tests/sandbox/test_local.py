@@ -222,7 +222,9 @@ def test_killed_spare_children_are_replaced_on_demand():
         for pid in spares:
             os.kill(pid, signal.SIGKILL)
         r = sb.run_python("print(2)")
-        assert (r.exit_code, r.stdout) == (0, "2\n"), r
+        # A killed keeper kills its jail a moment later: the spare is replaced, or, where its code had already
+        # started, the call is a worker fault (never a wrong result of the code's) and the worker is replaced.
+        assert (r.exit_code, r.stdout) == (0, "2\n") or r.fault == "worker_broken", r
         assert sb.run_python("print(3)").stdout == "3\n"
 
 

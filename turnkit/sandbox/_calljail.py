@@ -30,8 +30,8 @@ Example:
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import os
-import resource
 import select
 import signal
 import struct
@@ -54,24 +54,25 @@ _MS_RDONLY, _MS_NOSUID, _MS_NODEV, _MS_NOEXEC = 1, 2, 4, 8
 _MS_REMOUNT, _MS_BIND, _MS_REC, _MS_PRIVATE = 32, 4096, 0x4000, 1 << 18
 _PR_SET_PDEATHSIG = 1
 _PR_SET_NO_NEW_PRIVS = 38
-_PR_CAPBSET_DROP = 24
-_JAIL_STATUS = struct.Struct("<i")
 
-_JAIL_LIBC: list = []
+_JAIL_LIBC = ctypes.CDLL(None, use_errno=True)
 
 
-def _jail_libc():
-    if not _JAIL_LIBC:
-        import ctypes
+class _CapHeader(ctypes.Structure):
+    _fields_ = [("version", ctypes.c_uint32), ("pid", ctypes.c_int)]
 
-        _JAIL_LIBC.append(ctypes.CDLL(None, use_errno=True))
-    return _JAIL_LIBC[0]
+
+class _CapData(ctypes.Structure):
+    _fields_ = [("effective", ctypes.c_uint32), ("permitted", ctypes.c_uint32), ("inheritable", ctypes.c_uint32)]
+
+
+_NO_CAPS = (_CapHeader(0x20080522, 0), (_CapData * 2)())
+"""capset(2) arguments that clear every capability set (version 3: two 32-bit words each); made once, before the
+zygote forks, so that no call's process spends time on ctypes types."""
 
 
 def _jail_check(result: int, what: str) -> None:
     if result != 0:
-        import ctypes
-
         err = ctypes.get_errno()
         raise OSError(err, f"call jail: {what}: {os.strerror(err)}")
 
@@ -86,17 +87,20 @@ def _jail_write(path: str, text: str) -> None:
 
 def _jail_mount(source: str | None, target: str, fstype: str | None, flags: int, data: str | None = None) -> None:
     enc = lambda s: None if s is None else s.encode()  # noqa: E731
-    _jail_check(_jail_libc().mount(enc(source), enc(target), enc(fstype), flags, enc(data)), f"mount {target}")
+    _jail_check(_JAIL_LIBC.mount(enc(source), enc(target), enc(fstype), flags, enc(data)), f"mount {target}")
 
 
-def enter_jail() -> None:
+def enter_jail(done_fd: int) -> None:
     """Move this call's fresh process into a jail; returns in the process that runs the call (PID 2 inside).
 
     The process that called it stays outside as the keeper, and the namespace's init waits between them; neither
-    returns. Raises ``OSError`` (before any fork) where the kernel refuses the namespaces.
+    returns. When the code's process ends, the init kills every other process of the call and then writes
+    :data:`JAIL_END` (the code's wait status, CPU seconds, peak RSS) on ``done_fd``, a pipe to the supervisor that
+    the code never holds: from that word on nothing of the call can run again. Raises ``OSError`` (before any
+    fork) where the kernel refuses the namespaces.
     """
     uid, gid = os.getuid(), os.getgid()
-    _jail_check(_jail_libc().unshare(_CLONE_NEWUSER | _CLONE_NEWPID | _CLONE_NEWIPC | _CLONE_NEWNS), "unshare")
+    _jail_check(_JAIL_LIBC.unshare(_CLONE_NEWUSER | _CLONE_NEWPID | _CLONE_NEWIPC | _CLONE_NEWNS), "unshare")
     set_dumpable(True)  # a non-dumpable process's /proc/self files are root's: it could not write its own maps
     try:  # (no process of another call can name this one: they all run in namespaces of their own)
         _jail_write("/proc/self/uid_map", f"{uid} {uid} 1\n")
@@ -104,64 +108,48 @@ def enter_jail() -> None:
         _jail_write("/proc/self/gid_map", f"{gid} {gid} 1\n")
     finally:
         set_dumpable(False)
-    status_r, status_w = os.pipe()
+    alive_r, alive_w = os.pipe()  # the keeper holds the read end: the init sees whether it is still there
     init = os.fork()
     if init:
-        os.close(status_w)
-        _jail_keeper(init, status_r)
-    os.close(status_r)
-    _jail_set_up_init(status_w)
+        os.close(alive_w)
+        _jail_keeper(init, alive_r)
+    os.close(alive_r)
+    _jail_set_up_init(alive_w)
+    os.close(alive_w)
     code = os.fork()
     if code:
-        _jail_init_loop(code, status_w)
-    os.close(status_w)
+        _jail_init_loop(code, done_fd)
+    os.close(done_fd)
     os.setpgid(0, 0)  # a process group of its own inside (the keeper's is outside, where it has no id)
     _jail_drop_privileges()
 
 
-def _jail_keeper(init: int, status_r: int) -> NoReturn:
-    """Outside the jail: end as the code's process ended, once the init reports it (and has killed the rest).
+JAIL_END = struct.Struct("<idd")
+"""What a jail's init reports as the call ends: the code process's wait status, CPU seconds, peak RSS (kB)."""
 
-    The init writes the status only after ``kill(-1, SIGKILL)``, so when the keeper ends with it no process of the
-    call can run again; the kernel's teardown of the namespace goes on without anyone waiting for it. Without a
-    status (the init died first) the keeper kills itself: the supervisor then waits for the namespace to go.
-    """
-    for fd in (0, 1, 2, 3, 4):  # the call's pipes belong to the code: the supervisor sees their ends as the call's
-        with contextlib.suppress(OSError):
-            os.close(fd)
-    data = b""
+
+def _jail_keeper(init: int, alive_r: int) -> NoReturn:
+    """Outside the jail: hold it until its init ends (the supervisor kills the keeper to kill the whole call)."""
+    for fd in range(8):  # the call's pipes are the code's and the init's, never the keeper's
+        if fd != alive_r:
+            with contextlib.suppress(OSError):
+                os.close(fd)
     while True:
         try:
-            data = os.read(status_r, _JAIL_STATUS.size)
-            break
+            os.waitpid(init, 0)
         except InterruptedError:
             continue
-        except OSError:
-            break
-    if len(data) != _JAIL_STATUS.size:
-        os.kill(os.getpid(), signal.SIGKILL)
-    _end_as_status(_JAIL_STATUS.unpack(data)[0])
+        except ChildProcessError:
+            pass
+        os._exit(0)
 
 
-def _end_as_status(status: int) -> NoReturn:
-    """Exit with a child's wait status: the same exit code, or death by the same signal (no core file)."""
-    if os.WIFSIGNALED(status):
-        sig = os.WTERMSIG(status)
-        with contextlib.suppress(OSError, ValueError):
-            resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
-            signal.signal(sig, signal.SIG_DFL)
-            signal.pthread_sigmask(signal.SIG_UNBLOCK, [sig])
-            os.kill(os.getpid(), sig)
-        os._exit(128 + sig)
-    os._exit(os.waitstatus_to_exitcode(status) & 0xFF)
-
-
-def _jail_set_up_init(status_w: int) -> None:
+def _jail_set_up_init(alive_w: int) -> None:
     """PID 1 of the call's namespace: dies with the keeper; private ``/proc``, read-only ``/dev``, own ``/dev/shm``."""
     prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)  # the keeper killed (timeout, leftovers): the namespace dies with it
     try:
         poller = select.poll()
-        poller.register(status_w, select.POLLOUT)
+        poller.register(alive_w, select.POLLOUT)
         if any(ev & select.POLLERR for _fd, ev in poller.poll(0)):
             os._exit(1)  # the keeper died before PR_SET_PDEATHSIG took: nothing to serve
         _jail_mount(None, "/", None, _MS_REC | _MS_PRIVATE)
@@ -174,14 +162,15 @@ def _jail_set_up_init(status_w: int) -> None:
         os._exit(1)
 
 
-def _jail_init_loop(code: int, status_w: int) -> NoReturn:
-    """PID 1's life: reap every process until the code's own ends, report its wait status, exit."""
-    for fd in (0, 1, 2, 3, 4):
-        with contextlib.suppress(OSError):
-            os.close(fd)
+def _jail_init_loop(code: int, done_fd: int) -> NoReturn:
+    """PID 1's life: reap every process until the code's own ends, kill the rest, report :data:`JAIL_END`, exit."""
+    for fd in range(8):
+        if fd != done_fd:
+            with contextlib.suppress(OSError):
+                os.close(fd)
     while True:  # orphans are reaped as they end (as zombies they would count against RLIMIT_NPROC)
         try:
-            pid, status = os.waitpid(-1, 0)
+            pid, status, usage = os.wait4(-1, 0)
         except ChildProcessError:
             os._exit(1)
         except InterruptedError:
@@ -190,7 +179,7 @@ def _jail_init_loop(code: int, status_w: int) -> NoReturn:
             with contextlib.suppress(ProcessLookupError):
                 os.kill(-1, signal.SIGKILL)  # everything else in the namespace, at once (no fork slips past)
             with contextlib.suppress(OSError):
-                os.write(status_w, _JAIL_STATUS.pack(status))
+                os.write(done_fd, JAIL_END.pack(status, usage.ru_utime + usage.ru_stime, float(usage.ru_maxrss)))
             os._exit(0)  # the kernel reaps what it killed as the namespace goes
 
 
@@ -205,36 +194,36 @@ def _jail_mount_flags(path: str) -> int:
 
 
 def _jail_drop_privileges() -> None:
-    """Give up every capability of the new user namespace, for good (the code's process, before its request)."""
-    import ctypes
+    """Give up every capability of the new user namespace, for good (the code's process, before its request).
 
-    class _Header(ctypes.Structure):
-        _fields_ = [("version", ctypes.c_uint32), ("pid", ctypes.c_int)]
-
-    class _Data(ctypes.Structure):
-        _fields_ = [("effective", ctypes.c_uint32), ("permitted", ctypes.c_uint32), ("inheritable", ctypes.c_uint32)]
-
-    libc = _jail_libc()
+    Its uid is not 0 in the namespace and ``no_new_privs`` is set, so no ``execve`` can give any back.
+    """
     prctl(_PR_SET_NO_NEW_PRIVS, 1)
-    for cap in range(64):
-        libc.prctl(_PR_CAPBSET_DROP, cap, 0, 0, 0)
-    header, data = _Header(0x20080522, 0), (_Data * 2)()
-    _jail_check(libc.capset(ctypes.byref(header), data), "capset")
+    _jail_check(_JAIL_LIBC.capset(ctypes.byref(_NO_CAPS[0]), _NO_CAPS[1]), "capset")
     set_dumpable(False)  # as forked: the call's own process turns it back on just before the code runs
 
 
 def check_jail() -> str:
     """Jail one empty call: ``""`` if it worked, else why not (the supervisor then refuses to start)."""
+    done_r, done_w = os.pipe()
     pid = os.fork()
     if pid == 0:
+        os.close(done_r)
         try:
-            enter_jail()
+            enter_jail(done_w)
         except BaseException as exc:
             os.write(2, f"{exc}\n".encode("utf-8", "replace"))
             os._exit(1)
         os._exit(0)
+    os.close(done_w)
+    with open(done_r, "rb") as done:
+        end = done.read(JAIL_END.size)
     status = os.waitpid(pid, 0)[1]
-    return "" if status == 0 else f"a jailed empty call ended with status {os.waitstatus_to_exitcode(status)}"
+    if status != 0:
+        return f"the jail's keeper ended with status {os.waitstatus_to_exitcode(status)}"
+    if len(end) != JAIL_END.size or JAIL_END.unpack(end)[0] != 0:
+        return "the jail's init did not report the end of an empty call"
+    return ""
 
 
 # --- Docker: a uid of the code's own -----------------------------------------------------------------------
@@ -292,7 +281,7 @@ def kill_code_uid(uid: int = CODE_UID) -> bool:
 
 def _remove_ipc(uid: int) -> None:
     """Remove the SysV shared memory, semaphores and message queues owned by ``uid`` (listed in /proc/sysvipc)."""
-    libc = _jail_libc()
+    libc = _JAIL_LIBC
     ipc_rmid = 0
     for name, remove in (
         ("shm", lambda i: libc.shmctl(i, ipc_rmid, None)),

@@ -237,9 +237,9 @@ def _rehearse() -> None:
 def _spare_main(fds: Sequence[int]) -> NoReturn:
     """A spare child, forked by the zygote: set up, rehearse, then wait for its one request on fd 3."""
     try:
-        _child_prepare((fds[0], fds[1], fds[2]), keep=(fds[3], fds[4]))
+        _child_prepare((fds[0], fds[1], fds[2]), keep=tuple(fds[3:6]))
         if _JAILED[0]:
-            enter_jail()
+            enter_jail(5)  # the init's pipe to the supervisor, which the code's process closes
         _rehearse()
         req, blobs = read_frame(3, 1 << 30)
         os.close(3)

@@ -40,6 +40,7 @@ from typing import Any, NoReturn
 from turnkit.sandbox._calljail import (
     CALL_ISOLATION,
     CODE_UID,
+    JAIL_END,
     as_code_uid,
     check_jail,
     kill_code_uid,
@@ -182,12 +183,15 @@ class _Reaper:
         self.max_rss_kb = 0.0
         self.reported: dict[str, float] | None = None
         """What the child said on its status pipe as it ended (exit code, CPU seconds, peak RSS)."""
+        self.final: tuple[int, float, float] | None = None
+        """What a jail's init said once the code's process ended and the rest of the call was killed (its wait
+        status, CPU seconds, peak RSS): trusted, the code never holds that pipe."""
 
     def reap(self, block: bool = False) -> None:
         """Reap every exited child; with ``block``, first wait for the main child if it runs and did not report."""
         deadline = time.monotonic() + 30.0
         while True:
-            if block and self.direct and self.status is None and self.reported is None:
+            if block and self.direct and self.status is None and self.reported is None and self.final is None:
                 with contextlib.suppress(ChildProcessError):
                     _pid, status, ru = os.wait4(self.child, 0)
                     _DYING.discard(self.child)
@@ -195,7 +199,7 @@ class _Reaper:
             found = _collect_exits()
             if self.child in found:
                 self.status, self.cpu_s, self.max_rss_kb = found[self.child]
-            waiting = block and self.status is None and self.reported is None
+            waiting = block and self.status is None and self.reported is None and self.final is None
             if not waiting or time.monotonic() > deadline or (_zygote is not None and not _zygote.alive):
                 return
             select.select([_zygote] if _zygote is not None else [], [], [], 0.002)
@@ -236,25 +240,13 @@ class _Reaper:
                     os.kill(pid, signal.SIGKILL)
             time.sleep(0.001)
 
-    def jail_ended(self, wait_s: float = 1.0) -> bool:
-        """Whether the keeper of a call that reported its end ended as its code did, within ``wait_s``.
-
-        Its init kills every other process of the call before it tells the keeper how the code ended, so then
-        nothing of the call can run again, and the namespace's teardown need not be waited for. A keeper killed by
-        SIGKILL (the code's own way to end, or no word from the init) leaves that to :meth:`await_jails`.
-        """
-        if self.reported is None or not self.end_clean(wait_s):
-            return False
-        return not (os.WIFSIGNALED(self.status) and os.WTERMSIG(self.status) == signal.SIGKILL)
-
-    def end_clean(self, wait_s: float) -> bool:
-        """Wait up to ``wait_s`` for the main child's exit; whether it came."""
-        deadline = time.monotonic() + wait_s
-        while self.status is None and time.monotonic() < deadline:
-            self.reap()
-            if self.status is None:
-                select.select([_zygote] if _zygote is not None and _zygote.alive else [], [], [], 0.001)
-        return self.status is not None
+    def read_final(self, fd: int, wait_s: float = 0.0) -> None:
+        """Take the jail init's end word from ``fd`` if it comes within ``wait_s`` (see :attr:`final`)."""
+        if self.final is None and select.select([fd], [], [], wait_s)[0]:
+            with contextlib.suppress(BlockingIOError, OSError):
+                data = os.read(fd, JAIL_END.size)
+                if len(data) == JAIL_END.size:
+                    self.final = JAIL_END.unpack(data)
 
     def end_jail(self) -> None:
         """Kill a jailed call's keeper: its init dies with it, and the kernel kills every process of the call."""
@@ -306,14 +298,20 @@ class _Spare:
         self.err_r, err_w = os.pipe()
         req_r, self.req_w = os.pipe()
         self.end_r, end_w = os.pipe()
+        theirs = [in_r, out_w, err_w, req_r, end_w]
+        self.done_r: int | None = None
+        if _JAILED[0]:  # the jail's init reports the call's end on it (the code never holds it)
+            self.done_r, done_w = os.pipe()
+            theirs.append(done_w)
         try:
-            asked = zygote.spawn((in_r, out_w, err_w, req_r, end_w))
+            asked = zygote.spawn(theirs)
         finally:
-            for fd in (in_r, out_w, err_w, req_r, end_w):
+            for fd in theirs:
                 os.close(fd)
         if not asked:
-            for fd in (self.in_w, self.out_r, self.err_r, self.req_w, self.end_r):
-                os.close(fd)
+            for fd in (self.in_w, self.out_r, self.err_r, self.req_w, self.end_r, self.done_r):
+                if fd is not None:
+                    os.close(fd)
             raise OSError("the zygote is gone")
         self._zygote = zygote
         self._pid: int | None = None
@@ -350,9 +348,9 @@ class _Spare:
         with contextlib.suppress(OSError):
             os.kill(self.pid, signal.SIGKILL)
             _DYING.add(self.pid)
-        for fd in (self.in_w, self.out_r, self.err_r, self.end_r):
-            with contextlib.suppress(OSError):
-                os.close(fd)
+        for fd in (self.in_w, self.out_r, self.err_r, self.end_r, self.done_r):
+            with contextlib.suppress(OSError, TypeError):
+                os.close(fd)  # type: ignore[arg-type]
 
 
 _SPARES: list[_Spare] = []
@@ -422,6 +420,7 @@ def _execute(req: dict[str, Any], blobs: list[bytes], watch_fd: int | None = Non
     old_handler = signal.signal(signal.SIGCHLD, lambda *_: None)
     start = time.monotonic()
     end_r: int | None = None
+    done_r: int | None = None
     ahead = int(_zygote is not None and _zygote.alive)  # the next call's spare waits beside this call
     req = dict(req, others=_reap_dying() + ahead)
     isolated = _JAILED[0] or _CODE_UID[0] is not None
@@ -436,7 +435,7 @@ def _execute(req: dict[str, Any], blobs: list[bytes], watch_fd: int | None = Non
         if _zygote is not None:
             _zygote.give_up("it never reported the spare that got the request")
     if handed and spare is not None:
-        in_w, out_r, err_r, end_r = spare.in_w, spare.out_r, spare.err_r, spare.end_r
+        in_w, out_r, err_r, end_r, done_r = spare.in_w, spare.out_r, spare.err_r, spare.end_r, spare.done_r
     elif _zygote is not None:
         signal.set_wakeup_fd(old_wakeup)
         signal.signal(signal.SIGCHLD, old_handler)
@@ -464,6 +463,8 @@ def _execute(req: dict[str, Any], blobs: list[bytes], watch_fd: int | None = Non
     end = EndReport(end_r)
     if end_r is not None:
         poller.register(end_r, select.POLLIN)
+    if done_r is not None:
+        poller.register(done_r, select.POLLIN)
     if watch_fd is not None:
         poller.register(watch_fd, select.POLLIN)
     zygote_fd = _zygote.fileno() if _zygote is not None and _zygote.alive else None
@@ -474,7 +475,13 @@ def _execute(req: dict[str, Any], blobs: list[bytes], watch_fd: int | None = Non
         poller.register(in_w, select.POLLOUT)
     deadline = start + timeout
     timed_out = host_gone = False
-    while reaper.status is None and reaper.reported is None and not host_gone and not _flooded(streams):
+    while (
+        reaper.status is None
+        and reaper.reported is None
+        and reaper.final is None
+        and not host_gone
+        and not _flooded(streams)
+    ):
         remaining = deadline - time.monotonic()
         if remaining <= 0:
             timed_out = True
@@ -487,6 +494,9 @@ def _execute(req: dict[str, Any], blobs: list[bytes], watch_fd: int | None = Non
                 if zygote_fd is not None and (_zygote is None or not _zygote.alive):
                     poller.unregister(zygote_fd)
                     zygote_fd = None
+            elif fd == done_r:
+                reaper.read_final(done_r)
+                poller.unregister(done_r)
             elif fd == end_r:
                 reaper.reported = end.read()
                 if end.closed:
@@ -503,9 +513,12 @@ def _execute(req: dict[str, Any], blobs: list[bytes], watch_fd: int | None = Non
     if isolated:
         if _CODE_UID[0] is not None:
             jail_gone = kill_code_uid(_CODE_UID[0]) and reaper.await_jails()
-        elif not reaper.jail_ended():
-            reaper.end_jail()
-            jail_gone = reaper.await_jails()
+        else:
+            if done_r is not None and not timed_out and not host_gone and not _flooded(streams):
+                reaper.read_final(done_r, wait_s=1.0)  # a reported end: the init's word follows at once
+            if reaper.final is None:  # timed out, flooded, or the init never spoke: the namespace must go
+                reaper.end_jail()
+                jail_gone = reaper.await_jails()
     else:
         reaper.kill_all()
     _fill_spares()  # nothing of this call is left: the zygote forks the next calls' children from here on
@@ -516,8 +529,11 @@ def _execute(req: dict[str, Any], blobs: list[bytes], watch_fd: int | None = Non
     if end_r is not None and not end.started:
         with contextlib.suppress(BlockingIOError, OSError):
             end.read()  # the "S" may have come with the child's exit
-    spare_died = end_r is not None and not end.started and reaper.status is not None and not timed_out
+    ended = reaper.status is not None or reaper.final is not None
+    spare_died = end_r is not None and not end.started and ended and not timed_out
     end.close()
+    if done_r is not None:
+        os.close(done_r)
     for fd in (wake_r, wake_w):
         os.close(fd)
     signal.set_wakeup_fd(old_wakeup)
@@ -526,6 +542,10 @@ def _execute(req: dict[str, Any], blobs: list[bytes], watch_fd: int | None = Non
         if _zygote is not None:
             _zygote.give_up("a call's processes were still there 10 s after it ended")
         return {"fault": "worker_broken", "detail": "a call's processes did not end with it"}, []
+    if _JAILED[0] and end.started and reaper.final is None and reaper.reported is None and not timed_out:
+        if reaper.status is not None and os.WIFSIGNALED(reaper.status):  # the code cannot reach the keeper
+            return {"fault": "worker_broken", "detail": "a call's keeper was killed from outside"}, []
+        reaper.status = signal.SIGKILL  # its init died without a word (the code can starve it): killed, its doing
     if spare_died and tries > 1:  # killed before it read the request: nothing ran, ask the zygote for another
         return _execute(req, blobs, watch_fd, tries - 1)
     if spare_died and isolated:  # the code cannot reach a spare: it died of the worker's fault
@@ -562,6 +582,9 @@ def _reply_header(
     status, reported = reaper.status, reaper.reported
     if reported is not None:  # a spare's own report, sent as it ended (its wait status is our SIGKILL after it)
         exit_code, cpu_s, max_rss_kb = int(reported["exit_code"]), reported["cpu_s"], reported["max_rss_kb"]
+    elif reaper.final is not None:  # the jail's init: how the code's process ended
+        exit_code = os.waitstatus_to_exitcode(reaper.final[0])
+        cpu_s, max_rss_kb = reaper.final[1], reaper.final[2]
     else:
         exit_code = os.waitstatus_to_exitcode(status) if status is not None else -signal.SIGKILL
         cpu_s, max_rss_kb = reaper.cpu_s, reaper.max_rss_kb
