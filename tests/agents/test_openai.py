@@ -34,7 +34,7 @@ def ok(payload: object = GOOD_REPLY) -> Reply:
 
 
 def _agent(url: str, **kwargs) -> OpenAIAgent:
-    return OpenAIAgent(url, "turnkit", **{"retries": 0, "backoff": 0.0, "timeout": 5.0, **kwargs})
+    return OpenAIAgent(url, "turnkit", **{"retries": 0, "backoff": 0.0, "timeout": 120.0, **kwargs})
 
 
 # ---------------------------------------------------------------- the tiny model behind a real server
