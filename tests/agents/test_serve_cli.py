@@ -211,3 +211,10 @@ def test_the_docs_example_runs(tmp_path: Path, capsys: pytest.CaptureFixture[str
         if served.proc.poll() is None:
             served.proc.kill()
             served.proc.communicate()
+
+
+def test_an_openai_spec_without_a_model_takes_the_one_the_server_serves(tiny_server: Served) -> None:
+    # `turnkit eval --agent openai:URL` against `turnkit serve tiny`: the agent asks /v1/models instead of sending
+    # a name the server would answer with 404.
+    agent = make_agent(f"openai:{tiny_server.url}")
+    assert agent.model == tiny_server.model == "tiny"

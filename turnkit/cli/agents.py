@@ -8,7 +8,7 @@ Specs:
     ``tiny``              the embedded default tiny policy (built and cached locally on first use)
     ``smollm2``           SmolLM2-135M-Instruct (``smollm2-bf16``: in bfloat16), converted and cached on first use;
                           any name of :mod:`turnkit.models.names` works the same way
-    ``openai:URL#MODEL``  ``OpenAIAgent`` against an OpenAI-compatible server
+    ``openai:URL#MODEL``  ``OpenAIAgent`` against an OpenAI-compatible server (without ``#MODEL``: the one it serves)
 
 Example:
     >>> type(make_agent("oracle")).__name__, type(make_agent("scripted:ANSWER: 1")).__name__
@@ -138,8 +138,36 @@ def _make_agent(spec: str, *, seed: int, progress: bool) -> Agent:
         from turnkit.agents.openai import OpenAIAgent
 
         url, _, model = arg.partition("#")
-        return OpenAIAgent(base_url=url, model=model or "default")
+        return OpenAIAgent(base_url=url, model=model or served_model(url))
     raise ConfigError(f"unknown agent spec {spec!r}; use one of: {', '.join(SPECS)}")
+
+
+def served_model(base_url: str, timeout_s: float = 30.0) -> str:
+    """The one model an OpenAI-compatible server serves (its ``/models``): an ``openai:URL`` spec without ``#MODEL``.
+
+    Raises:
+        ConfigError: The server cannot be asked, or serves no or several models (their names are listed).
+
+    Example:
+        >>> served_model("http://127.0.0.1:9/v1", timeout_s=1)
+        Traceback (most recent call last):
+        ...
+        turnkit.errors.ConfigError: cannot ask http://127.0.0.1:9/v1/models which model it serves (...); name it: ...
+    """
+    import json
+    import urllib.error
+    import urllib.request
+
+    url = base_url.rstrip("/") + "/models"
+    try:
+        with urllib.request.urlopen(url, timeout=timeout_s) as reply:
+            names = [m["id"] for m in json.loads(reply.read())["data"]]
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        raise ConfigError(f"cannot ask {url} which model it serves ({exc}); name it: openai:URL#MODEL") from exc
+    if len(names) != 1:
+        served = ", ".join(map(repr, names))
+        raise ConfigError(f"{url} serves {len(names)} models ({served}): name one, openai:URL#MODEL")
+    return str(names[0])
 
 
 class AgentSpec:
