@@ -43,7 +43,7 @@ KEY_ALIASES = {"async": "async_rollout"}
 """Config keys that are spelled otherwise in Python (``async`` is a keyword)."""
 EVAL_SEED_START = 1_000_000_000
 """Default first held-out evaluation seed; training seeds never fall in the evaluation range."""
-MICRO_BATCH_TOKENS = 1024
+MICRO_BATCH_TOKENS = 512
 """Default :attr:`TrainConfig.micro_batch_tokens`: padded tokens per forward + backward of the update."""
 
 
@@ -146,7 +146,7 @@ class TrainConfig:
     micro_batch_tokens: int = MICRO_BATCH_TOKENS
     """Padded tokens (rows × longest row) per forward + backward at most (``0``: no token cap; a longer row runs
     alone). The update's activation memory grows with these tokens, so the default bounds it for any batch
-    size: SmolLM2-135M holds about 1 GB per 1000 tokens, fp32, LoRA."""
+    size (BENCHMARKS.md, "Memory": SmolLM2-135M's per-phase peaks)."""
     seed: int = 0
     """Run seed: task seeds, sampling seeds and LoRA initialisation derive from it."""
     # --- evaluation, checkpoints, logging
