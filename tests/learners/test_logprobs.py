@@ -74,9 +74,7 @@ def test_model_token_logprobs_match_the_plain_logits(policy_factory, lora: bool)
     logits = policy.model(input_ids=b.input_ids, attention_mask=b.attention_mask).logits
     plain = gather_token_logprobs(logits, b.input_ids, b.loss_mask, temperature=0.9)
     plain_grads = torch.autograd.grad((plain * weights).sum(), params)
-    ours = model_token_logprobs(
-        policy.model, b.input_ids, b.attention_mask, b.loss_mask, temperature=0.9, chunk_rows=2
-    )
+    ours = model_token_logprobs(policy.model, b.input_ids, b.attention_mask, b.loss_mask, temperature=0.9, chunk_rows=2)
     grads = torch.autograd.grad((ours * weights).sum(), params)
     torch.testing.assert_close(ours, plain, atol=1e-5, rtol=0)
     assert bool((ours[~b.loss_mask] == 0).all()) and bool((ours[b.loss_mask] < 0).all())
