@@ -253,6 +253,28 @@ def test_minibatches_trim_padding_and_keep_rows() -> None:
     assert sum(p.num_loss_tokens for p in parts) == batch.num_loss_tokens
 
 
+@pytest.mark.parametrize(("max_tokens", "max_rows"), [(1, 0), (8, 0), (10, 0), (16, 0), (0, 2), (16, 1), (0, 0)])
+def test_token_slices_respect_the_budget_and_keep_every_row(max_tokens: int, max_rows: int) -> None:
+    """Rows in order, each once; a slice of two or more rows fits the budget; a longer row runs alone."""
+    batch = build_turn_batch([A, B], pad_id=PAD)  # rows of 5, 8 and 5 tokens
+    parts = list(batch.token_slices(max_tokens, max_rows))
+    assert torch.cat([p.input_ids[:, :1] for p in parts]).flatten().tolist() == batch.input_ids[:, 0].tolist()
+    assert sum(len(p) for p in parts) == len(batch)
+    assert sum(p.num_loss_tokens for p in parts) == batch.num_loss_tokens
+    for p in parts:
+        assert len(p) == 1 or not max_tokens or p.input_ids.numel() <= max_tokens
+        assert not max_rows or len(p) <= max_rows
+        assert int(p.attention_mask[:, -1].max()) == 1  # trimmed to the slice's longest row
+    shapes = {10: [(1, 5), (1, 8), (1, 5)], 16: [(2, 8), (1, 5)]}  # 5 + 8 padded to 2 x 8 = 16 tokens
+    if max_tokens in shapes and not max_rows:
+        assert [tuple(p.input_ids.shape) for p in parts] == shapes[max_tokens]
+
+
+def test_token_slices_reject_negative_caps() -> None:
+    with pytest.raises(ValueError, match="max_tokens"):
+        list(build_turn_batch([A], pad_id=PAD).token_slices(-1))
+
+
 def test_pack_loss_tokens_left_aligns_each_row() -> None:
     batch = build_turn_batch([A, B], pad_id=PAD)
     assert batch.old_logprobs is not None

@@ -230,6 +230,37 @@ def test_micro_batches_take_the_same_step_as_one_pass(tokenizer: PreTrainedToken
         assert metrics[1][key] == pytest.approx(metrics[0][key], abs=1e-6), key
 
 
+def test_default_token_budget_takes_the_one_pass_step(tokenizer: PreTrainedTokenizerFast) -> None:
+    """Rows long enough that the default ``micro_batch_tokens`` splits them: the step of one pass (budget 0)."""
+    whole, micro = make_policy(tokenizer), make_policy(tokenizer)
+    prompt = chat_prompt_ids(tokenizer, [Message("user", "What is 2 plus 2? " * 12)])
+    answers = [("ANSWER: 4", 1.0), ("ANSWER: 5", 0.0), ("4", 0.0), ("The answer is ANSWER: 4", 1.0)] * 2
+    trajs = [
+        Trajectory("demo", 0, (Step("q", scored_turn(whole, prompt, completion_ids(tokenizer, a)), r, True),), group=0)
+        for a, r in answers
+    ]
+    budget = TrainConfig().micro_batch_tokens
+    assert budget > 0 and len(answers) * len(prompt) > budget  # the default does split this batch
+    metrics = {}
+    for policy, tokens in ((whole, 0), (micro, budget)):
+        cfg = TrainConfig(grpo={"group_size": 8}, max_grad_norm=0.0, micro_batch_tokens=tokens)
+        metrics[tokens] = update(policy, torch.optim.SGD(policy.model.parameters(), lr=0.5), trajs, cfg)
+    start = make_policy(tokenizer)
+    moved = [(p - q).abs().max() for p, q in zip(whole.model.parameters(), start.model.parameters(), strict=True)]
+    assert max(moved) > 1e-3
+    for p, q in zip(whole.model.parameters(), micro.model.parameters(), strict=True):
+        torch.testing.assert_close(p, q, atol=1e-6, rtol=0)
+    for key in ("loss", "pg_loss", "grad_norm", "ratio_mean", "clip_frac"):
+        assert metrics[budget][key] == pytest.approx(metrics[0][key], abs=1e-6), key
+
+
+def test_micro_batch_tokens_must_be_non_negative() -> None:
+    from turnkit.errors import ConfigError
+
+    with pytest.raises(ConfigError, match="micro_batch_tokens"):
+        TrainConfig(micro_batch_tokens=-1)
+
+
 def test_micro_batch_rows_must_be_non_negative() -> None:
     from turnkit.errors import ConfigError
 

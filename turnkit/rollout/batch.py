@@ -252,20 +252,57 @@ class TurnBatch:
         if size < 1:
             raise ValueError(f"minibatch size must be positive, got {size}")
         for start in range(0, len(self), size):
-            rows = slice(start, start + size)
-            width = int(self.attention_mask[rows].sum(dim=1).max())
-            cols = slice(0, width)
-            yield TurnBatch(
-                input_ids=self.input_ids[rows, cols],
-                attention_mask=self.attention_mask[rows, cols],
-                loss_mask=self.loss_mask[rows, cols],
-                advantages=self.advantages[rows, cols],
-                old_logprobs=None if self.old_logprobs is None else self.old_logprobs[rows, cols],
-                rewards=self.rewards[rows],
-                traj_index=self.traj_index[rows],
-                turn_index=self.turn_index[rows],
-                pad_id=self.pad_id,
-            )
+            yield self._rows(slice(start, start + size))
+
+    def token_slices(self, max_tokens: int, max_rows: int = 0) -> Iterator[TurnBatch]:
+        """Consecutive slices of at most ``max_tokens`` padded tokens (rows × the slice's longest row) each.
+
+        A slice holds at least one row, however long; activation memory grows with a slice's padded tokens,
+        so this bounds it for any row length.
+
+        Args:
+            max_tokens: Padded tokens per slice (``0``: no token cap).
+            max_rows: Rows per slice (``0``: no row cap).
+
+        Yields:
+            Sub-batches trimmed to their longest row (bookkeeping counters are 0 here).
+
+        Example:
+            >>> rows = [TokenRow.from_prompt_completion([1], [2] * n) for n in (3, 1, 1, 5)]
+            >>> [tuple(mb.input_ids.shape) for mb in collate(rows, pad_id=0).token_slices(8)]
+            [(2, 4), (1, 2), (1, 6)]
+            >>> [len(mb) for mb in collate(rows, pad_id=0).token_slices(0, max_rows=3)]
+            [3, 1]
+        """
+        if max_tokens < 0 or max_rows < 0:
+            raise ValueError(f"max_tokens and max_rows must be >= 0, got {max_tokens} and {max_rows}")
+        lengths = self.attention_mask.sum(dim=1).tolist()
+        start = 0
+        while start < len(self):
+            end, width = start + 1, lengths[start]
+            while end < len(self) and (not max_rows or end - start < max_rows):
+                wider = max(width, lengths[end])
+                if max_tokens and wider * (end + 1 - start) > max_tokens:
+                    break
+                end, width = end + 1, wider
+            yield self._rows(slice(start, end))
+            start = end
+
+    def _rows(self, rows: slice) -> TurnBatch:
+        """The rows ``rows``, trimmed to their longest row."""
+        width = int(self.attention_mask[rows].sum(dim=1).max())
+        cols = slice(0, width)
+        return TurnBatch(
+            input_ids=self.input_ids[rows, cols],
+            attention_mask=self.attention_mask[rows, cols],
+            loss_mask=self.loss_mask[rows, cols],
+            advantages=self.advantages[rows, cols],
+            old_logprobs=None if self.old_logprobs is None else self.old_logprobs[rows, cols],
+            rewards=self.rewards[rows],
+            traj_index=self.traj_index[rows],
+            turn_index=self.turn_index[rows],
+            pad_id=self.pad_id,
+        )
 
 
 def collate(

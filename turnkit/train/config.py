@@ -43,6 +43,8 @@ KEY_ALIASES = {"async": "async_rollout"}
 """Config keys that are spelled otherwise in Python (``async`` is a keyword)."""
 EVAL_SEED_START = 1_000_000_000
 """Default first held-out evaluation seed; training seeds never fall in the evaluation range."""
+MICRO_BATCH_TOKENS = 512
+"""Default :attr:`TrainConfig.micro_batch_tokens`: padded tokens per forward + backward of the update."""
 
 
 @dataclass(frozen=True)
@@ -139,9 +141,12 @@ class TrainConfig:
     minibatches: int = 1
     """Optimizer steps per pass (the batch's rows are split into this many minibatches)."""
     micro_batch_rows: int = 0
-    """Rows per forward + backward inside one optimizer step (``0``: the whole minibatch at once). Gradients
-    accumulate over the micro-batches, so the step is the same up to float rounding and the memory is the
-    micro-batch's: set it when a real model's update runs out of memory."""
+    """Rows per forward + backward inside one optimizer step at most (``0``: no row cap). Gradients accumulate
+    over the micro-batches, so the step is the same up to float rounding and the memory is the micro-batch's."""
+    micro_batch_tokens: int = MICRO_BATCH_TOKENS
+    """Padded tokens (rows × longest row) per forward + backward at most (``0``: no token cap; a longer row runs
+    alone). The update's activation memory grows with these tokens, so the default bounds it for any batch
+    size (BENCHMARKS.md, "Memory": SmolLM2-135M's per-phase peaks)."""
     seed: int = 0
     """Run seed: task seeds, sampling seeds and LoRA initialisation derive from it."""
     # --- evaluation, checkpoints, logging
@@ -176,7 +181,7 @@ class TrainConfig:
         configs.check_int(self, "minibatches", "eval_episodes", "max_staleness")
         configs.check_int(self, "lora_r", low=0, optional=True)
         configs.check_int(self, "warmup_steps", "seed", "eval_every", "checkpoint_every", "eval_seed", low=0)
-        configs.check_int(self, "rollouts_every", "micro_batch_rows", low=0)
+        configs.check_int(self, "rollouts_every", "micro_batch_rows", "micro_batch_tokens", low=0)
         configs.check_int(self, "max_turns", optional=True)
         if self.device is not None and not _is_device_name(self.device):
             raise ConfigError(f"TrainConfig.device must be 'cpu', 'cuda' or 'cuda:N' (or null), got {self.device!r}")

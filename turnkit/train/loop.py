@@ -78,8 +78,9 @@ from turnkit.errors import ConfigError
 from turnkit.learners.advantages import Estimator, trajectory_advantages
 from turnkit.learners.estimators import SOURCE_ESTIMATORS, Source, env_sources, source_advantages
 from turnkit.learners.grpo import GRPOConfig, aggregation_share, policy_loss
+from turnkit.learners.logprobs import model_token_logprobs
 from turnkit.learners.optim import step_accumulated
-from turnkit.rollout.batch import TurnBatch, build_episode_batch, build_turn_batch, gather_token_logprobs
+from turnkit.rollout.batch import TurnBatch, build_episode_batch, build_turn_batch
 from turnkit.rollout.chat import ChatDelta
 from turnkit.rollout.evaluate import evaluate
 from turnkit.train.config import TrainConfig, upgrade_config
@@ -423,20 +424,24 @@ def _minibatch_step(
     grpo: GRPOConfig,
     ref_model: torch.nn.Module | None,
 ) -> tuple[dict[str, float], float]:
-    """One optimizer step on ``mb``, its rows in micro-batches of ``cfg.micro_batch_rows`` (gradients accumulate)."""
-    micro = cfg.micro_batch_rows if 0 < cfg.micro_batch_rows < len(mb) else len(mb)
+    """One optimizer step on ``mb`` in micro-batches (gradients accumulate).
+
+    Each part has at most ``cfg.micro_batch_tokens`` padded tokens and ``cfg.micro_batch_rows`` rows, and its
+    log-probs come from :func:`~turnkit.learners.logprobs.model_token_logprobs` (no full-vocabulary logits).
+    """
     optimizer.zero_grad(set_to_none=True)
     sums: dict[str, float] = {"loss": 0.0}
     tokens = 0.0
-    for part in mb.minibatches(micro):
-        logits = policy.model(input_ids=part.input_ids, attention_mask=part.attention_mask).logits
-        logp = gather_token_logprobs(logits, part.input_ids, part.loss_mask, temperature=cfg.temperature)
-        ref = _reference_logprobs(policy, part, cfg, ref_model) if grpo.kl_coef > 0 else None
+    for part in mb.token_slices(cfg.micro_batch_tokens, cfg.micro_batch_rows):
+        ref = _reference_logprobs(policy, part, cfg, ref_model) if grpo.kl_coef > 0 else None  # before the graph
+        logp = model_token_logprobs(
+            policy.model, part.input_ids, part.attention_mask, part.loss_mask, temperature=cfg.temperature
+        )
         assert part.old_logprobs is not None  # checked on the whole batch
         loss, metrics = policy_loss(logp, part.old_logprobs, part.advantages, part.loss_mask, grpo, ref_logprobs=ref)
         share = aggregation_share(part.loss_mask, mb.loss_mask, grpo.loss_agg)
         (loss * share).backward()
-        del logits, logp, loss
+        del logp, loss
         sums["loss"] += share * metrics.pop("loss")
         n = metrics["num_tokens"]
         for key, value in metrics.items():
@@ -455,11 +460,13 @@ def _reference_logprobs(
     policy: HFPolicy, mb: TurnBatch, cfg: TrainConfig, ref_model: torch.nn.Module | None
 ) -> torch.Tensor:
     if ref_model is not None:
-        logits = ref_model(input_ids=mb.input_ids, attention_mask=mb.attention_mask).logits
-    else:
-        with policy.reference():
-            logits = policy.model(input_ids=mb.input_ids, attention_mask=mb.attention_mask).logits
-    return gather_token_logprobs(logits, mb.input_ids, mb.loss_mask, temperature=cfg.temperature)
+        return model_token_logprobs(
+            ref_model, mb.input_ids, mb.attention_mask, mb.loss_mask, temperature=cfg.temperature
+        )
+    with policy.reference():
+        return model_token_logprobs(
+            policy.model, mb.input_ids, mb.attention_mask, mb.loss_mask, temperature=cfg.temperature
+        )
 
 
 def evaluate_policy(
