@@ -57,8 +57,9 @@ from turnkit.critics.base import CriticContext, CriticResult
 from turnkit.errors import ConfigError, DataError
 from turnkit.learners.advantages import prime_advantages
 from turnkit.learners.grpo import GRPOConfig, policy_loss
+from turnkit.learners.logprobs import gather_token_logprobs
 from turnkit.learners.optim import optimizer_step, step_accumulated
-from turnkit.rollout.batch import TokenRow, collate, gather_token_logprobs
+from turnkit.rollout.batch import TokenRow, collate
 from turnkit.types import Trajectory
 
 # ---------------------------------------------------------------------------------------------- kernels

@@ -7,7 +7,7 @@ predict loss tokens, and projects them through the output layer ``chunk_rows`` a
 (:func:`chunked_logprobs`). With gradients each chunk is checkpointed: its ``[chunk_rows, V]`` logits are
 recomputed in the backward pass instead of being kept, so at most one chunk's logits exist at any moment.
 
-The maths is that of :func:`~turnkit.rollout.batch.gather_token_logprobs` (float32 ``log_softmax(logits / T)``
+The maths is that of :func:`gather_token_logprobs` (float32 ``log_softmax(logits / T)``
 at the taken token); only the matrix shapes differ, so values and gradients agree to float rounding.
 
 Example:
@@ -27,10 +27,39 @@ import torch
 from torch import Tensor
 from torch.utils.checkpoint import checkpoint
 
-from turnkit.rollout.batch import gather_token_logprobs
+from turnkit.learners.irl import token_q_values
 
 CHUNK_ROWS = 256
 """Loss tokens projected onto the vocabulary at a time (SmolLM2: a ``[256, 49152]`` float32 chunk is 50 MB)."""
+
+
+def gather_token_logprobs(logits: Tensor, input_ids: Tensor, loss_mask: Tensor, *, temperature: float = 1.0) -> Tensor:
+    """Log-prob of each loss token under ``logits``, in token coordinates.
+
+    ``out[b, t] = log_softmax(logits[b, t − 1])[input_ids[b, t]]`` where ``loss_mask[b, t]``, else ``0``
+    (position 0 is always ``0``): ``Q − V`` of :func:`~turnkit.learners.irl.token_q_values`, the taken token's
+    logit minus the logsumexp. Only the ``N`` logit rows that predict loss tokens are normalised, in float32
+    (an ``[N, V]`` temporary rather than ``[B, T, V]``); gradients reach ``logits[b, t − 1]`` only for loss
+    tokens ``t``.
+
+    Args:
+        logits: ``[B, T, V]`` causal-LM logits for ``input_ids`` (``model(input_ids).logits``).
+        input_ids: ``[B, T]`` token ids.
+        loss_mask: ``[B, T]`` bool mask of the tokens to score.
+        temperature: Divide the logits by this first, to match log-probs recorded at a sampling temperature
+            (``HFPolicy`` records ``log_softmax(logits / T)``; PPO/GRPO usually samples at ``T = 1``).
+
+    Returns:
+        ``[B, T]`` float32 log-probs.
+
+    Example:
+        >>> import torch
+        >>> logits = torch.zeros(1, 3, 4)  # uniform over 4 ids: log(1/4) = -1.3863
+        >>> gather_token_logprobs(logits, torch.tensor([[0, 1, 2]]), torch.tensor([[False, True, True]]))
+        tensor([[ 0.0000, -1.3863, -1.3863]])
+    """
+    q, v = token_q_values(logits, input_ids, loss_mask, temperature=temperature)
+    return q - v
 
 
 def _chunk(hidden: Tensor, targets: Tensor, head: Callable[[Tensor], Tensor], temperature: float) -> Tensor:
@@ -122,7 +151,7 @@ def model_token_logprobs(
     temperature: float = 1.0,
     chunk_rows: int = CHUNK_ROWS,
 ) -> Tensor:
-    """:func:`~turnkit.rollout.batch.gather_token_logprobs` of ``model``'s logits, without materialising them.
+    """:func:`gather_token_logprobs` of ``model``'s logits, without materialising them.
 
     The decoder runs once; only the hidden states that predict loss tokens go through the output layer, in
     :func:`chunked_logprobs` chunks. Models :func:`supports_hidden_path` rejects are scored the plain way.

@@ -34,9 +34,10 @@ from tqdm.auto import tqdm
 
 from turnkit.configs import check_float, check_int
 from turnkit.errors import ConfigError
+from turnkit.learners.logprobs import gather_token_logprobs
 from turnkit.learners.optim import optimizer_step
 from turnkit.learners.sft import sft_loss
-from turnkit.rollout.batch import TokenRow, collate, gather_token_logprobs
+from turnkit.rollout.batch import TokenRow, collate
 
 
 @dataclass(frozen=True)

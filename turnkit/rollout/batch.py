@@ -54,7 +54,7 @@ import torch
 from torch import Tensor
 
 from turnkit.errors import DataError
-from turnkit.learners.irl import token_q_values
+from turnkit.learners.logprobs import gather_token_logprobs  # noqa: F401  (re-exported: its old home)
 from turnkit.types import AgentTurn, Trajectory
 
 AdvantageSpec = float | Sequence[float] | None
@@ -596,35 +596,6 @@ def build_episode_batch(
                 "(build_turn_batch) or pass on_mismatch='turns'"
             )
     return collate(rows, pad_id=pad_id, num_masked_errors=len(errored), errored=errored, num_prefix_fallbacks=fallbacks)
-
-
-def gather_token_logprobs(logits: Tensor, input_ids: Tensor, loss_mask: Tensor, *, temperature: float = 1.0) -> Tensor:
-    """Log-prob of each loss token under ``logits``, in token coordinates.
-
-    ``out[b, t] = log_softmax(logits[b, t − 1])[input_ids[b, t]]`` where ``loss_mask[b, t]``, else ``0``
-    (position 0 is always ``0``): ``Q − V`` of :func:`~turnkit.learners.irl.token_q_values`, the taken token's
-    logit minus the logsumexp. Only the ``N`` logit rows that predict loss tokens are normalised, in float32
-    (an ``[N, V]`` temporary rather than ``[B, T, V]``); gradients reach ``logits[b, t − 1]`` only for loss
-    tokens ``t``.
-
-    Args:
-        logits: ``[B, T, V]`` causal-LM logits for ``input_ids`` (``model(input_ids).logits``).
-        input_ids: ``[B, T]`` token ids.
-        loss_mask: ``[B, T]`` bool mask of the tokens to score.
-        temperature: Divide the logits by this first, to match log-probs recorded at a sampling temperature
-            (``HFPolicy`` records ``log_softmax(logits / T)``; PPO/GRPO usually samples at ``T = 1``).
-
-    Returns:
-        ``[B, T]`` float32 log-probs.
-
-    Example:
-        >>> import torch
-        >>> logits = torch.zeros(1, 3, 4)  # uniform over 4 ids: log(1/4) = -1.3863
-        >>> gather_token_logprobs(logits, torch.tensor([[0, 1, 2]]), torch.tensor([[False, True, True]]))
-        tensor([[ 0.0000, -1.3863, -1.3863]])
-    """
-    q, v = token_q_values(logits, input_ids, loss_mask, temperature=temperature)
-    return q - v
 
 
 def pack_loss_tokens(values: Tensor, loss_mask: Tensor) -> tuple[Tensor, Tensor]:
