@@ -7,8 +7,15 @@ import math
 import pytest
 import torch
 
-from turnkit.learners.logprobs import chunked_logprobs, model_token_logprobs
+from turnkit.learners import logprobs
+from turnkit.learners.logprobs import chunked_logprobs, logits_fit, model_token_logprobs
 from turnkit.rollout.batch import TokenRow, collate, gather_token_logprobs
+
+
+@pytest.fixture(autouse=True)
+def chunked_always(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The tiny models' logits are small enough for the plain path: force the chunked one under test."""
+    monkeypatch.setattr(logprobs, "PLAIN_LOGITS_BYTES", 0)
 
 
 def test_chunked_logprobs_hand_values() -> None:
@@ -126,3 +133,16 @@ def test_model_token_logprobs_rejects_bad_masks(policy_factory) -> None:
         model_token_logprobs(policy.model, ids, torch.ones_like(ids), torch.tensor([[True, False, False]]))
     with pytest.raises(ValueError, match="loss_mask"):
         model_token_logprobs(policy.model, ids, torch.ones_like(ids), torch.tensor([[False, True]]))
+
+
+def test_small_batches_keep_the_plain_path(policy_factory, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Under PLAIN_LOGITS_BYTES the scores are the plain full-logits ones bit for bit (runs made before keep theirs)."""
+    monkeypatch.setattr(logprobs, "PLAIN_LOGITS_BYTES", 64 << 20)
+    policy = policy_factory()
+    ids = torch.tensor([[1, 2, 3, 4, 5]])
+    mask = torch.tensor([[False, True, True, False, True]])
+    assert logits_fit(policy.model, ids.shape)
+    plain = gather_token_logprobs(policy.model(input_ids=ids).logits, ids, mask)
+    assert torch.equal(model_token_logprobs(policy.model, ids, torch.ones_like(ids), mask), plain)
+    monkeypatch.setattr(logprobs, "PLAIN_LOGITS_BYTES", 0)
+    assert not logits_fit(policy.model, ids.shape)

@@ -12,6 +12,7 @@ from transformers import PreTrainedTokenizerFast
 
 from turnkit.agents.hf import HFPolicy, chat_prompt_ids
 from turnkit.envs.core import Transition
+from turnkit.learners import logprobs
 from turnkit.rollout.demos import completion_ids
 from turnkit.train.config import TrainConfig
 from turnkit.train.loop import IDLE_STEPS_WARNING, rollout_metrics, sample_task_seeds, train, update
@@ -230,8 +231,11 @@ def test_micro_batches_take_the_same_step_as_one_pass(tokenizer: PreTrainedToken
         assert metrics[1][key] == pytest.approx(metrics[0][key], abs=1e-6), key
 
 
-def test_default_token_budget_takes_the_one_pass_step(tokenizer: PreTrainedTokenizerFast) -> None:
+def test_default_token_budget_takes_the_one_pass_step(
+    tokenizer: PreTrainedTokenizerFast, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """Rows long enough that the default ``micro_batch_tokens`` splits them: the step of one pass (budget 0)."""
+    monkeypatch.setattr(logprobs, "PLAIN_LOGITS_BYTES", 0)  # a tiny model's logits would take one pass anyway
     whole, micro = make_policy(tokenizer), make_policy(tokenizer)
     prompt = chat_prompt_ids(tokenizer, [Message("user", "What is 2 plus 2? " * 12)])
     answers = [("ANSWER: 4", 1.0), ("ANSWER: 5", 0.0), ("4", 0.0), ("The answer is ANSWER: 4", 1.0)] * 2

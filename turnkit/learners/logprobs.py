@@ -31,6 +31,23 @@ from turnkit.learners.irl import token_q_values
 
 CHUNK_ROWS = 256
 """Loss tokens projected onto the vocabulary at a time (SmolLM2: a ``[256, 49152]`` float32 chunk is 50 MB)."""
+PLAIN_LOGITS_BYTES = 64 << 20
+"""Below this size of a batch's whole float32 ``[B, T, V]`` logits, scoring and updating the plain way (one pass,
+full logits) costs no memory worth saving, and keeps the exact floats of runs made before the chunked path (the
+tiny models' vocabulary of a few hundred ids never comes near it; SmolLM2's 49k does at 350 tokens)."""
+
+
+def logits_fit(model: torch.nn.Module, shape: tuple[int, ...] | torch.Size) -> bool:
+    """Whether ``model``'s float32 logits for ``[B, T]`` ids ``shape`` stay within :data:`PLAIN_LOGITS_BYTES`.
+
+    Example:
+        >>> from turnkit.models.tiny import TinyModelConfig, build_tiny_model, build_tiny_tokenizer
+        >>> model = build_tiny_model(build_tiny_tokenizer(), TinyModelConfig(hidden_size=32, num_heads=2))
+        >>> logits_fit(model, (64, 512)), logits_fit(torch.nn.Linear(2, 2), (64, 512))
+        (True, True)
+    """
+    vocab = int(getattr(getattr(model, "config", None), "vocab_size", 0) or 0)
+    return shape[0] * shape[1] * vocab * 4 <= PLAIN_LOGITS_BYTES
 
 
 def gather_token_logprobs(logits: Tensor, input_ids: Tensor, loss_mask: Tensor, *, temperature: float = 1.0) -> Tensor:
@@ -154,7 +171,8 @@ def model_token_logprobs(
     """:func:`gather_token_logprobs` of ``model``'s logits, without materialising them.
 
     The decoder runs once; only the hidden states that predict loss tokens go through the output layer, in
-    :func:`chunked_logprobs` chunks. Models :func:`supports_hidden_path` rejects are scored the plain way.
+    :func:`chunked_logprobs` chunks. Models :func:`supports_hidden_path` rejects, and batches whose whole logits
+    fit :data:`PLAIN_LOGITS_BYTES`, are scored the plain way.
     Runs with or without gradients, as the caller's mode says (wrap it in ``torch.no_grad()`` for old or
     reference log-probs).
 
@@ -189,7 +207,7 @@ def model_token_logprobs(
     mask = loss_mask.bool()
     if bool(mask[:, 0].any()):
         raise ValueError("loss_mask[:, 0] must be False: no logit predicts the first token")
-    if not supports_hidden_path(model):
+    if not supports_hidden_path(model) or logits_fit(model, input_ids.shape):
         logits = model(input_ids=input_ids, attention_mask=attention_mask).logits
         return gather_token_logprobs(logits, input_ids, mask, temperature=temperature)
     decoder, head = model.get_decoder(), model.get_output_embeddings()  # type: ignore[operator]

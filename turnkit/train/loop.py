@@ -78,7 +78,7 @@ from turnkit.errors import ConfigError
 from turnkit.learners.advantages import Estimator, trajectory_advantages
 from turnkit.learners.estimators import SOURCE_ESTIMATORS, Source, env_sources, source_advantages
 from turnkit.learners.grpo import GRPOConfig, aggregation_share, policy_loss
-from turnkit.learners.logprobs import model_token_logprobs
+from turnkit.learners.logprobs import logits_fit, model_token_logprobs
 from turnkit.learners.optim import step_accumulated
 from turnkit.rollout.batch import TurnBatch, build_episode_batch, build_turn_batch
 from turnkit.rollout.chat import ChatDelta
@@ -427,12 +427,14 @@ def _minibatch_step(
     """One optimizer step on ``mb`` in micro-batches (gradients accumulate).
 
     Each part has at most ``cfg.micro_batch_tokens`` padded tokens and ``cfg.micro_batch_rows`` rows, and its
-    log-probs come from :func:`~turnkit.learners.logprobs.model_token_logprobs` (no full-vocabulary logits).
+    log-probs come from :func:`~turnkit.learners.logprobs.model_token_logprobs` (no full-vocabulary logits). A
+    minibatch whose whole logits fit :data:`~turnkit.learners.logprobs.PLAIN_LOGITS_BYTES` takes one pass.
     """
     optimizer.zero_grad(set_to_none=True)
     sums: dict[str, float] = {"loss": 0.0}
     tokens = 0.0
-    for part in mb.token_slices(cfg.micro_batch_tokens, cfg.micro_batch_rows):
+    budget = 0 if logits_fit(policy.model, mb.input_ids.shape) else cfg.micro_batch_tokens  # small: one pass
+    for part in mb.token_slices(budget, cfg.micro_batch_rows):
         ref = _reference_logprobs(policy, part, cfg, ref_model) if grpo.kl_coef > 0 else None  # before the graph
         logp = model_token_logprobs(
             policy.model, part.input_ids, part.attention_mask, part.loss_mask, temperature=cfg.temperature
