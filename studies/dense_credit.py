@@ -269,13 +269,16 @@ def summarize(out: Path, control: Path) -> dict[str, Any]:
         >>> import tempfile
         >>> ev = lambda s, r: {d: {"success": s, "episodes": 200, "recoveries": r, "first_answer_success": s,
         ...                        "turns_mean": 2.0} for d in DECODINGS}
+        >>> def write_json(path, data):  # a seed file as the runs write it, less the machine record
+        ...     path.parent.mkdir(parents=True, exist_ok=True)
+        ...     _ = path.write_text(json.dumps(data))
         >>> with tempfile.TemporaryDirectory() as d:
         ...     root = Path(d)
         ...     for s, x in enumerate((0.40, 0.50, 0.45)):
-        ...         _ = write_json(root / "c" / "native" / f"seed-{s}.json", {"seed": s, "eval": ev(x, 10)})
-        ...     _ = write_json(root / "c" / "native" / "start.json", {"warm_start": {"adapter_dir": "/a/k1"}})
+        ...         write_json(root / "c" / "native" / f"seed-{s}.json", {"seed": s, "eval": ev(x, 10)})
+        ...     write_json(root / "c" / "native" / "start.json", {"warm_start": {"adapter_dir": "/a/k1"}})
         ...     for s, x in enumerate((0.45, 0.60)):
-        ...         _ = write_json(seed_file(root / "o", "oracle", "native", s),
+        ...         write_json(seed_file(root / "o", "oracle", "native", s),
         ...                        {"seed": s, "warm_start_key": "k1", "eval": ev(x, 20)})
         ...     summary = summarize(root / "o", root / "c")
         >>> o = summary["oracle"]["native"]
@@ -319,13 +322,6 @@ def _entry(runs: Mapping[int, Any], control: Mapping[int, Any]) -> dict[str, Any
             "success_per_seed": [e["success"] for e in ev],
         }
     return entry
-
-
-def write_json(path: Path, data: Any) -> Path:
-    """``data`` as indented JSON at ``path`` (parents created): the examples' and tests' fixture writer."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(data, indent=1))
-    return path
 
 
 def _ci(d: Mapping[str, Any]) -> str:
