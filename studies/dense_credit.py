@@ -361,27 +361,35 @@ def table(summary: Mapping[str, Any]) -> str:
 
 
 def plot(summary: Mapping[str, Any], path: Path) -> None:
-    """Held-out success per arm (bar: seed mean, dots: seeds), per decoding, on the native float path's panels
-    first; arms are paired with GRPO only over their own seeds, so the dots show which seeds are in."""
+    """Held-out success per arm (bar: mean over the arm's seeds, dots: its seeds), per float path and decoding;
+    open circles are the control's values on the same seeds, the pairs each difference is taken over."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    paths = sorted({p for per_path in summary.values() for p in per_path})
+    paths = sorted({p for per_path in summary.values() for p in per_path}, key=lambda p: (p != "native", p))
     fig, axes = plt.subplots(len(paths), 2, figsize=(10, 3.4 * len(paths)), squeeze=False, sharey=True)
     colors = {"grpo": "#3a7bd5", "oracle": "#2ca02c", "prime": "#d5793a", "mrt": "#9467bd", "pav": "#8c564b"}
     for row, fpath in zip(axes, paths, strict=True):
         for ax, decoding in zip(row, DECODINGS, strict=True):
             names = [a for a in summary if fpath in summary[a]]
+            control = summary.get(CONTROL, {}).get(fpath)
             for i, arm in enumerate(names):
-                d = summary[arm][fpath][decoding]
+                e, d = summary[arm][fpath], summary[arm][fpath][decoding]
                 ax.bar([i], [d["success"]], color=colors.get(arm, "#999999"))
-                ax.scatter([i] * len(d["success_per_seed"]), d["success_per_seed"], color="black", s=10, zorder=3)
+                ax.scatter([i] * len(e["seeds"]), d["success_per_seed"], color="black", s=10, zorder=3)
+                if arm != CONTROL and control is not None:
+                    by_seed = dict(zip(control["seeds"], control[decoding]["success_per_seed"], strict=True))
+                    same = [by_seed[s] for s in e["seeds"] if s in by_seed]
+                    label = "GRPO, same seeds" if i == 1 else None
+                    ax.scatter([i + 0.15] * len(same), same, facecolors="none", edgecolors="black", s=18, label=label)
             ax.set_xticks(range(len(names)))
             ax.set_xticklabels([f"{a}\n(n={len(summary[a][fpath]['seeds'])})" for a in names], fontsize=8)
             ax.set_title(f"{fpath}, {decoding}", fontsize=9)
             ax.grid(axis="y", alpha=0.3)
+            if len(names) > 1:
+                ax.legend(fontsize=7, loc="lower right")
         row[0].set_ylabel("held-out success")
     fig.suptitle("SmolLM2-135M, multi-turn MathEpisodes: dense credit through each paper's estimator", fontsize=10)
     fig.tight_layout()
