@@ -1,0 +1,127 @@
+"""The dense-credit study (studies/dense_credit.py): each arm's critic and estimator, one arm trained and evaluated
+end to end on a tiny policy, and the report's ``summary.json`` (paired with the control, seed for seed).
+
+Run: python -m pytest -q tests/studies/test_dense_credit.py
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+import pytest
+from transformers import PreTrainedTokenizerFast
+
+from tests.train.conftest import make_policy
+from turnkit.learners.estimators import RUN_ESTIMATORS
+
+from .test_study_records import _load
+
+
+@pytest.fixture(scope="module")
+def study() -> ModuleType:
+    return _load("dense_credit")
+
+
+def test_each_arm_reads_its_critic_through_its_paper_estimator(study: ModuleType, tmp_path: Path) -> None:
+    expected = {"oracle": ("oracle", "pav"), "prime": ("prime", "prime"), "mrt": ("mrt", "mrt"), "pav": ("pav", "pav")}
+    assert set(study.ARMS) == {study.CONTROL, *expected}
+    for arm, (critic, estimator) in expected.items():
+        cfg = study.arm_config(arm, 2, str(tmp_path / arm))
+        assert list(cfg.critic) == [critic] and cfg.grpo.estimator == estimator in RUN_ESTIMATORS
+        # the control's recipe otherwise: same groups, no KL, the held-out seeds kept out of training
+        assert (cfg.grpo.group_size, cfg.grpo.kl_coef, cfg.steps, cfg.eval_episodes) == (4, 0.0, 20, 200)
+
+
+def test_the_control_and_unknown_arms_are_refused(study: ModuleType) -> None:
+    with pytest.raises(SystemExit, match="orcale"):
+        study.parse_args(["run", "--arms", "orcale"])
+    with pytest.raises(SystemExit, match=r"smollm2_grpo\.py"):
+        study.parse_args(["run", "--arms", "grpo"])
+    assert study.parse_args(["report", "--arms", "grpo"]).arms == ["grpo"]  # reading it is fine
+
+
+MICRO = {
+    "env_id": "turnkit/MathEpisodes-v0",
+    "env_kwargs": {"difficulty": 1, "kinds": ["arithmetic"], "max_attempts": 2, "max_episode_steps": 3},
+    "grpo": {"group_size": 2},
+    "groups_per_step": 1,
+    "steps": 1,
+    "max_new_tokens": 6,
+    "checkpoint_every": 1,
+}
+
+
+def test_an_arm_trains_and_evaluates_end_to_end(
+    study: ModuleType, tokenizer: PreTrainedTokenizerFast, tmp_path: Path
+) -> None:
+    cfg = study.arm_config("oracle", 0, str(tmp_path / "run"), eval_episodes=2, base=MICRO)
+    result = study.train_and_evaluate("oracle", cfg, make_policy(tokenizer), 2)
+    (record,) = result["steps"]
+    assert record["step"] == 1 and "oracle/total" in record and "critic_s" in record
+    assert result["train_config"]["grpo"]["estimator"] == "pav"
+    for decoding in study.DECODINGS:
+        assert result["eval"][decoding]["episodes"] == 2
+        assert {"success", "recoveries", "first_answer_success", "turns_mean"} <= result["eval"][decoding].keys()
+
+
+def _ev(success: float, recoveries: int) -> dict[str, Any]:
+    e = {"success": success, "episodes": 200, "recoveries": recoveries, "first_answer_success": 0.3, "turns_mean": 2.5}
+    return {d: e for d in ("greedy", "sampled")}
+
+
+def _control(root: Path, successes: dict[int, float], key: str = "k1") -> Path:
+    control = root / "control"
+    for seed, s in successes.items():
+        _write(control / "native" / f"seed-{seed}.json", {"seed": seed, "eval": _ev(s, 10)})
+    _write(control / "native" / "start.json", {"warm_start": {"adapter_dir": f"/cache/warmstart/{key}"}})
+    return control
+
+
+def _write(path: Path, data: Any) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(data))
+
+
+def test_report_pairs_each_arm_with_the_control_seed_for_seed(study: ModuleType, tmp_path: Path) -> None:
+    control = _control(tmp_path, {0: 0.40, 1: 0.50, 2: 0.30})
+    out = tmp_path / "out"
+    for seed, s in ((0, 0.50), (2, 0.45)):  # seed 1 not run yet: it must not enter the pairing
+        _write(
+            study.seed_file(out, "oracle", "native", seed), {"seed": seed, "warm_start_key": "k1", "eval": _ev(s, 20)}
+        )
+    _write(study.seed_file(out, "prime", "native", 0), {"seed": 0, "warm_start_key": "k1", "eval": _ev(0.35, 0)})
+    study.report(out, control)
+    on_disk = json.loads((out / "summary.json").read_text())
+    assert on_disk["machine"]["float_path"] and on_disk["wall_s"] >= 0
+    arms = on_disk["arms"]
+    assert set(arms) == {"grpo", "oracle", "prime"} and (out / "dense_credit.png").is_file()
+    assert arms["grpo"]["native"]["seeds"] == [0, 1, 2]
+    oracle = arms["oracle"]["native"]
+    assert oracle["seeds"] == [0, 2]
+    for decoding in ("sampled", "greedy"):
+        d = oracle[decoding]
+        assert d["success"] == pytest.approx(0.475) and d["won_on_retry"] == pytest.approx(0.1)
+        assert d["delta_vs_grpo"]["per_seed"] == pytest.approx([0.10, 0.15])
+        assert d["delta_vs_grpo"]["mean"] == pytest.approx(0.125)
+        lo, hi = d["delta_vs_grpo"]["ci95"]
+        assert lo < 0.125 < hi and hi - lo == pytest.approx(2 * 12.706 * 0.025, rel=1e-3)  # t(0.975, 1) s / √2
+    one = arms["prime"]["native"]["sampled"]
+    assert one["delta_vs_grpo"]["mean"] == pytest.approx(-0.05) and one["delta_vs_grpo"]["ci95"] == [None, None]
+    assert math.isclose(one["won_on_retry"], 0.0)
+    assert "| native | sampled | oracle | 0 2 | 0.500 0.450 | 0.475 | +0.125 [" in study.table(arms)
+
+
+def test_report_refuses_a_seed_without_its_control_or_from_another_warm_start(
+    study: ModuleType, tmp_path: Path
+) -> None:
+    out = tmp_path / "out"
+    _write(study.seed_file(out, "oracle", "native", 3), {"seed": 3, "warm_start_key": "k1", "eval": _ev(0.5, 1)})
+    with pytest.raises(SystemExit, match="no control for oracle native seed 3"):
+        study.summarize(out, _control(tmp_path, {0: 0.4}))
+    _write(study.seed_file(out, "oracle", "native", 3), {"seed": 3, "warm_start_key": "k2", "eval": _ev(0.5, 1)})
+    with pytest.raises(SystemExit, match="warm start k2 is not the control's"):
+        study.summarize(out, _control(tmp_path, {3: 0.4}))
