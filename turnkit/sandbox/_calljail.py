@@ -259,24 +259,35 @@ def as_code_uid(uid: int = CODE_UID):
         set_dumpable(False)  # an effective-uid change resets it
 
 
-def kill_code_uid(uid: int = CODE_UID) -> bool:
-    """Kill every process of ``uid`` and remove its SysV IPC objects and ``/dev/shm`` files; whether it worked."""
-    pid = os.fork()
-    if pid == 0:
-        try:
-            become_code_uid(uid)
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(-1, signal.SIGKILL)  # every process of uid but this one (and init), atomically
-            _remove_ipc(uid)
-            _empty_dir("/dev/shm")
-        except BaseException:
-            os._exit(1)
-        os._exit(0)
-    while True:
-        try:
-            return os.waitpid(pid, 0)[1] == 0
-        except InterruptedError:
-            continue
+def kill_code_uid(uid: int = CODE_UID, tries: int = 5) -> bool:
+    """Kill every process of ``uid`` and remove its SysV IPC objects and ``/dev/shm`` files; whether it worked.
+
+    A forked killer becomes ``uid`` and sends ``kill(-1, SIGKILL)``. In the moment between the two, a process of
+    the code that hunts new pids of its uid can kill the killer first: then another killer goes, up to ``tries``.
+    """
+    for _ in range(tries):
+        pid = os.fork()
+        if pid == 0:
+            try:
+                become_code_uid(uid)
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(-1, signal.SIGKILL)  # every process of uid but this one (and init), atomically
+                _remove_ipc(uid)
+                _empty_dir("/dev/shm")
+            except BaseException:
+                os._exit(1)
+            os._exit(0)
+        while True:
+            try:
+                status = os.waitpid(pid, 0)[1]
+                break
+            except InterruptedError:
+                continue
+        if status == 0:
+            return True
+        if not os.WIFSIGNALED(status):
+            return False
+    return False
 
 
 def _remove_ipc(uid: int) -> None:

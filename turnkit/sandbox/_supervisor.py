@@ -183,6 +183,8 @@ class _Reaper:
         self.max_rss_kb = 0.0
         self.reported: dict[str, float] | None = None
         """What the child said on its status pipe as it ended (exit code, CPU seconds, peak RSS)."""
+        self.ended_by_us = False
+        """The supervisor killed the call (timeout, flood, host gone, no word from the jail's init)."""
         self.final: tuple[int, float, float] | None = None
         """What a jail's init said once the code's process ended and the rest of the call was killed (its wait
         status, CPU seconds, peak RSS): trusted, the code never holds that pipe."""
@@ -250,6 +252,7 @@ class _Reaper:
 
     def end_jail(self) -> None:
         """Kill a jailed call's keeper: its init dies with it, and the kernel kills every process of the call."""
+        self.ended_by_us = True
         if self.status is None:
             with contextlib.suppress(ProcessLookupError):
                 os.kill(self.child, signal.SIGKILL)
@@ -543,7 +546,8 @@ def _execute(req: dict[str, Any], blobs: list[bytes], watch_fd: int | None = Non
             _zygote.give_up("a call's processes were still there 10 s after it ended")
         return {"fault": "worker_broken", "detail": "a call's processes did not end with it"}, []
     if _JAILED[0] and end.started and reaper.final is None and reaper.reported is None and not timed_out:
-        if reaper.status is not None and os.WIFSIGNALED(reaper.status):  # the code cannot reach the keeper
+        if reaper.status is not None and os.WIFSIGNALED(reaper.status) and not reaper.ended_by_us:
+            # the code cannot reach the keeper: someone outside killed it
             return {"fault": "worker_broken", "detail": "a call's keeper was killed from outside"}, []
         reaper.status = signal.SIGKILL  # its init died without a word (the code can starve it): killed, its doing
     if spare_died and tries > 1:  # killed before it read the request: nothing ran, ask the zygote for another
