@@ -1,4 +1,4 @@
-"""The dense-credit study (studies/dense_credit.py): each arm's critic and estimator, one arm trained and evaluated
+"""The dense-credit study (studies/dense_credit.py): each arm's critic and estimator, each arm trained and evaluated
 end to end on a tiny policy, and the report's ``summary.json`` (paired with the control, seed for seed).
 
 Run: python -m pytest -q tests/studies/test_dense_credit.py
@@ -55,14 +55,15 @@ MICRO = {
 }
 
 
-def test_an_arm_trains_and_evaluates_end_to_end(
-    study: ModuleType, tokenizer: PreTrainedTokenizerFast, tmp_path: Path
+@pytest.mark.parametrize("arm", ["oracle", "prime", "mrt", "pav"])
+def test_each_arm_trains_and_evaluates_end_to_end(
+    study: ModuleType, tokenizer: PreTrainedTokenizerFast, tmp_path: Path, arm: str
 ) -> None:
-    cfg = study.arm_config("oracle", 0, str(tmp_path / "run"), eval_episodes=2, base=MICRO)
-    result = study.train_and_evaluate("oracle", cfg, make_policy(tokenizer), 2)
+    cfg = study.arm_config(arm, 0, str(tmp_path / "run"), eval_episodes=2, base=MICRO)
+    result = study.train_and_evaluate(arm, cfg, make_policy(tokenizer), 2)
     (record,) = result["steps"]
-    assert record["step"] == 1 and "oracle/total" in record and "critic_s" in record
-    assert result["train_config"]["grpo"]["estimator"] == "pav"
+    assert record["step"] == 1 and f"{arm}/total" in record and "critic_s" in record
+    assert result["train_config"]["grpo"]["estimator"] == study.ARMS[arm][1]
     for decoding in study.DECODINGS:
         assert result["eval"][decoding]["episodes"] == 2
         assert {"success", "recoveries", "first_answer_success", "turns_mean"} <= result["eval"][decoding].keys()
