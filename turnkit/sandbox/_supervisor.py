@@ -252,8 +252,9 @@ class _Reaper:
 
     def end_jail(self) -> None:
         """Kill a jailed call's keeper: its init dies with it, and the kernel kills every process of the call."""
-        self.ended_by_us = True
+        self.reap()  # a keeper killed from outside already has its status: that end is not ours
         if self.status is None:
+            self.ended_by_us = True
             with contextlib.suppress(ProcessLookupError):
                 os.kill(self.child, signal.SIGKILL)
 
