@@ -77,6 +77,12 @@ def _jail_check(result: int, what: str) -> None:
         raise OSError(err, f"call jail: {what}: {os.strerror(err)}")
 
 
+def _say_why(what: str, exc: BaseException) -> None:
+    """Write ``what`` and the exception's type and text to fd 2, where nothing else of the call has run yet."""
+    with contextlib.suppress(OSError):
+        os.write(2, f"{what}: {type(exc).__name__}: {exc}\n".encode("utf-8", "replace"))
+
+
 def _jail_write(path: str, text: str) -> None:
     fd = os.open(path, os.O_WRONLY)
     try:
@@ -158,7 +164,8 @@ def _jail_set_up_init(alive_w: int) -> None:
         size = f"size={SHM_BYTES},mode=1777,uid={os.getuid()},gid={os.getgid()}"
         _jail_mount("tmpfs", "/dev/shm", "tmpfs", _MS_NOSUID | _MS_NODEV, size)
         _jail_write("/proc/sys/user/max_user_namespaces", "0\n")
-    except BaseException:  # the jail is not whole: run nothing (the keeper ends with 1, before the call started)
+    except BaseException as exc:  # the jail is not whole: run nothing; the cause goes to the call's stderr, which
+        _say_why("the call jail's init could not set up", exc)  # the worker_broken fault quotes
         os._exit(1)
 
 
@@ -274,7 +281,8 @@ def kill_code_uid(uid: int = CODE_UID, tries: int = 5) -> bool:
                     os.kill(-1, signal.SIGKILL)  # every process of uid but this one (and init), atomically
                 _remove_ipc(uid)
                 _empty_dir("/dev/shm")
-            except BaseException:
+            except BaseException as exc:
+                _say_why("the killer of the code's uid failed", exc)  # the supervisor's stderr, read at a failed start
                 os._exit(1)
             os._exit(0)
         while True:
