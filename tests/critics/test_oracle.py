@@ -121,7 +121,8 @@ def test_through_every_estimator_the_closer_attempt_is_preferred_in_a_tied_group
     assert sources["oracle"].kind == "progress"
     # the source holds each turn's gain, not the shaped rewards handed to a returns-to-go learner
     assert sources["oracle"].values == [tuple(critics.parts[0][2].source_values(c["oracle"])) for c in scores.credit]
-    close, far = source_advantages(group, sources, estimator=estimator)
+    # PRIME's prompt filter would drop this tied group whole (tests/learners/test_estimators.py); off here
+    close, far = source_advantages(group, sources, estimator=estimator, accuracy_range=None)
     assert close is not None and far is not None
     assert close[1] < far[1]  # fixing a far attempt is worth more than fixing a close one
     if estimator in ("pav", "sweet"):  # each turn's own gain: the closer first attempt is preferred

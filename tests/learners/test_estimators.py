@@ -46,6 +46,32 @@ def test_prime_equals_the_token_level_kernel_without_whitening() -> None:
     assert rows(prime_turn_advantages(OUTCOME, DENSE, MASK, GROUPS)) == rows(token_level)
 
 
+def test_prime_trains_only_on_groups_with_accuracy_in_its_range() -> None:
+    # Group 0 of TWO: one of two solved (accuracy 0.5, kept); group 1: both failed (0, dropped); group 2: both
+    # solved (1, dropped). The process reward differs inside every group.
+    outcome = torch.tensor([[1.0], [0.0], [0.0], [0.0], [1.0], [1.0]])
+    process = torch.tensor([[0.1], [0.3], [0.4], [0.0], [0.2], [-0.2]])
+    mask = torch.ones(6, 1, dtype=torch.bool)
+    groups = [0, 0, 1, 1, 2, 2]
+    # kept group: outcome RLOO ±1, process centred 0.1 - 0.3 = -0.2 and +0.2
+    assert rows(prime_turn_advantages(outcome, process, mask, groups)) == [[0.8], [-0.8], [0.0], [0.0], [0.0], [0.0]]
+    unfiltered = prime_turn_advantages(outcome, process, mask, groups, accuracy_range=None)
+    assert rows(unfiltered) == [[0.8], [-0.8], [0.4], [-0.4], [0.4], [-0.4]]
+    # the range is inclusive, and the accuracy can come from elsewhere than the outcome (the env's success)
+    wide = prime_turn_advantages(outcome, process, mask, groups, accuracy_range=(0.0, 0.5))
+    assert rows(wide) == [[0.8], [-0.8], [0.4], [-0.4], [0.0], [0.0]]
+    success = torch.tensor([1.0, 0.0, 1.0, 0.0, 1.0, 1.0])
+    assert rows(prime_turn_advantages(outcome, process, mask, groups, accuracy=success))[2:4] == [[0.4], [-0.4]]
+
+
+def test_prime_filters_on_the_envs_return_not_on_plain_rewards_added_to_it() -> None:
+    batch = [episode([0.0, 0.0], 0), episode([0.0, 0.0], 0)]
+    judge = Source("reward", [(0.0, 1.0), (0.0, 1.0)])  # lifts both returns to 1: the env still ties at 0
+    noise = Source("process", [(0.1, 0.0), (0.0, 0.0)])
+    adv = source_advantages(batch, {**env_sources(batch), "judge": judge, "p": noise}, estimator="prime")
+    assert adv == [(0.0, 0.0), (0.0, 0.0)]
+
+
 def test_prime_discounts_both_sources() -> None:
     adv = prime_turn_advantages(OUTCOME[:2], DENSE[:2], MASK[:2], [0, 0], gamma=0.5)
     # outcome returns [0.5, 1] and [0, 0]; RLOO baselines 0 and 0.5 -> [0.5, 1], [-0.5, -0.5]

@@ -297,6 +297,22 @@ class CriticSet:
         metrics["critic_s"] = time.perf_counter() - start
         return CriticScores(rewards, credit, metrics)
 
+    def accuracy_range(self) -> tuple[float, float] | None:
+        """The prompt filter of a critic that has one (PRIME's ``acc_low``/``acc_high``), else ``None``.
+
+        The ``prime`` estimator trains the policy on the same groups as the PRM learns from.
+
+        Example:
+            >>> from turnkit.critics.rules import LengthPenalty
+            >>> CriticSet([("short", 0.5, LengthPenalty(per_unit=1.0, unit="words"))]).accuracy_range() is None
+            True
+        """
+        for _, _, critic in self.parts:
+            config = getattr(critic, "config", None)
+            if hasattr(config, "acc_low") and hasattr(config, "acc_high"):
+                return (float(config.acc_low), float(config.acc_high))
+        return None
+
     def sources(self, trajs: Sequence[Trajectory], scores: CriticScores) -> dict[str, Source]:
         """The batch's rewards by source: ``"env"`` and one per critic, each with the kind its critic declares.
 

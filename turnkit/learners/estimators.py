@@ -12,7 +12,8 @@ estimator  advantage of turn ``h`` of episode ``i`` (``G`` = return-to-go, ``γ 
 ========== =========================================================================================
 ``prime``  ``[G^o_{i,h} − mean_{j≠i} G^o_{j,0}] + Σ_{h'≥h} γ^{h'−h} (p_{i,h'} − mean_{j≠i} p̄_j)``: RLOO on
            each source separately (outcome ``o``; process ``p``, baseline the other episodes' mean
-           per-turn reward), returns with ``γ = 1``, summed (PRIME, arXiv 2502.01456).
+           per-turn reward), returns with ``γ = 1``, summed; only groups with accuracy in ``[0.2, 0.8]``
+           (PRIME, arXiv 2502.01456).
 ``mrt``    ``[G^o_{i,h} − mean_{j≠i} G^o_{j,0}] + Σ_{h'≥h} γ^{h'−h} ΔJ_{i,h'}``: the outcome plus the
            progress bonus ``ΔJ = J_{after} − J_{before}`` of every later attempt, i.e. MRT's per-trace
            objective ``r + α Σ_j r_prg(z_j)`` credited as rewards-to-go (arXiv 2503.07572).
@@ -106,15 +107,47 @@ def _singletons(mask: Tensor, group_ids: Tensor | Sequence[int], values: Tensor)
     return torch.where(keep, values, torch.zeros_like(values))
 
 
-def prime_turn_advantages(
-    outcome: Tensor, process: Tensor, mask: Tensor, group_ids: Tensor | Sequence[int], *, gamma: float = 1.0
+PRIME_ACCURACY_RANGE: tuple[float, float] = (0.2, 0.8)
+"""PRIME's prompt filter: only groups whose mean accuracy lies in this range are trained on (paper, §3.4)."""
+
+
+def accuracy_filter_mask(
+    accuracy: Tensor, mask: Tensor, group_ids: Tensor | Sequence[int], accuracy_range: tuple[float, float]
 ) -> Tensor:
-    """PRIME: RLOO on each source separately, returns-to-go (``γ = 1``), summed; no ``σ``.
+    """``[N, K]`` mask of the turns whose group's mean ``accuracy`` lies in ``accuracy_range`` (inclusive).
+
+    Example:
+        >>> import torch
+        >>> accuracy, mask = torch.tensor([1.0, 0.0, 0.0, 0.0]), torch.ones(4, 1, dtype=torch.bool)
+        >>> accuracy_filter_mask(accuracy, mask, [0, 0, 1, 1], (0.2, 0.8))[:, 0]  # group 1 ties at 0: dropped
+        tensor([ True,  True, False, False])
+    """
+    low, high = accuracy_range
+    group_accuracy = _group_stats(_as_float(accuracy), group_ids).mean
+    return mask & ((group_accuracy >= low) & (group_accuracy <= high))[:, None]
+
+
+def prime_turn_advantages(
+    outcome: Tensor,
+    process: Tensor,
+    mask: Tensor,
+    group_ids: Tensor | Sequence[int],
+    *,
+    gamma: float = 1.0,
+    accuracy_range: tuple[float, float] | None = PRIME_ACCURACY_RANGE,
+    accuracy: Tensor | None = None,
+) -> Tensor:
+    """PRIME: RLOO on each source separately, returns-to-go (``γ = 1``), summed; no ``σ``; the prompt filter.
 
     ``A_{i,h} = [G^o_{i,h} − mean_{j≠i} G^o_{j,0}] + Σ_{h'≥h} γ^{h'−h} (p_{i,h'} − mean_{j≠i} p̄_j)``, with
     ``G^o`` the returns-to-go of the outcome rewards and ``p̄_j`` the mean process reward of ``j`` per turn.
     With the outcome on the last turn this is
     :func:`~turnkit.learners.advantages.prime_advantages` without its whitening.
+
+    PRIME trains only on prompts whose group accuracy lies in ``[0.2, 0.8]`` (``accuracy_range``; ``None``
+    keeps every group): a group the outcome ties gets ``0``. Without the filter such a group learns from the
+    implicit PRM alone, and a PRM that has mostly seen failures rates whatever it has not seen above the
+    policy's usual replies, so the policy drifts to text the PRM never learned about.
 
     Args:
         outcome: ``[N, K]`` outcome (env) reward per turn.
@@ -122,20 +155,30 @@ def prime_turn_advantages(
         mask: ``[N, K]`` bool mask of real turns.
         group_ids: Group id per episode, ``[N]``.
         gamma: Discount of both returns.
+        accuracy_range: ``(low, high)`` of the prompt filter on the group's mean accuracy, or ``None``.
+        accuracy: ``[N]`` accuracy of each episode (``1``/``0``: solved or not); default its outcome return.
 
     Returns:
-        ``[N, K]`` advantages, ``0`` at padded turns and for singleton groups.
+        ``[N, K]`` advantages, ``0`` at padded turns, for singleton groups and for filtered groups.
 
     Example:
         >>> import torch
         >>> mask = torch.ones(2, 1, dtype=torch.bool)
-        >>> prime_turn_advantages(torch.zeros(2, 1), torch.tensor([[0.3], [0.1]]), mask, [0, 0])  # tied outcome
+        >>> process = torch.tensor([[0.3], [0.1]])
+        >>> prime_turn_advantages(torch.zeros(2, 1), process, mask, [0, 0])  # tied outcome: filtered out
+        tensor([[0.],
+                [0.]])
+        >>> prime_turn_advantages(torch.zeros(2, 1), process, mask, [0, 0], accuracy_range=None)
         tensor([[ 0.2000],
                 [-0.2000]])
     """
     o, m = _check(outcome, mask, "outcome")
     p, _ = _check(process, m, "process")
-    return _outcome_rloo(o, m, group_ids, gamma) + returns_to_go(_loo_centred(p, m, group_ids), gamma, m)
+    adv = _outcome_rloo(o, m, group_ids, gamma) + returns_to_go(_loo_centred(p, m, group_ids), gamma, m)
+    if accuracy_range is None:
+        return adv
+    acc = o.sum(dim=1) if accuracy is None else accuracy
+    return torch.where(accuracy_filter_mask(acc, m, group_ids, accuracy_range), adv, torch.zeros_like(adv))
 
 
 def mrt_turn_advantages(
@@ -288,6 +331,7 @@ def source_advantages(
     estimator: str,
     gamma: float = 1.0,
     group_ids: Sequence[int] | None = None,
+    accuracy_range: tuple[float, float] | None = PRIME_ACCURACY_RANGE,
 ) -> list[tuple[float, ...] | None]:
     """Per-turn advantages of a batch from its rewards by source, combined by ``estimator`` (module docstring).
 
@@ -301,6 +345,8 @@ def source_advantages(
         estimator: One of :data:`SOURCE_ESTIMATORS`.
         gamma: Discount of the returns-to-go.
         group_ids: Group ids to use instead of ``Trajectory.group``.
+        accuracy_range: PRIME's prompt filter (:func:`prime_turn_advantages`) on the env's return (the
+            ``"env"`` source; without one, the outcome's); other estimators ignore it.
 
     Returns:
         Per trajectory, one advantage per step, or ``None`` for an errored trajectory.
@@ -315,8 +361,10 @@ def source_advantages(
         ...     return Trajectory("d", 0, (Step("q", AgentTurn("a"), reward, True),), group=0)
         >>> batch = [traj(0.0), traj(0.0)]  # a tied outcome, and a noisy process reward
         >>> sources = {**env_sources(batch), "prime": Source("process", [(0.03,), (0.01,)])}
-        >>> [round(a[0], 6) for a in source_advantages(batch, sources, estimator="prime")]
-        [0.02, -0.02]
+        >>> [round(a[0], 6) for a in source_advantages(batch, sources, estimator="mrt")]  # the noise, not σ-scaled
+        [0.03, 0.01]
+        >>> [round(a[0], 6) for a in source_advantages(batch, sources, estimator="prime")]  # filtered: tied
+        [0.0, 0.0]
     """
     if estimator not in SOURCE_ESTIMATORS:
         raise ConfigError(f"estimator must be one of {SOURCE_ESTIMATORS}, got {estimator!r}")
@@ -355,7 +403,11 @@ def source_advantages(
             target = outcome if source.kind == "reward" else dense
             target[j, :n] += torch.tensor(row, dtype=torch.float64)
     if estimator == "prime":
-        adv = prime_turn_advantages(outcome, dense, mask, gids, gamma=gamma)
+        env = sources.get("env")
+        accuracy = None if env is None else torch.tensor([float(sum(env.values[i])) for i in kept], dtype=torch.float64)
+        adv = prime_turn_advantages(
+            outcome, dense, mask, gids, gamma=gamma, accuracy_range=accuracy_range, accuracy=accuracy
+        )
     elif estimator == "mrt":
         adv = mrt_turn_advantages(outcome, dense, mask, gids, gamma=gamma)
     elif estimator == "pav":
@@ -368,12 +420,14 @@ def source_advantages(
 
 
 __all__ = [
+    "PRIME_ACCURACY_RANGE",
     "RUN_ESTIMATORS",
     "SOURCE_ESTIMATORS",
     "SOURCE_KINDS",
     "Source",
     "SourceEstimator",
     "SourceKind",
+    "accuracy_filter_mask",
     "dr_grpo_turn_advantages",
     "env_sources",
     "mrt_turn_advantages",

@@ -313,6 +313,7 @@ def step_advantages(
     *,
     sources: dict[str, Source] | None = None,
     estimator: str | None = None,
+    accuracy_range: tuple[float, float] | None = None,
 ) -> list[tuple[float, ...] | None]:
     """The advantages of one rollout batch: per episode, one per turn (``None``: errored, masked).
 
@@ -325,6 +326,8 @@ def step_advantages(
             estimators that keep them apart (``prime``, ``mrt``, ``pav``, ``sweet``); default: the env's alone.
         estimator: The estimator in effect (``grpo.estimator`` with ``"paper"`` resolved); default
             ``grpo.estimator``.
+        accuracy_range: The ``prime`` estimator's prompt filter (:meth:`CriticSet.accuracy_range`); default
+            the paper's ``[0.2, 0.8]``.
     """
     grpo = cfg.loss_config()
     name = estimator if estimator is not None else run_estimator(grpo.estimator, None)
@@ -334,7 +337,8 @@ def step_advantages(
                 f"grpo.estimator={name!r} combines the rewards by source (CriticSet.sources), not summed turn_rewards"
             )
         by_source = sources if sources is not None else env_sources(trajs)
-        return source_advantages(trajs, by_source, estimator=name, gamma=grpo.gamma)
+        extra = {"accuracy_range": accuracy_range} if accuracy_range is not None else {}
+        return source_advantages(trajs, by_source, estimator=name, gamma=grpo.gamma, **extra)
     per_turn = grpo.per_turn or turn_rewards is not None
     return trajectory_advantages(
         trajs,
@@ -673,7 +677,10 @@ def _train(run: Run, cfg: TrainConfig, *, resume: bool, progress: bool, policy: 
             if critics is not None and scores is not None and estimator in SOURCE_ESTIMATORS:
                 by_source = critics.sources(trajs, scores)
             turn_rewards = scores.turn_rewards if scores is not None else None
-            advantages = step_advantages(trajs, cfg, turn_rewards, sources=by_source, estimator=estimator)
+            accuracy_range = critics.accuracy_range() if critics is not None else None
+            advantages = step_advantages(
+                trajs, cfg, turn_rewards, sources=by_source, estimator=estimator, accuracy_range=accuracy_range
+            )
             if kept.due(step):
                 credit = scores.credit if scores is not None else None
                 rows = learner_records(trajs, advantages, trained_episodes(advantages, cfg), credit=credit)
