@@ -23,14 +23,15 @@ from .test_critic_rewards import loop_config
 # critic at weight 0.5 gives the progress source [0.5, 0] on every episode (its shaped rewards are the same here).
 #   mrt:    outcome RLOO 0 + progress returns-to-go [0.5, 0]      -> [0.5, 0.0]
 #   pav:    outcome RLOO 0 + progress of the step [0.5, 0]        -> [0.5, 0.0]
-#   prime:  progress centred by the other episode's mean 0.25: [0.25, -0.25], returns-to-go -> [0.0, -0.25]
+#   prime:  the group's accuracy is 1, outside PRIME's prompt filter [0.2, 0.8]: dropped -> [0.0, 0.0]
+#           (unfiltered: progress centred by the other's mean 0.25, returns-to-go [0.0, -0.25])
 #   sweet:  progress centred by the other episode's mean 0.25     -> [0.25, -0.25]
 #   dr_grpo (summed rewards [0.5, 1.0]): returns [1.5, 1.0] - mean 1.5 -> [0.0, -0.5]
 EXPECTED = {
     "mrt": [0.5, 0.0],
     "pav": [0.5, 0.0],
     "paper": [0.5, 0.0],  # the MRT critic's paper estimator
-    "prime": [0.0, -0.25],
+    "prime": [0.0, 0.0],
     "sweet": [0.25, -0.25],
     "dr_grpo": [0.0, -0.5],
 }
