@@ -51,6 +51,7 @@ from pathlib import Path
 from typing import Any
 
 import torch
+from common.credit_agreement import run_agreement
 from common.provenance import machine_record, write_result
 from smollm2_grpo import STEP_KEYS, evaluate
 
@@ -83,7 +84,7 @@ CHECK_OUT = "/tmp/dense_credit_check"
 def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     """The study's command line."""
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("action", choices=["run", "seed", "report", "check"])
+    parser.add_argument("action", choices=["run", "seed", "agree", "report", "check"])
     parser.add_argument("--arms", nargs="+", default=[a for a in ARMS if a != CONTROL], help="arms to run")
     parser.add_argument("--path", default="native", help="float path label of this process (native, default)")
     parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2, 3, 4], help="RL seeds")
@@ -177,6 +178,21 @@ def train_and_evaluate(arm: str, cfg: TrainConfig, policy: Any, eval_episodes: i
     }
 
 
+def critic_agreement(arm: str, run_dir: Path) -> dict[str, Any] | None:
+    """How often the arm's critic orders two turns of a group as the oracle does, on the run's logged rollouts
+    (:mod:`common.credit_agreement`); ``None`` for the control, which has no critic.
+
+    Example:
+        >>> critic_agreement("grpo", Path("runs/x")) is None
+        True
+    """
+    critics, estimator = ARMS[arm]
+    if not critics:
+        return None
+    (name,) = critics
+    return run_agreement(run_dir, name, progress=estimator in ("mrt", "pav"))
+
+
 def seed_file(out: str | Path, arm: str, path: str, seed: int) -> Path:
     """Where one arm's seed on one float path writes its result."""
     return Path(out) / arm / path / f"seed-{seed}.json"
@@ -192,8 +208,22 @@ def run_seed(args: argparse.Namespace, arm: str) -> None:
         "warm_start_key": Path(info["adapter_dir"]).name,
         "warm_start_from_cache": info["from_cache"],
         **train_and_evaluate(arm, cfg, policy, args.eval_episodes),
+        "critic_agreement": critic_agreement(arm, Path(out_dir)),
     }
     write_result(seed_file(args.out, arm, args.path, args.seed), result, started=started)
+
+
+def backfill_agreement(args: argparse.Namespace) -> None:
+    """Add ``critic_agreement`` to the seed files of ``--arms`` that lack it, from their run folders' rollouts."""
+    for arm in args.arms:
+        for file in sorted((Path(args.out) / arm / args.path).glob("seed-*.json")):
+            data = json.loads(file.read_text())
+            run_dir = Path(args.runs) / arm / args.path / file.stem
+            if "critic_agreement" in data or not (run_dir / "rollouts").is_dir():
+                continue
+            data["critic_agreement"] = critic_agreement(arm, run_dir)
+            file.write_text(json.dumps(data, indent=2) + "\n")
+            print(f"{arm} {args.path} {file.stem}: {data['critic_agreement']}")
 
 
 def pending(out: str | Path, arms: Sequence[str], path: str, seeds: Sequence[int]) -> list[tuple[str, int]]:
@@ -307,9 +337,25 @@ def summarize(out: Path, control: Path) -> dict[str, Any]:
     return arms
 
 
+def pooled_agreement(runs: Mapping[int, Any]) -> dict[str, Any] | None:
+    """The seeds' ``critic_agreement`` pooled over their turn pairs; ``None`` where no seed has one.
+
+    Example:
+        >>> pooled_agreement({0: {"critic_agreement": {"pairs": 30, "agreement": 0.6}},
+        ...                   1: {"critic_agreement": {"pairs": 10, "agreement": 1.0}}, 2: {}})
+        {'seeds': [0, 1], 'pairs': 40, 'agreement': 0.7}
+    """
+    have = {s: r["critic_agreement"] for s, r in sorted(runs.items()) if (r.get("critic_agreement") or {}).get("pairs")}
+    if not have:
+        return None
+    pairs = sum(a["pairs"] for a in have.values())
+    agreement = sum(a["pairs"] * a["agreement"] for a in have.values()) / pairs
+    return {"seeds": list(have), "pairs": pairs, "agreement": round(agreement, 6)}
+
+
 def _entry(runs: Mapping[int, Any], control: Mapping[int, Any]) -> dict[str, Any]:
     seeds = sorted(runs)
-    entry: dict[str, Any] = {"seeds": seeds}
+    entry: dict[str, Any] = {"seeds": seeds, "critic_agreement": pooled_agreement(runs)}
     for decoding in DECODINGS:
         ev = [runs[s]["eval"][decoding] for s in seeds]
         diffs = [e["success"] - control[s]["eval"][decoding]["success"] for s, e in zip(seeds, ev, strict=True)]
@@ -357,6 +403,24 @@ def table(summary: Mapping[str, Any]) -> str:
                     f"{' '.join(f'{x:.3f}' for x in d['success_per_seed'])} | {d['success']:.3f} | {diff} | "
                     f"{d['first_answer_success']:.3f} | {d['won_on_retry']:.3f} | {d['turns']:.2f} |"
                 )
+    return "\n".join(lines)
+
+
+def agreement_table(summary: Mapping[str, Any]) -> str:
+    """Per arm and float path: how often its critic orders two turns of a group as the oracle does.
+
+    Example:
+        >>> agree = {"seeds": [0], "pairs": 63, "agreement": 0.587}
+        >>> print(agreement_table({"prime": {"native": {"critic_agreement": agree}}}).splitlines()[2])
+        | prime | native | 0 | 63 | 0.587 |
+    """
+    lines = ["| arm | path | seeds | turn pairs | agreement with the oracle |", "|---|---|---|---|---|"]
+    for arm, per_path in summary.items():
+        for path, entry in sorted(per_path.items()):
+            a = entry.get("critic_agreement")
+            if a:
+                seeds = " ".join(map(str, a["seeds"]))
+                lines.append(f"| {arm} | {path} | {seeds} | {a['pairs']} | {a['agreement']:.3f} |")
     return "\n".join(lines)
 
 
@@ -418,6 +482,9 @@ def main(argv: Sequence[str] | None = None) -> int:
             raise SystemExit(f"`seed` runs one arm, got --arms {' '.join(args.arms)}")
         run_seed(args, args.arms[0])
         return 0
+    if args.action == "agree":
+        backfill_agreement(args)
+        return 0
     if args.action == "run":
         run_all(args)
     if args.out == CHECK_OUT:
@@ -425,7 +492,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             data = json.loads(seed_file(args.out, arm, args.path, 0).read_text())
             print(arm, data["steps"], {d: data["eval"][d]["success"] for d in DECODINGS})
         return 0
-    print(table(report(Path(args.out), Path(args.control))))
+    summary = report(Path(args.out), Path(args.control))
+    print(table(summary), agreement_table(summary), sep="\n\n")
     return 0
 
 

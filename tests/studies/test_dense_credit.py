@@ -12,6 +12,7 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
+import gymnasium
 import pytest
 from transformers import PreTrainedTokenizerFast
 
@@ -126,3 +127,40 @@ def test_report_refuses_a_seed_without_its_control_or_from_another_warm_start(
     _write(study.seed_file(out, "oracle", "native", 3), {"seed": 3, "warm_start_key": "k2", "eval": _ev(0.5, 1)})
     with pytest.raises(SystemExit, match="warm start k2 is not the control's"):
         study.summarize(out, _control(tmp_path, {3: 0.4}))
+
+
+def _logged_run(run_dir: Path, right_credit: float, close_credit: float) -> None:
+    """A run folder as the loop logs it: two episodes of one task, the first right at once (oracle gain 1), the
+    second close (gain < 1), then right; the critic credits the two first turns ``right_credit``/``close_credit``."""
+    env_kwargs = {"difficulty": 2, "kinds": ["arithmetic"], "max_attempts": 3, "max_episode_steps": 4}
+    _write(run_dir / "config.json", {"env_id": "turnkit/MathEpisodes-v0", "env_kwargs": env_kwargs})
+    env = gymnasium.make("turnkit/MathEpisodes-v0", **env_kwargs)
+    env.reset(seed=7)
+    answer = int(env.unwrapped.privileged()["answer"])
+    env.close()
+    episodes = (
+        [(f"ANSWER: {answer}", right_credit)],
+        [(f"ANSWER: {answer + 1}", close_credit), (f"ANSWER: {answer}", 0)],
+    )
+    rows = [
+        {
+            "env_id": "turnkit/MathEpisodes-v0",
+            "seed": 7,
+            "group": 0,
+            "steps": [{"observation": "o", "action": a, "reward": 0.0, "critic_rewards": {"prime": c}} for a, c in ep],
+        }
+        for ep in episodes
+    ]
+    logged = run_dir / "rollouts" / "step-000010" / "trajectories.jsonl"
+    logged.parent.mkdir(parents=True)
+    logged.write_text("\n".join(json.dumps(r) for r in rows))
+
+
+@pytest.mark.parametrize(("right", "close", "expected"), [(0.9, 0.1, 1.0), (0.1, 0.9, 0.0), (0.5, 0.5, 0.5)])
+def test_critic_agreement_orders_turns_as_the_oracle_does(
+    study: ModuleType, tmp_path: Path, right: float, close: float, expected: float
+) -> None:
+    """One pair the oracle orders (the first turns); a critic that credits them alike scores 0.5."""
+    _logged_run(tmp_path, right, close)
+    assert study.critic_agreement("prime", tmp_path) == {"pairs": 1, "agreement": expected, "episodes": 2}
+    assert study.critic_agreement("grpo", tmp_path) is None
