@@ -57,6 +57,23 @@ time.sleep(0.3)  # the call ends once the hopper is well under way
 """
 """A leftover that changes pid every few microseconds and writes a heartbeat while it lives."""
 
+HAMMER = (
+    r"""
+import os, time
+if os.fork() == 0:
+    os.setsid()
+    _end = time.monotonic() + 3
+    while time.monotonic() < _end:
+"""
+    + "".join(f"        {line}\n" for line in SABOTAGE.strip().splitlines())
+    + r"""
+    os._exit(0)
+time.sleep(0.2)
+"""
+)
+"""A leftover that repeats :data:`SABOTAGE` for 3 s, so that it still runs while its call ends and is cleaned up
+(where a killer of the code's processes takes the code's effective uid for a moment)."""
+
 SHM_FILL = r"""
 import ctypes, os
 libc = ctypes.CDLL(None, use_errno=True)

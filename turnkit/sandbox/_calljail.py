@@ -245,6 +245,24 @@ def check_jail() -> str:
 CODE_UID = 65534
 """The uid (``nobody``) a call's code runs as under :func:`become_code_uid`."""
 
+KILLER_UID = 65533
+"""The real and saved uid of :func:`kill_code_uid`'s killer: no other process of the sandbox has it."""
+
+
+_KEPT_CAPS = (1 << 5) | (1 << 6) | (1 << 7)  # CAP_KILL, CAP_SETGID, CAP_SETUID
+
+
+def close_user_namespaces() -> None:
+    """Forbid new user namespaces in this sandbox, then keep only ``CAP_SETUID``, ``CAP_SETGID`` and ``CAP_KILL``.
+
+    For the supervisor of a bubblewrap sandbox with two uids, which starts with ``CAP_SYS_RESOURCE`` for this
+    (bwrap's ``--disable-userns`` cannot be had with a user namespace the host maps). Raises ``OSError``.
+    """
+    _jail_write("/proc/sys/user/max_user_namespaces", "0\n")
+    caps = (_CapData * 2)()
+    caps[0].effective = caps[0].permitted = _KEPT_CAPS
+    _jail_check(_JAIL_LIBC.capset(ctypes.byref(_NO_CAPS[0]), caps), "capset")
+
 
 def become_code_uid(uid: int = CODE_UID) -> None:
     """Drop from root to ``uid`` for good: no capability is left (the process turns dumpable again itself)."""
@@ -266,36 +284,124 @@ def as_code_uid(uid: int = CODE_UID):
         set_dumpable(False)  # an effective-uid change resets it
 
 
-def kill_code_uid(uid: int = CODE_UID, tries: int = 5) -> bool:
+def kill_code_uid(uid: int = CODE_UID, killer: int = KILLER_UID) -> bool:
     """Kill every process of ``uid`` and remove its SysV IPC objects and ``/dev/shm`` files; whether it worked.
 
-    A forked killer becomes ``uid`` and sends ``kill(-1, SIGKILL)``. In the moment between the two, a process of
-    the code that hunts new pids of its uid can kill the killer first: then another killer goes, up to ``tries``.
+    A forked killer takes ``uid`` as its effective uid only, with ``killer`` (a uid no other process has) as its
+    real and saved one, and sends ``kill(-1, SIGKILL)``: the kernel lets it signal every process whose real or
+    saved uid is ``uid``, and none of those may signal it back (their uids are neither of its real and saved
+    ones), so no process of the code can kill or stop it first.
     """
-    for _ in range(tries):
-        pid = os.fork()
-        if pid == 0:
-            try:
-                become_code_uid(uid)
-                with contextlib.suppress(ProcessLookupError):
-                    os.kill(-1, signal.SIGKILL)  # every process of uid but this one (and init), atomically
-                _remove_ipc(uid)
-                _empty_dir("/dev/shm")
-            except BaseException as exc:
-                _say_why("the killer of the code's uid failed", exc)  # the supervisor's stderr, read at a failed start
-                os._exit(1)
-            os._exit(0)
-        while True:
-            try:
-                status = os.waitpid(pid, 0)[1]
-                break
-            except InterruptedError:
-                continue
-        if status == 0:
+    pid = os.fork()
+    if pid == 0:
+        try:
+            os.setgroups([])
+            os.setresgid(uid, uid, uid)
+            os.setresuid(killer, uid, killer)
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(-1, signal.SIGKILL)  # every process of uid (and of killer: none but this one), atomically
+            _remove_ipc(uid)
+            _empty_dir("/dev/shm")
+        except BaseException as exc:
+            _say_why("the killer of the code's uid failed", exc)  # the supervisor's stderr, read at a failed start
+            os._exit(1)
+        os._exit(0)
+    while True:
+        try:
+            return os.waitpid(pid, 0)[1] == 0
+        except InterruptedError:
+            continue
+
+
+_SYS_SCHED_GETATTR = {"x86_64": 315, "aarch64": 275}.get(os.uname().machine)
+
+
+def _sched_state() -> tuple[object, ...]:
+    """What another process of the same effective uid can change of this one.
+
+    Nice, policy, priority and utilization clamps (``sched_getattr``, where the syscall number is known), and CPU
+    affinity.
+    """
+    attr = ctypes.create_string_buffer(56)  # struct sched_attr, SCHED_ATTR_SIZE_VER1
+    if _SYS_SCHED_GETATTR is not None and _JAIL_LIBC.syscall(_SYS_SCHED_GETATTR, 0, attr, 56, 0) == 0:
+        sched: object = attr.raw
+    else:
+        sched = (os.sched_getscheduler(0), os.sched_getparam(0).sched_priority, os.getpriority(os.PRIO_PROCESS, 0))
+    return sched, frozenset(os.sched_getaffinity(0))
+
+
+class CodeKiller:
+    """A long-lived process of the supervisor's that kills every process of the code's uid at each call's end.
+
+    Forking a killer per call (:func:`kill_code_uid`) costs as much as the rest of a call. This one stays root,
+    which the code cannot reach, between calls; for each kill it takes the code's uid as its effective uid only,
+    with :data:`KILLER_UID` as its real uid and root as its saved one, sends ``kill(-1, SIGKILL)``, removes the
+    code's IPC objects and ``/dev/shm`` files, and becomes root again. The code's processes cannot signal it
+    (neither its real nor its saved uid is theirs), but for that moment they could renice, reschedule or pin it
+    (those check the effective uid): once every one of them is dead it compares its scheduling state with what it
+    had, and where it changed it says so and exits, and the supervisor forks a new one. So nothing the code does
+    to it reaches a later call.
+    """
+
+    def __init__(self, uid: int = CODE_UID, killer: int = KILLER_UID) -> None:
+        ask_r, self._ask_w = os.pipe()
+        self._said_r, said_w = os.pipe()
+        self.pid = os.fork()
+        if self.pid == 0:
+            os.close(self._ask_w)
+            os.close(self._said_r)
+            _killer_main(ask_r, said_w, uid, killer)
+        os.close(ask_r)
+        os.close(said_w)
+
+    def kill(self, wait_s: float = 10.0) -> bool | None:
+        """Kill the code's processes: ``True`` done, ``None`` done and this killer is spent, ``False`` failed."""
+        try:
+            os.write(self._ask_w, b"k")
+            word = os.read(self._said_r, 1) if select.select([self._said_r], [], [], wait_s)[0] else b""
+        except OSError:
+            word = b""
+        if word == b"0":
             return True
-        if not os.WIFSIGNALED(status):
-            return False
-    return False
+        self.close()
+        return None if word == b"1" else False
+
+    def close(self) -> None:
+        """End the killer (it may be gone already, reaped by the supervisor's wait)."""
+        for fd in (self._ask_w, self._said_r):
+            with contextlib.suppress(OSError):
+                os.close(fd)
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(self.pid, signal.SIGKILL)
+        with contextlib.suppress(ChildProcessError):
+            os.waitpid(self.pid, 0)
+
+
+def _killer_main(ask_r: int, said_w: int, uid: int, killer: int) -> NoReturn:
+    prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
+    for fd in range(1 << 10):
+        if fd not in (ask_r, said_w, 2):
+            with contextlib.suppress(OSError):
+                os.close(fd)
+    signal.signal(signal.SIGCHLD, signal.SIG_DFL)
+    baseline = _sched_state()
+    while os.read(ask_r, 1) == b"k":
+        try:
+            os.setresuid(killer, uid, 0)  # effective caps go; the saved root uid keeps the way back
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(-1, signal.SIGKILL)  # every process of uid, atomically (root's are not this sender's)
+            _remove_ipc(uid)
+            _empty_dir("/dev/shm")
+            os.setresuid(0, 0, 0)
+            set_dumpable(False)  # an effective-uid change resets it
+        except BaseException as exc:
+            _say_why("the killer of the code's uid failed", exc)
+            os._exit(1)
+        if _sched_state() != baseline:  # the code changed it in that moment: a fresh killer serves the next call
+            os.write(said_w, b"1")
+            os._exit(0)
+        os.write(said_w, b"0")
+    os._exit(0)
 
 
 def _remove_ipc(uid: int) -> None:

@@ -41,8 +41,10 @@ from turnkit.sandbox._calljail import (
     CALL_ISOLATION,
     CODE_UID,
     JAIL_END,
+    CodeKiller,
     as_code_uid,
     check_jail,
+    close_user_namespaces,
     kill_code_uid,
 )
 from turnkit.sandbox._child import (
@@ -63,6 +65,28 @@ from turnkit.sandbox._zygote import TRUST_BOUNDARY, Zygote, become_subreaper, se
 
 _zygote: Zygote | None = None
 """The fork server of a serving supervisor (worker mode): calls are forked from it, never from the supervisor."""
+_killer: list[CodeKiller] = []
+"""A serving supervisor's killer of the code's uid (worker mode where calls run under a uid of their own)."""
+
+
+def _kill_code(uid: int) -> bool:
+    """Kill every process of the code's uid, through the worker's killer where there is one; whether it worked."""
+    if _killer:
+        done = _killer[0].kill()
+        if done is not True:
+            _killer.clear()  # spent (the code touched it) or broken: a new one is forked before the next request
+        if done is not False:
+            return True
+    return kill_code_uid(uid)
+
+
+def _ensure_killer() -> None:
+    """Fork the worker's killer of the code's uid if it has none (at the start and after one was spent)."""
+    if _CODE_UID[0] is not None and _zygote is not None and not _killer:
+        with contextlib.suppress(OSError):
+            _killer.append(CodeKiller(_CODE_UID[0]))
+
+
 # --- process tree bookkeeping ------------------------------------------------------------------------
 
 
@@ -516,7 +540,7 @@ def _execute(req: dict[str, Any], blobs: list[bytes], watch_fd: int | None = Non
     jail_gone = True
     if isolated:
         if _CODE_UID[0] is not None:
-            jail_gone = kill_code_uid(_CODE_UID[0]) and reaper.await_jails()
+            jail_gone = _kill_code(_CODE_UID[0]) and reaper.await_jails()
         else:
             if done_r is not None and not timed_out and not host_gone and not _flooded(streams):
                 reaper.read_final(done_r, wait_s=1.0)  # a reported end: the init's word follows at once
@@ -676,9 +700,12 @@ def _serve_loop(once: bool, max_bytes: int) -> None:
         if TRUST_BOUNDARY:
             _zygote = Zygote(_spare_main)  # before the first request: it never holds one
             own += 1
+            _ensure_killer()
+            own += len(_killer)
     _OWN_BEFORE_CALLS.append(own)
     write_all(proto_out, encode_frame({"ready": True, "pid": os.getpid()}))
     while True:
+        _ensure_killer()
         _fill_spares()  # the first calls' spares, or those a call could not ask for
         try:
             req, blobs = read_frame(proto_in, max_bytes)
@@ -721,6 +748,13 @@ def main(argv: list[str]) -> None:
     max_bytes = int(argv[2]) if len(argv) > 2 else 1 << 28
     _JAILED[0] = CALL_ISOLATION and "jail" in argv[3:]
     _CODE_UID[0] = CODE_UID if CALL_ISOLATION and "uid" in argv[3:] else None
+    if "nouserns" in argv[3:]:  # bubblewrap with two uids: its --disable-userns is not to be had there
+        try:
+            close_user_namespaces()
+        except OSError as exc:
+            sys.stderr.write(f"turnkit supervisor: cannot close user namespaces ({exc}); see docs/sandbox.md\n")
+            sys.stderr.flush()
+            os._exit(70)
     _serve_loop(mode == "once", max_bytes)
 
 
