@@ -72,7 +72,7 @@ def test_ro_bind_is_visible_read_only():
     finally:
         (shared / "lib.py").unlink()
         shared.rmdir()
-    assert r.stdout == "5\n" and w.exit_code != 0
+    assert r.stdout == "5\n" and w.exit_code != 0, r.stderr
 
 
 def test_unreachable_ro_bind_is_a_clear_start_error(tmp_path):
@@ -243,39 +243,6 @@ def test_the_code_cannot_reach_its_zygote(jail):
             assert (r.exit_code, r.stdout) == (0, "1\n"), r
         for i in range(4):
             assert sb.run_python(f"print({i})", timeout=5).stdout == f"{i}\n"
-
-
-def _killer_pid(sb: LocalSandbox) -> int | None:
-    """The worker's killer of the code's uid: the supervisor's child with none of its own (the zygote has spares)."""
-    for _ in range(500):
-        supervisor = [p for p in _children(sb._worker.proc.pid) if _comm(p) == "python3"]
-        if supervisor:
-            idle = [p for p in _children(supervisor[0]) if not _children(p) and _state(p) == "S"]
-            if len(idle) == 1:
-                return idle[0]
-        time.sleep(0.01)
-    return None
-
-
-def test_a_killer_whose_scheduling_changed_is_replaced():
-    # On a root host the killer of the code's uid takes the code's effective uid for a moment at each call's end,
-    # and a leftover could renice it then. Here the host renices it (the same change, at a time of the test's
-    # choosing): after its next kill it sees the change and exits, the next request gets a fresh killer, and
-    # every call runs as before.
-    with local_sandbox(persistent=True) as sb:
-        if not sb._two_uids:
-            pytest.skip("calls run under a uid of their own only on a root host with a recent bubblewrap")
-        assert sb.run_python("print(1)", timeout=5).stdout == "1\n"
-        first = _killer_pid(sb)
-        assert first is not None
-        base = os.getpriority(os.PRIO_PROCESS, first)  # the test run's own nice, inherited
-        os.setpriority(os.PRIO_PROCESS, first, min(base + 2, 19))
-        assert sb.run_python("print(2)", timeout=5).stdout == "2\n"
-        assert sb.run_python("print(3)", timeout=5).stdout == "3\n"
-        second = _killer_pid(sb)
-        assert second not in (None, first) and os.getpriority(os.PRIO_PROCESS, second) == base
-        r = sb.run_python("import os\nprint(os.getpriority(os.PRIO_PROCESS, 0))", timeout=5)
-        assert r.stdout == f"{base}\n", r
 
 
 def test_a_broken_worker_says_why_and_is_replaced():

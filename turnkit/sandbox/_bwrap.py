@@ -254,6 +254,8 @@ class BwrapConfig:
         args += ["--tmpfs", "/tmp", "--dir", "/run"]
         if self.two_uids is not None:
             args += ["--perms", "01777", "--size", str(SHM_BYTES), "--tmpfs", "/dev/shm"]
+        if self.two_uids is not None:  # bwrap makes a bind's missing parents 0700, and root's: the code's way there
+            args += _open_parents(self.ro_binds)
         for path in self.ro_binds:  # after /tmp, so that binds under /tmp are not hidden by the tmpfs
             args += ["--ro-bind", path, path]
         # A two-uid supervisor cannot enter the code's /work (mode 0700); each call enters it as the code's uid.
@@ -262,6 +264,30 @@ class BwrapConfig:
         for key, value in self.env.items():
             args += ["--setenv", key, value]
         return [*args, "--", *inner]
+
+
+def _open_parents(paths: Sequence[str]) -> list[str]:
+    """``--perms 0755 --dir`` for each parent of ``paths`` that the sandbox's own root or ``/tmp`` lacks.
+
+    Parents under a path bound from the host (``/usr``, ``/etc``...) exist there already.
+
+    Example:
+        >>> _open_parents(["/tmp/a/b", "/opt/venv", "/usr/lib/x"])
+        ['--perms', '0755', '--dir', '/tmp/a', '--perms', '0755', '--dir', '/opt']
+    """
+    bound = {"usr", "etc", "dev", "proc", "work", "run", *_ROOT_LINKS}
+    made = {"/", "/tmp"}
+    args: list[str] = []
+    for path in paths:
+        parts = os.path.normpath(path).strip("/").split("/")
+        if parts[0] in bound:
+            continue
+        for depth in range(1, len(parts)):
+            parent = "/" + "/".join(parts[:depth])
+            if parent not in made:
+                made.add(parent)
+                args += ["--perms", "0755", "--dir", parent]
+    return args
 
 
 @functools.lru_cache(maxsize=4)

@@ -246,7 +246,7 @@ CODE_UID = 65534
 """The uid (``nobody``) a call's code runs as under :func:`become_code_uid`."""
 
 KILLER_UID = 65533
-"""The real and saved uid of :func:`kill_code_uid`'s killer: no other process of the sandbox has it."""
+"""The real uid :func:`kill_code_uid` takes for its kill: no process of the sandbox has it."""
 
 
 _KEPT_CAPS = (1 << 5) | (1 << 6) | (1 << 7)  # CAP_KILL, CAP_SETGID, CAP_SETUID
@@ -284,35 +284,6 @@ def as_code_uid(uid: int = CODE_UID):
         set_dumpable(False)  # an effective-uid change resets it
 
 
-def kill_code_uid(uid: int = CODE_UID, killer: int = KILLER_UID) -> bool:
-    """Kill every process of ``uid`` and remove its SysV IPC objects and ``/dev/shm`` files; whether it worked.
-
-    A forked killer takes ``uid`` as its effective uid only, with ``killer`` (a uid no other process has) as its
-    real and saved one, and sends ``kill(-1, SIGKILL)``: the kernel lets it signal every process whose real or
-    saved uid is ``uid``, and none of those may signal it back (their uids are neither of its real and saved
-    ones), so no process of the code can kill or stop it first.
-    """
-    pid = os.fork()
-    if pid == 0:
-        try:
-            os.setgroups([])
-            os.setresgid(uid, uid, uid)
-            os.setresuid(killer, uid, killer)
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(-1, signal.SIGKILL)  # every process of uid (and of killer: none but this one), atomically
-            _remove_ipc(uid)
-            _empty_dir("/dev/shm")
-        except BaseException as exc:
-            _say_why("the killer of the code's uid failed", exc)  # the supervisor's stderr, read at a failed start
-            os._exit(1)
-        os._exit(0)
-    while True:
-        try:
-            return os.waitpid(pid, 0)[1] == 0
-        except InterruptedError:
-            continue
-
-
 _SYS_SCHED_GETATTR = {"x86_64": 315, "aarch64": 275}.get(os.uname().machine)
 
 
@@ -330,78 +301,26 @@ def _sched_state() -> tuple[object, ...]:
     return sched, frozenset(os.sched_getaffinity(0))
 
 
-class CodeKiller:
-    """A long-lived process of the supervisor's that kills every process of the code's uid at each call's end.
+def kill_code_uid(uid: int = CODE_UID, killer: int = KILLER_UID) -> None:
+    """Kill every process of ``uid`` and remove its SysV IPC objects and ``/dev/shm`` files, from this root process.
 
-    Forking a killer per call (:func:`kill_code_uid`) costs as much as the rest of a call. This one stays root,
-    which the code cannot reach, between calls; for each kill it takes the code's uid as its effective uid only,
-    with :data:`KILLER_UID` as its real uid and root as its saved one, sends ``kill(-1, SIGKILL)``, removes the
-    code's IPC objects and ``/dev/shm`` files, and becomes root again. The code's processes cannot signal it
-    (neither its real nor its saved uid is theirs), but for that moment they could renice, reschedule or pin it
-    (those check the effective uid): once every one of them is dead it compares its scheduling state with what it
-    had, and where it changed it says so and exits, and the supervisor forks a new one. So nothing the code does
-    to it reaches a later call.
+    For the moment of the kill this process takes ``uid`` as its effective uid only, with ``killer`` (a uid no
+    other process has) as its real uid and root as its saved one, and sends ``kill(-1, SIGKILL)``: the kernel
+    lets it signal every process whose real or saved uid is ``uid``, at once (a process with SIGKILL pending
+    cannot fork), and none of them may signal it back (neither its real nor its saved uid is theirs). Nor can
+    they renice, reschedule or pin it in that moment, although those check the effective uid: it keeps its
+    permitted capabilities (its saved uid is root), and the kernel refuses those changes to a caller whose
+    permitted capabilities are not a superset of the target's. Raises ``OSError`` if it cannot change uids.
     """
-
-    def __init__(self, uid: int = CODE_UID, killer: int = KILLER_UID) -> None:
-        ask_r, self._ask_w = os.pipe()
-        self._said_r, said_w = os.pipe()
-        self.pid = os.fork()
-        if self.pid == 0:
-            os.close(self._ask_w)
-            os.close(self._said_r)
-            _killer_main(ask_r, said_w, uid, killer)
-        os.close(ask_r)
-        os.close(said_w)
-
-    def kill(self, wait_s: float = 10.0) -> bool | None:
-        """Kill the code's processes: ``True`` done, ``None`` done and this killer is spent, ``False`` failed."""
-        try:
-            os.write(self._ask_w, b"k")
-            word = os.read(self._said_r, 1) if select.select([self._said_r], [], [], wait_s)[0] else b""
-        except OSError:
-            word = b""
-        if word == b"0":
-            return True
-        self.close()
-        return None if word == b"1" else False
-
-    def close(self) -> None:
-        """End the killer (it may be gone already, reaped by the supervisor's wait)."""
-        for fd in (self._ask_w, self._said_r):
-            with contextlib.suppress(OSError):
-                os.close(fd)
+    os.setresuid(killer, uid, 0)  # effective capabilities go; the saved root uid keeps the way back
+    try:
         with contextlib.suppress(ProcessLookupError):
-            os.kill(self.pid, signal.SIGKILL)
-        with contextlib.suppress(ChildProcessError):
-            os.waitpid(self.pid, 0)
-
-
-def _killer_main(ask_r: int, said_w: int, uid: int, killer: int) -> NoReturn:
-    prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
-    for fd in range(1 << 10):
-        if fd not in (ask_r, said_w, 2):
-            with contextlib.suppress(OSError):
-                os.close(fd)
-    signal.signal(signal.SIGCHLD, signal.SIG_DFL)
-    baseline = _sched_state()
-    while os.read(ask_r, 1) == b"k":
-        try:
-            os.setresuid(killer, uid, 0)  # effective caps go; the saved root uid keeps the way back
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(-1, signal.SIGKILL)  # every process of uid, atomically (root's are not this sender's)
-            _remove_ipc(uid)
-            _empty_dir("/dev/shm")
-            os.setresuid(0, 0, 0)
-            set_dumpable(False)  # an effective-uid change resets it
-        except BaseException as exc:
-            _say_why("the killer of the code's uid failed", exc)
-            os._exit(1)
-        if _sched_state() != baseline:  # the code changed it in that moment: a fresh killer serves the next call
-            os.write(said_w, b"1")
-            os._exit(0)
-        os.write(said_w, b"0")
-    os._exit(0)
+            os.kill(-1, signal.SIGKILL)  # every process of uid, at once (root's are not this sender's)
+        _remove_ipc(uid)
+        _empty_dir("/dev/shm")
+    finally:
+        os.setresuid(0, 0, 0)
+        set_dumpable(False)  # an effective-uid change resets it
 
 
 def _remove_ipc(uid: int) -> None:

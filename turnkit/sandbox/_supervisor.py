@@ -41,7 +41,6 @@ from turnkit.sandbox._calljail import (
     CALL_ISOLATION,
     CODE_UID,
     JAIL_END,
-    CodeKiller,
     as_code_uid,
     check_jail,
     close_user_namespaces,
@@ -65,26 +64,16 @@ from turnkit.sandbox._zygote import TRUST_BOUNDARY, Zygote, become_subreaper, se
 
 _zygote: Zygote | None = None
 """The fork server of a serving supervisor (worker mode): calls are forked from it, never from the supervisor."""
-_killer: list[CodeKiller] = []
-"""A serving supervisor's killer of the code's uid (worker mode where calls run under a uid of their own)."""
 
 
 def _kill_code(uid: int) -> bool:
-    """Kill every process of the code's uid, through the worker's killer where there is one; whether it worked."""
-    if _killer:
-        done = _killer[0].kill()
-        if done is not True:
-            _killer.clear()  # spent (the code touched it) or broken: a new one is forked before the next request
-        if done is not False:
-            return True
-    return kill_code_uid(uid)
-
-
-def _ensure_killer() -> None:
-    """Fork the worker's killer of the code's uid if it has none (at the start and after one was spent)."""
-    if _CODE_UID[0] is not None and _zygote is not None and not _killer:
-        with contextlib.suppress(OSError):
-            _killer.append(CodeKiller(_CODE_UID[0]))
+    """Kill every process of the code's uid (:func:`kill_code_uid`); whether that worked."""
+    try:
+        kill_code_uid(uid)
+    except OSError as exc:
+        sys.stderr.write(f"turnkit supervisor: cannot kill the code's processes ({exc})\n")
+        return False
+    return True
 
 
 # --- process tree bookkeeping ------------------------------------------------------------------------
@@ -304,6 +293,21 @@ class _Reaper:
                 with contextlib.suppress(ProcessLookupError):
                     os.kill(pid, signal.SIGKILL)
             select.select([_zygote] if _zygote is not None and _zygote.alive else [], [], [], 0.001)
+
+    def alone_killed(self) -> bool:
+        """Once every process of the code has SIGKILL: whether the call's own process was its only one.
+
+        Then it is remembered as dying (its teardown is reaped later, and counted against the next call's process
+        limit), and the reply does not wait for the kernel to free it, as :meth:`kill_all` does.
+        """
+        keep = _trusted_pids()
+        left, mine = _children(self.child), _children(os.getpid())
+        below = _children(_zygote.pid) if _zygote is not None else []
+        done = _DYING | {self.child} | keep
+        if left == [] and mine is not None and below is not None and set(mine) | set(below) <= done:
+            self.dying()
+            return True
+        return False
 
     def dying(self) -> None:
         """Remember a killed main child that is not reaped yet (a zombie keeps its PID, so it cannot be reused)."""
@@ -540,7 +544,7 @@ def _execute(req: dict[str, Any], blobs: list[bytes], watch_fd: int | None = Non
     jail_gone = True
     if isolated:
         if _CODE_UID[0] is not None:
-            jail_gone = _kill_code(_CODE_UID[0]) and reaper.await_jails()
+            jail_gone = _kill_code(_CODE_UID[0]) and (reaper.alone_killed() or reaper.await_jails())
         else:
             if done_r is not None and not timed_out and not host_gone and not _flooded(streams):
                 reaper.read_final(done_r, wait_s=1.0)  # a reported end: the init's word follows at once
@@ -700,12 +704,9 @@ def _serve_loop(once: bool, max_bytes: int) -> None:
         if TRUST_BOUNDARY:
             _zygote = Zygote(_spare_main)  # before the first request: it never holds one
             own += 1
-            _ensure_killer()
-            own += len(_killer)
     _OWN_BEFORE_CALLS.append(own)
     write_all(proto_out, encode_frame({"ready": True, "pid": os.getpid()}))
     while True:
-        _ensure_killer()
         _fill_spares()  # the first calls' spares, or those a call could not ask for
         try:
             req, blobs = read_frame(proto_in, max_bytes)
