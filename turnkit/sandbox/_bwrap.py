@@ -249,6 +249,8 @@ class BwrapConfig:
         if self.network:
             args += ["--ro-bind-try", "/etc/resolv.conf", "/etc/resolv.conf"]
         args += ["--dev", "/dev", "--proc", "/proc"]
+        if self.two_uids is not None:
+            args += ["--perms", "01777"]  # the supervisor's tmpfs: the code's to write, as a host's /tmp
         if _help_mentions(self.bwrap, "--size BYTES"):
             args += ["--size", str(self.tmp_mb * 1024 * 1024)]
         args += ["--tmpfs", "/tmp", "--dir", "/run"]

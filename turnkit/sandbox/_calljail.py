@@ -1,10 +1,16 @@
-"""Every call of a supervisor in namespaces of its own: nothing the code changes reaches a later call (stdlib only).
+"""Calls of a supervisor kept apart: nothing the code changes reaches a later call (stdlib only).
 
-On bubblewrap the supervisor, its zygote and a call's code share one uid, and the kernel lets a process change
-another's rlimits (``prlimit``), priority (``setpriority``, ``PRIO_USER`` too), scheduler and CPU affinity on the
-uid alone; ``PR_SET_DUMPABLE`` only stops the ``ptrace`` family. So each call's process moves, before it takes its
-request, into a **call jail**: new user, PID, IPC and mount namespaces, created without any privilege
-(``unshare``; the sandbox's own user namespace allows one more level):
+The kernel lets a process change another's rlimits (``prlimit``), priority (``setpriority``, ``PRIO_USER`` too),
+scheduler and CPU affinity on the uid alone; ``PR_SET_DUMPABLE`` only stops the ``ptrace`` family. So the code
+never shares a uid, or else a PID namespace, with the supervisor, its zygote and the next calls' spares:
+
+* **a uid of its own** (Docker, and bubblewrap where the host runs as root and maps three uids into the sandbox's
+  user namespace): see the second half of this module, :func:`become_code_uid` and :func:`kill_code_uid`;
+* **a call jail** (bubblewrap run by an unprivileged user, which can map only its own uid): described here.
+
+On bubblewrap run unprivileged the supervisor, its zygote and a call's code share one uid. So each call's process
+moves, before it takes its request, into a **call jail**: new user, PID, IPC and mount namespaces, created
+without any privilege (``unshare``; the sandbox's own user namespace allows one more level):
 
 * the code runs as PID 2 of a PID namespace whose init is the jail's own small process. Those syscalls name their
   target by pid, and ``PRIO_USER``/``PRIO_PGRP`` and ``kill(-1)`` reach only processes the caller's namespace can
@@ -233,14 +239,15 @@ def check_jail() -> str:
     return ""
 
 
-# --- Docker: a uid of the code's own -----------------------------------------------------------------------
+# --- Docker, and bubblewrap on a root host: a uid of the code's own ---------------------------------------
 #
-# A container's default seccomp profile refuses new namespaces, so there the supervisor, the zygote and the
-# spares run as root with only CAP_SETUID, CAP_SETGID and CAP_KILL, and a call's process becomes CODE_UID just
-# before it takes its request. The uid check that let the code reach them now fails; every process of the code
-# dies at once with ``kill(-1)`` sent as CODE_UID (no fork can slip past it: the kernel holds the task list
-# while it signals, and a process with SIGKILL pending cannot fork), and the code's IPC objects and
-# ``/dev/shm`` files go with them.
+# A container's default seccomp profile refuses new namespaces, and a jail per call costs two processes and four
+# namespaces; where the sandbox has several uids (Docker; bubblewrap whose user namespace a root host maps), the
+# supervisor, the zygote and the spares run as root with only CAP_SETUID, CAP_SETGID and CAP_KILL, and a call's
+# process becomes CODE_UID just before it takes its request. The uid check that let the code reach them now
+# fails; every process of the code dies at once with ``kill(-1)`` sent with CODE_UID as the effective uid (no fork
+# can slip past it: the kernel holds the task list while it signals, and a process with SIGKILL pending cannot
+# fork), and the code's IPC objects and ``/dev/shm`` files go with them.
 
 CODE_UID = 65534
 """The uid (``nobody``) a call's code runs as under :func:`become_code_uid`."""
