@@ -22,7 +22,7 @@ import subprocess
 import time
 from pathlib import Path
 
-from turnkit.sandbox import LocalSandbox, _wire, local, run_batch
+from turnkit.sandbox import Limits, LocalSandbox, _wire, local, run_batch
 
 REPO = Path(__file__).resolve().parents[1]
 TESTS = "def f(x):\n    return x * x\n" + "".join(f"assert f({i}) == {i * i}\n" for i in range(10))
@@ -37,7 +37,7 @@ FORK_LIMIT = (
 )
 
 
-def worker_with(source: str, second_uid: bool = True) -> LocalSandbox:
+def worker_with(source: str, second_uid: bool = True, limits: Limits | None = None) -> LocalSandbox:
     """A started persistent LocalSandbox whose supervisor runs ``source``.
 
     ``second_uid`` off: bubblewrap with one uid (an older supervisor's sandbox; the current one then jails each
@@ -47,7 +47,7 @@ def worker_with(source: str, second_uid: bool = True) -> LocalSandbox:
     _wire.supervisor_source = lambda: source  # type: ignore[assignment]
     local.SECOND_UID = second_uid
     try:
-        sb = LocalSandbox(persistent=True)
+        sb = LocalSandbox(limits, persistent=True)
         sb.run_python("pass")  # starts the worker with this source
     finally:
         _wire.supervisor_source = current  # type: ignore[assignment]
