@@ -249,7 +249,7 @@ class LocalSandbox(SandboxBase):
 
     @property
     def uid(self) -> int:
-        """The host uid that the sandboxed processes run as.
+        """The host uid that the sandboxed code runs as (on a root host its supervisor runs as another one).
 
         Example:
             >>> with LocalSandbox() as sb:
