@@ -18,7 +18,9 @@ from turnkit.sandbox._watchdog import owner_label
 from turnkit.sandbox.image import build_image
 
 SECRET = "turnkit-secret-7d1f0c"
-BACKENDS = ["local", "local-persistent", "docker", "docker-persistent"]
+BACKENDS = ["local", "local-persistent", "local-jail-persistent", "docker", "docker-persistent"]
+"""Every backend the shared suites run on; ``local-jail-persistent`` is bubblewrap as a host that is not root
+runs it (a jail per call), kept tested on root hosts too."""
 TEST_LIMITS = Limits(wall_time_s=10, memory_mb=256, pids=48, output_bytes=200_000)
 
 _DOCKER = docker_available()
