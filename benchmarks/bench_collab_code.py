@@ -11,9 +11,13 @@ Configurations, interleaved per trial (ABC ABC ...) so that machine noise hits a
 * ``clarifying``: the scripted clarifying agent (about 3 questions to the rule-based human, then the answer)
   with the persistent sandbox, to show the cost of the dialogue turns.
 
+* ``persistent@REV`` (with ``--baseline REV``): ``persistent`` with the answers' worker running the supervisor of
+  git revision REV (as ``bench_worker_ab.py`` does; bubblewrap with one uid), the rest of turnkit this checkout's:
+  the worker alone, old against new, interleaved in one process.
+
 Whether asking matters (clarifying vs answer-at-once success) is a study: ``studies/collab_code_asking.py``.
 
-Run:  python benchmarks/bench_collab_code.py --trials 5 --episodes 40
+Run:  python benchmarks/bench_collab_code.py --trials 5 --episodes 40 [--baseline fd840f6]
 """
 
 from __future__ import annotations
@@ -85,13 +89,18 @@ def run_config(name: str, box: LocalSandbox, episodes: int, seed0: int) -> dict[
     }
 
 
-def bench(trials: int, episodes: int) -> dict[str, dict[str, float]]:
+def bench(trials: int, episodes: int, baseline: str | None = None) -> dict[str, dict[str, float]]:
     boxes = {
         "persistent": LocalSandbox(GRADING_LIMITS, persistent=True),
         "fresh": LocalSandbox(GRADING_LIMITS, persistent=False),
         "persistent-groups": LocalSandbox(GRADING_LIMITS, persistent=True),
         "clarifying": LocalSandbox(GRADING_LIMITS, persistent=True),
     }
+    if baseline is not None:
+        from bench_worker_ab import accept_replies_without_ids, source_at, worker_with
+
+        accept_replies_without_ids()
+        boxes[f"persistent@{baseline}"] = worker_with(source_at(baseline), second_uid=False, limits=GRADING_LIMITS)
     for name, box in boxes.items():  # warm-up (starts the persistent workers)
         run_config(name, box, 8, seed0=10**6)
     samples: dict[str, list[dict[str, float]]] = {k: [] for k in boxes}
@@ -108,9 +117,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--trials", type=int, default=5)
     parser.add_argument("--episodes", type=int, default=40, help="episodes per configuration and trial (x8)")
     parser.add_argument("--json", action="store_true")
+    parser.add_argument("--baseline", help="also run the answers' worker with this git revision's supervisor")
     args = parser.parse_args([a for a in (argv or []) if a != "--"] if argv is not None else None)
     episodes = max(8, args.episodes // 8 * 8)
-    result = bench(args.trials, episodes)
+    result = bench(args.trials, episodes, args.baseline)
     if args.json:
         print(json.dumps(result, indent=2))
         return 0

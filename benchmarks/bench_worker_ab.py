@@ -4,8 +4,10 @@ The supervisor's source travels into the sandbox as ``python3 -c SOURCE``, so an
 same kind of sandbox by handing :class:`~turnkit.sandbox.LocalSandbox` that version's source (its modules read
 with ``git show REV:turnkit/sandbox/...`` and joined as the current version joins its own). Calls alternate
 between the two workers, the order flipping every round; p50s over all samples, and the fork limit (fork a warm
-sandboxed interpreter, exit, reap) once per round beside them. The current worker also runs the same ten test
-calls as one :func:`~turnkit.sandbox.run_batch` (a per-call result and alarm each), which older ones lack.
+sandboxed interpreter, exit, reap) once per round beside them. The current worker runs twice: as a root host runs
+it (each call under a uid of its own) and with a jail per call (as a host that is not root runs it). It also runs
+the same ten test calls as one :func:`~turnkit.sandbox.run_batch` (a per-call result and alarm each), which older
+ones lack.
 
 Run:  python benchmarks/bench_worker_ab.py --baseline a5084ad --n 300
       (or ``turnkit bench worker_ab -- --baseline a0a69c8``)
@@ -20,7 +22,7 @@ import subprocess
 import time
 from pathlib import Path
 
-from turnkit.sandbox import LocalSandbox, _wire, run_batch
+from turnkit.sandbox import Limits, LocalSandbox, _wire, local, run_batch
 
 REPO = Path(__file__).resolve().parents[1]
 TESTS = "def f(x):\n    return x * x\n" + "".join(f"assert f({i}) == {i * i}\n" for i in range(10))
@@ -35,15 +37,21 @@ FORK_LIMIT = (
 )
 
 
-def worker_with(source: str) -> LocalSandbox:
-    """A started persistent LocalSandbox whose supervisor runs ``source``."""
-    current = _wire.supervisor_source
+def worker_with(source: str, second_uid: bool = True, limits: Limits | None = None) -> LocalSandbox:
+    """A started persistent LocalSandbox whose supervisor runs ``source``.
+
+    ``second_uid`` off: bubblewrap with one uid (an older supervisor's sandbox; the current one then jails each
+    call, as on a host that is not root).
+    """
+    current, uid_before = _wire.supervisor_source, local.SECOND_UID
     _wire.supervisor_source = lambda: source  # type: ignore[assignment]
+    local.SECOND_UID = second_uid
     try:
-        sb = LocalSandbox(persistent=True)
+        sb = LocalSandbox(limits, persistent=True)
         sb.run_python("pass")  # starts the worker with this source
     finally:
         _wire.supervisor_source = current  # type: ignore[assignment]
+        local.SECOND_UID = uid_before
     return sb
 
 
@@ -95,7 +103,11 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(None if argv is None else [a for a in argv if a != "--"])
     baseline = source_at(args.baseline)
     accept_replies_without_ids()
-    workers = {f"baseline {args.baseline}": worker_with(baseline), "now": worker_with(_wire.supervisor_source())}
+    workers = {
+        f"baseline {args.baseline}": worker_with(baseline, second_uid=False),
+        "now": worker_with(_wire.supervisor_source()),
+        "now, jail per call": worker_with(_wire.supervisor_source(), second_uid=False),
+    }
     samples = {(w, c): [] for w in workers for c in CODES}
     forks: list[float] = []
     batch_samples: list[float] = []
@@ -133,10 +145,10 @@ def main(argv: list[str] | None = None) -> int:
         print(json.dumps({"rows": rows, "fork_limit_p50_ms": fork_ms, "n": args.n}, indent=2))
         return 0
     print(f"persistent worker calls, {args.n} interleaved samples per row; fork limit {fork_ms:.3f} ms p50")
-    print(f"{'worker':<20} {'code':<30} {'p50 ms':>8} {'× baseline':>11} {'× fork limit':>13}")
+    print(f"{'worker':<22} {'code':<30} {'p50 ms':>8} {'× baseline':>11} {'× fork limit':>13}")
     for row in rows:
         print(
-            f"{row['worker']:<20} {row['code']:<30} {row['p50_ms']:>8.3f} {row['x_baseline']:>11.2f} "
+            f"{row['worker']:<22} {row['code']:<30} {row['p50_ms']:>8.3f} {row['x_baseline']:>11.2f} "
             f"{row['p50_ms'] / fork_ms:>13.2f}"
         )
     return 0

@@ -12,12 +12,15 @@ import pytest
 
 from turnkit.sandbox import DockerSandbox, Limits, LocalSandbox, docker_available
 from turnkit.sandbox import docker as docker_backend
+from turnkit.sandbox import local as local_backend
 from turnkit.sandbox._bwrap import bwrap_path
 from turnkit.sandbox._watchdog import owner_label
 from turnkit.sandbox.image import build_image
 
 SECRET = "turnkit-secret-7d1f0c"
-BACKENDS = ["local", "local-persistent", "docker", "docker-persistent"]
+BACKENDS = ["local", "local-persistent", "local-jail-persistent", "docker", "docker-persistent"]
+"""Every backend the shared suites run on; ``local-jail-persistent`` is bubblewrap as a host that is not root
+runs it (a jail per call), kept tested on root hosts too."""
 TEST_LIMITS = Limits(wall_time_s=10, memory_mb=256, pids=48, output_bytes=200_000)
 
 _DOCKER = docker_available()
@@ -42,11 +45,22 @@ def backend_params(names: list[str]) -> list[object]:
 
 
 def make_sandbox(name: str, limits: Limits = TEST_LIMITS) -> LocalSandbox | DockerSandbox:
+    """A sandbox of the named backend; ``local-jail*`` is bubblewrap with a jail per call, as on hosts not root."""
     if name.startswith("local"):
         if bwrap_path() is None:
             pytest.skip("bubblewrap is not installed")
-        return LocalSandbox(limits, persistent=name.endswith("persistent"))
+        return local_sandbox(limits, persistent=name.endswith("persistent"), jail=name.startswith("local-jail"))
     return DockerSandbox(limits, persistent=name.endswith("persistent"))
+
+
+def local_sandbox(limits: Limits = TEST_LIMITS, *, persistent: bool, jail: bool = False) -> LocalSandbox:
+    """A LocalSandbox; with ``jail``, its calls are jailed even on a root host (``local.SECOND_UID`` off)."""
+    before = local_backend.SECOND_UID
+    local_backend.SECOND_UID = not jail and before
+    try:
+        return LocalSandbox(limits, persistent=persistent)
+    finally:
+        local_backend.SECOND_UID = before
 
 
 # --- host snapshot ---------------------------------------------------------------------------------

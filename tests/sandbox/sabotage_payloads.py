@@ -57,6 +57,49 @@ time.sleep(0.3)  # the call ends once the hopper is well under way
 """
 """A leftover that changes pid every few microseconds and writes a heartbeat while it lives."""
 
+HAMMER = (
+    r"""
+import os, time
+if os.fork() == 0:
+    os.setsid()
+    _end = time.monotonic() + 3
+    while time.monotonic() < _end:
+"""
+    + "".join(f"        {line}\n" for line in SABOTAGE.strip().splitlines())
+    + r"""
+    os._exit(0)
+time.sleep(0.2)
+"""
+)
+"""A leftover that repeats :data:`SABOTAGE` for 3 s, so that it still runs while its call ends and is cleaned up
+(where a killer of the code's processes takes the code's effective uid for a moment)."""
+
+RENICE_ALL = r"""
+import os, time
+if os.fork() == 0:
+    os.setsid()
+    _me, _end, _uid = os.getpid(), time.monotonic() + 5, str(os.getuid())
+    _log = set()
+    while time.monotonic() < _end:
+        for _pid in [int(p) for p in os.listdir("/proc") if p.isdigit() and int(p) != _me]:
+            _ids = ["", ""]
+            try:
+                _ids = open(f"/proc/{_pid}/status").read().split("Uid:")[1].split()
+                os.setpriority(os.PRIO_PROCESS, _pid, 19)
+                _log.add("reniced" if _ids[0] != _uid else "")
+            except (OSError, IndexError):
+                if _ids[0] != _uid and _ids[1] == _uid:
+                    _log.add("saw refused")
+        if _log - {""}:
+            with open("/work/renice.tmp", "w") as f:
+                f.write(" ".join(sorted(_log - {""})))
+            os.rename("/work/renice.tmp", "/work/renice.log")
+    os._exit(0)
+time.sleep(0.2)
+"""
+"""A leftover that renices every process it can name for 5 s, over and over, and logs to ``renice.log`` whether
+it saw a process of another real uid with its effective uid (``saw refused``) or reniced one (``reniced``)."""
+
 SHM_FILL = r"""
 import ctypes, os
 libc = ctypes.CDLL(None, use_errno=True)

@@ -5,10 +5,12 @@ of the zygote that forks them, renice or idle-schedule or pin the spares and the
 that outrun the scan that kills leftovers, park memory outside every per-process limit), or turn its own wrong
 answer into a masked infrastructure error (a garbage end report). Each attack runs twice:
 
-* **hardened**, against the real sandbox (each call in a jail of its own on bubblewrap, under a uid of its own on
-  Docker, see :mod:`turnkit.sandbox._calljail`): later honest calls see exactly what they saw before it;
+* **hardened**, against the real sandbox (each call under a uid of its own on Docker and on bubblewrap on a root
+  host, in a jail of its own on bubblewrap elsewhere, ``local-jail*`` here; see :mod:`turnkit.sandbox._calljail`):
+  later honest calls see exactly what they saw before it;
 * **control**, the identical payload against the same backend with ``CALL_ISOLATION = False`` in the
-  supervisor's source (the worker as it was before): the attack must win, so the hardened test can fail.
+  supervisor's source (the worker as it was before; on bubblewrap with its one uid, ``local.SECOND_UID`` off):
+  the attack must win, so the hardened test can fail.
 
 The pid-hopping leftover has no control here: the old scan loses that race only to a compiled hopper (a new pid
 every ~50 us, as the issue measured), and a Python or shell one changes pid too slowly to beat it. Its hardened
@@ -20,17 +22,28 @@ Run: python -m pytest tests/sandbox/test_call_isolation.py -q
 from __future__ import annotations
 
 import json
+import os
 import time
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
-from tests.sandbox.conftest import backend_params, make_sandbox
-from tests.sandbox.sabotage_payloads import HONEST_PROBE, HOPPER, SABOTAGE, SHM_FILL, SHM_LOOK
+from tests.sandbox.conftest import backend_params, local_sandbox, make_sandbox
+from tests.sandbox.sabotage_payloads import (
+    HAMMER,
+    HONEST_PROBE,
+    HOPPER,
+    RENICE_ALL,
+    SABOTAGE,
+    SHM_FILL,
+    SHM_LOOK,
+)
 from turnkit.errors import SandboxError
 from turnkit.sandbox import DockerSandbox, LocalSandbox, _wire
+from turnkit.sandbox import local as local_backend
 
-ALL = ["local", "local-persistent", "docker", "docker-persistent"]
+ALL = ["local", "local-persistent", "local-jail", "local-jail-persistent", "docker", "docker-persistent"]
 PERSISTENT = ["local-persistent", "docker-persistent"]
 
 
@@ -51,6 +64,7 @@ def control_sb(
     monkeypatch.setattr(
         _wire, "supervisor_source", lambda: original.replace("CALL_ISOLATION = True", "CALL_ISOLATION = False", 1)
     )
+    monkeypatch.setattr(local_backend, "SECOND_UID", False)
     sandbox = make_sandbox(request.param)
     yield sandbox
     sandbox.close()
@@ -93,6 +107,45 @@ def test_sabotage_does_not_reach_later_calls(sb):
     r = sb.run_python(SABOTAGE, timeout=30)
     assert (r.exit_code, r.fault) == (0, ""), r
     assert [honest(sb) for _ in range(4)] == [before] * 4  # the spares queued before and forked after it
+
+
+@hardened(ALL)
+def test_a_leftover_sabotaging_while_its_call_ends_reaches_no_later_call(sb):
+    before = honest(sb)
+    for _ in range(3):
+        r = sb.run_python(HAMMER, timeout=30)
+        assert (r.exit_code, r.fault) == (0, ""), r
+        assert honest(sb) == before
+
+
+# The supervisor takes the code's effective uid for the moment it kills the code's processes. The kernel still
+# refuses the code to renice, reschedule or pin it then (its saved uid is root, so it keeps permitted capabilities
+# the code lacks). Here that moment is widened to 50 ms in the supervisor's source, and a leftover renices every
+# pid it can name over and over: it sees the supervisor's effective uid change, and still cannot renice it.
+_KILL_MOMENT = "os.setresuid(killer, uid, 0)"
+
+
+def _supervisor_nice(sb: LocalSandbox) -> int:
+    """The nice value of the worker's supervisor (bubblewrap's child), as the host sees it."""
+    children = Path(f"/proc/{sb._worker.proc.pid}/task/{sb._worker.proc.pid}/children").read_text().split()
+    return os.getpriority(os.PRIO_PROCESS, int(children[0]))
+
+
+def test_the_supervisor_cannot_be_reniced_as_it_kills(monkeypatch):
+    original = _wire.supervisor_source()
+    assert _KILL_MOMENT in original
+    widened = original.replace(_KILL_MOMENT, _KILL_MOMENT + "; select.select([], [], [], 0.05)", 1)
+    monkeypatch.setattr(_wire, "supervisor_source", lambda: widened)
+    with local_sandbox(persistent=True) as sb:
+        if not sb._two_uids:
+            pytest.skip("the supervisor takes the code's uid only on a root host with a recent bubblewrap")
+        before, worker, nice = honest(sb), sb._worker.proc.pid, _supervisor_nice(sb)
+        for _ in range(2):
+            r = sb.run_python(RENICE_ALL, timeout=30)
+            assert (r.exit_code, r.fault) == (0, ""), r
+            assert r.duration_s < 5
+        assert sb.read_file("renice.log").decode().split() == ["saw", "refused"]
+        assert (honest(sb), sb._worker.proc.pid, _supervisor_nice(sb)) == (before, worker, nice)
 
 
 @controlled(PERSISTENT)

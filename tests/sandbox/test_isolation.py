@@ -180,8 +180,9 @@ def test_abort_is_a_result(sb):
 
 
 def test_killing_its_parent_is_the_calls_own_result(sb):
-    # The parent is the jail's init (local: a signal from inside its namespace is ignored) or the root supervisor
-    # of a docker exec (the kill is refused). Either way the call's own result, never a fault, and later calls work.
+    # The parent runs as root beside the code's own uid (Docker; bubblewrap on a root host: the kill is refused) or
+    # is a jail's init (a signal from inside its namespace is ignored). Either way the call's own result, never a
+    # fault, and later calls work.
     r = sb.run_python("import os, signal\nos.kill(os.getppid(), signal.SIGKILL)\nprint('after')", timeout=10)
     assert r.fault == "", r
     assert (r.ok and r.stdout == "after\n") or (r.exit_code == 1 and "PermissionError" in r.stderr), r

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.sandbox.conftest import TEST_LIMITS
+from tests.sandbox.conftest import TEST_LIMITS, local_sandbox
 from turnkit.errors import ConfigError, SandboxError
 from turnkit.sandbox import LocalSandbox, _bwrap, _frames, _wire
 from turnkit.sandbox.local import reap_stale_workdirs
@@ -72,7 +72,7 @@ def test_ro_bind_is_visible_read_only():
     finally:
         (shared / "lib.py").unlink()
         shared.rmdir()
-    assert r.stdout == "5\n" and w.exit_code != 0
+    assert r.stdout == "5\n" and w.exit_code != 0, r.stderr
 
 
 def test_unreachable_ro_bind_is_a_clear_start_error(tmp_path):
@@ -228,14 +228,19 @@ def test_killed_spare_children_are_replaced_on_demand():
         assert sb.run_python("print(3)").stdout == "3\n"
 
 
-def test_the_code_cannot_reach_its_zygote():
-    # In its jail the code's parent is the jail's init, which ignores signals from inside; the zygote has no pid
-    # there. Every later call runs as usual.
+@pytest.mark.parametrize("jail", [False, True])
+def test_the_code_cannot_reach_its_zygote(jail):
+    # Under the code's own uid (a root host) its parent is the zygote, which runs as root: the kill is refused. In
+    # a jail the code's parent is the jail's init, which ignores signals from inside; the zygote has no pid there.
+    # Every later call runs as usual.
     if _bwrap.bwrap_path() is None:
         pytest.skip("bubblewrap is not installed")
-    with LocalSandbox(persistent=True) as sb:
+    with local_sandbox(persistent=True, jail=jail) as sb:
         r = sb.run_python("import os\nos.kill(os.getppid(), 9)\nprint(os.getppid())", timeout=5)
-        assert (r.exit_code, r.stdout) == (0, "1\n"), r
+        if sb._two_uids:
+            assert r.exit_code == 1 and "PermissionError" in r.stderr, r
+        else:
+            assert (r.exit_code, r.stdout) == (0, "1\n"), r
         for i in range(4):
             assert sb.run_python(f"print({i})", timeout=5).stdout == f"{i}\n"
 

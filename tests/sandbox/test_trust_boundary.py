@@ -41,6 +41,7 @@ from tests.sandbox.conftest import TEST_LIMITS, backend_params, make_sandbox
 from turnkit.envs.collab_code import grading
 from turnkit.errors import ConfigError, SandboxError
 from turnkit.sandbox import DockerSandbox, LocalSandbox, _wire
+from turnkit.sandbox import local as local_backend
 from turnkit.sandbox._bwrap import bwrap_path
 from turnkit.sandbox.batch import BatchResult, run_batch
 from turnkit.types import ExecResult
@@ -84,6 +85,7 @@ def control_sb(
         assert importlib.util.find_spec("turnkit.sandbox._zygote") is None, "TRUST_BOUNDARY = True not in the source"
         control = original
     monkeypatch.setattr(_wire, "supervisor_source", lambda: control)
+    monkeypatch.setattr(local_backend, "SECOND_UID", False)  # bubblewrap's one uid, as before
     sb = make_sandbox(request.param)
     yield sb
     sb.close()

@@ -28,12 +28,15 @@ Covered (tested in ``tests/sandbox`` for every backend):
   host file.
 * **Resources**: wall timeout (the whole process tree is killed), CPU seconds, memory, processes (fork bombs),
   file size, open files, and captured output (read incrementally; a flood is cut and killed, never buffered).
-* **Calls apart** (:mod:`turnkit.sandbox._calljail`): nothing a call changes reaches a later one. On bubblewrap
-  each call runs in new user, PID, IPC and mount namespaces, so the supervisor, its zygote and the next calls'
-  spares have no pid it could name (rlimits, priority, scheduler, affinity, signals); its processes die with it
-  (the kernel kills the namespace when the call's init ends); SysV IPC, ``/dev/shm`` (64 MB) and a read-only
-  ``/dev`` are its own. On Docker the code runs as ``nobody`` and everything else as root with three
-  capabilities: the uid check fails, and every process of the code dies at once after its call (``kill(-1)``).
+* **Calls apart** (:mod:`turnkit.sandbox._calljail`): nothing a call changes reaches a later one. On Docker,
+  and on bubblewrap where the host runs as root, the code runs as ``nobody`` and the supervisor, its zygote and
+  the next calls' spares as root with a few capabilities (bubblewrap's user namespace then maps two host uids):
+  the uid check for rlimits, priority, scheduler, affinity and signals fails, and after each call every process
+  of the code dies at once (``kill(-1)`` with the code's uid), its SysV IPC objects and ``/dev/shm`` files (64 MB)
+  go with it, and ``/dev`` is not the code's. On bubblewrap run by an unprivileged user each call runs instead in
+  new user, PID, IPC and mount namespaces, so those processes have no pid it could name; its processes die with
+  it (the kernel kills the namespace when the call's init ends); SysV IPC, ``/dev/shm`` (64 MB) and a read-only
+  ``/dev`` are its own.
 * **Leftovers**: orphans, daemons and zombies die with their call; sandboxes, work dirs and containers are removed
   on ``close``, on interpreter exit, and — for Docker — by a watchdog when the parent is killed. Stale ones from
   dead owners are reaped at the next start.

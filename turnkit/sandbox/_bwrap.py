@@ -9,6 +9,12 @@ unprivileged user namespaces):
   ``--new-session``. ``--disable-userns`` (when bwrap supports it) forbids nested user namespaces, except where
   the supervisor jails every call (``jail``): it needs one more level for each call's namespaces, and closes it
   again inside them (:mod:`turnkit.sandbox._calljail`).
+* A worker on a root host (``two_uids``) gets a user namespace with two uids, written by the host: the
+  supervisor is uid 0 inside (the host's :func:`supervisor_ids`) with only ``CAP_SETUID``, ``CAP_SETGID`` and
+  ``CAP_KILL`` kept (``CAP_SYS_RESOURCE`` too, until it has set ``user.max_user_namespaces`` to 0), and a call's
+  code is uid 65534 (the host's :func:`allocate_ids`), as on Docker. bwrap waits on ``--userns-block-fd`` until
+  the host has written both maps; ``/dev/shm`` is a tmpfs of :data:`SHM_BYTES` that the code can write, ``/dev``
+  is the supervisor's.
 * ``--as-pid-1`` (supervisor sandboxes, where bwrap supports it): the supervisor itself is PID 1 of the
   namespace. bwrap's own init would be a dumpable process of the sandbox's uid holding the host's pipes, which
   the code could open through ``/proc/1/fd`` or patch through ``/proc/1/mem``; an init also ignores every
@@ -40,6 +46,12 @@ from turnkit.errors import SandboxError
 INNER_UID = 65534
 """The uid (``nobody``) the sandboxed processes see."""
 
+SHM_BYTES = 64 << 20
+"""Size of ``/dev/shm`` where the sandbox has two uids (as Docker's default ``--shm-size``)."""
+
+CODE_CAPS = ("CAP_SETUID", "CAP_SETGID", "CAP_KILL", "CAP_SYS_RESOURCE")
+"""What a two-uid supervisor starts with (it drops ``CAP_SYS_RESOURCE`` once it has closed user namespaces)."""
+
 _ETC_FILES = (
     "/etc/passwd",
     "/etc/group",
@@ -64,7 +76,7 @@ _uid_lock = threading.Lock()
 def allocate_ids() -> tuple[int, int] | None:
     """A host ``(uid, gid)`` for a new sandbox, or ``None`` when the host is not root (keep the caller's ids).
 
-    Ids are unique among live sandboxes of live processes: ``2**30 + pid * 256 + counter % 256``.
+    Ids are unique among live sandboxes of live processes: ``2**30 + (pid * 256 + counter % 256) % (2**30 - 1)``.
 
     Example:
         >>> ids = allocate_ids()
@@ -75,8 +87,81 @@ def allocate_ids() -> tuple[int, int] | None:
         return None
     with _uid_lock:
         n = next(_uid_counter) % 256
-    uid = _UID_BASE + ((os.getpid() << 8) | n) % (1 << 30)
+    uid = _UID_BASE + ((os.getpid() << 8) | n) % (_UID_BASE - 1)  # + 2 * _UID_BASE stays below 2**32 - 1
     return uid, uid
+
+
+KILLER_UID = 65533
+"""The uid inside a two-uid sandbox that only the killer of the code's processes takes (as its real uid)."""
+
+
+def supervisor_ids(code_ids: tuple[int, int]) -> tuple[int, int]:
+    """The host ``(uid, gid)`` of a two-uid sandbox's supervisor, given its code's (from :func:`allocate_ids`).
+
+    Example:
+        >>> supervisor_ids((2**30 + 5, 2**30 + 5)) == (2**31 + 5, 2**31 + 5)
+        True
+    """
+    return code_ids[0] + _UID_BASE, code_ids[1] + _UID_BASE
+
+
+def two_uid_maps(code_ids: tuple[int, int]) -> tuple[str, str]:
+    """The ``uid_map`` and ``gid_map`` of a two-uid sandbox.
+
+    Inside, 0 is the supervisor's host id (:func:`supervisor_ids`), :data:`INNER_UID` the code's, and
+    :data:`KILLER_UID` a third host id (``2**31`` above the code's) that only the killer of the code's processes
+    takes.
+
+    Example:
+        >>> two_uid_maps((7, 8))[0].splitlines()[1:]
+        ['65534 7 1', '65533 2147483655 1']
+    """
+    sup = supervisor_ids(code_ids)
+    maps = []
+    for i in range(2):
+        maps.append(f"0 {sup[i]} 1\n{INNER_UID} {code_ids[i]} 1\n{KILLER_UID} {code_ids[i] + 2 * _UID_BASE} 1\n")
+    return maps[0], maps[1]
+
+
+def supports_two_uids(bwrap: str) -> bool:
+    """Whether this bwrap can wait for a host-written user namespace (``--userns-block-fd``, ``--perms``)."""
+    return all(_help_mentions(bwrap, opt) for opt in ("--userns-block-fd", "--info-fd", "--perms", "--size BYTES"))
+
+
+def map_two_uids(info_r: int, block_w: int, code_ids: tuple[int, int], timeout_s: float) -> None:
+    """Write a starting bwrap's two-uid maps (see :func:`two_uid_maps`), then let it go on.
+
+    ``info_r`` and ``block_w`` are the host's ends of the pipes passed as :attr:`BwrapConfig.two_uids`; both are
+    closed here.
+
+    Raises:
+        SandboxError: bwrap ended or said nothing within ``timeout_s``, or the kernel refused the maps.
+    """
+    import json
+    import select
+    import time
+
+    deadline = time.monotonic() + timeout_s
+    info = b""
+    try:
+        while not info.rstrip().endswith(b"}"):
+            if not select.select([info_r], [], [], max(0.0, deadline - time.monotonic()))[0]:
+                raise SandboxError(f"bubblewrap did not report its namespaces within {timeout_s:.0f} s")
+            chunk = os.read(info_r, 4096)
+            if not chunk:
+                raise SandboxError("bubblewrap ended before it reported its namespaces")
+            info += chunk
+        pid = int(json.loads(info)["child-pid"])
+        uid_map, gid_map = two_uid_maps(code_ids)
+        for name, text in (("uid_map", uid_map), ("gid_map", gid_map)):
+            with open(f"/proc/{pid}/{name}", "w") as f:
+                f.write(text)
+        os.write(block_w, b"1")
+    except (OSError, ValueError, KeyError) as exc:
+        raise SandboxError(f"cannot give the sandbox its two uids: {exc}") from exc
+    finally:
+        os.close(info_r)
+        os.close(block_w)
 
 
 def bwrap_path() -> str | None:
@@ -112,6 +197,9 @@ class BwrapConfig:
         tmp_mb: Size of the private ``/tmp`` tmpfs (``--size`` where bwrap supports it).
         jail: The supervisor inside jails every call in namespaces of its own, so nested user namespaces stay
             allowed at this level (the jail forbids them to the code).
+        two_uids: ``(block_fd, info_fd)``: the user namespace gets two uids, mapped by the host once bwrap has
+            written its child's pid on ``info_fd``; bwrap waits on ``block_fd`` until then (see
+            :func:`two_uid_maps`). The supervisor closes nested user namespaces itself.
         bwrap: The bubblewrap executable.
 
     Example:
@@ -126,12 +214,18 @@ class BwrapConfig:
     new_session: bool = True
     tmp_mb: int = 256
     jail: bool = False
+    two_uids: tuple[int, int] | None = None
     bwrap: str = field(default_factory=lambda: bwrap_path() or "/usr/bin/bwrap")
 
     def argv(self, inner: Sequence[str]) -> list[str]:
         """The full ``bwrap ... -- inner`` command line."""
         args = [self.bwrap, "--unshare-all", "--unshare-user", "--die-with-parent", "--hostname", "sandbox"]
-        if not self.jail and _help_mentions(self.bwrap, "--disable-userns"):
+        if self.two_uids is not None:
+            block_fd, info_fd = self.two_uids
+            args += ["--userns-block-fd", str(block_fd), "--info-fd", str(info_fd), "--cap-drop", "ALL"]
+            for cap in CODE_CAPS:
+                args += ["--cap-add", cap]
+        elif not self.jail and _help_mentions(self.bwrap, "--disable-userns"):
             args.append("--disable-userns")
         if self.network:
             args.append("--share-net")
@@ -141,7 +235,8 @@ class BwrapConfig:
                 # No bwrap init: the supervisor is PID 1, which the code cannot signal, and there is no dumpable
                 # long-lived process holding the host's pipes that the code could open through /proc/1.
                 args.append("--as-pid-1")
-        args += ["--uid", str(INNER_UID), "--gid", str(INNER_UID)]
+        inner_id = "0" if self.two_uids is not None else str(INNER_UID)
+        args += ["--uid", inner_id, "--gid", inner_id]
         args += ["--tmpfs", "/", "--ro-bind", "/usr", "/usr"]
         for name in _ROOT_LINKS:
             path = "/" + name
@@ -154,15 +249,47 @@ class BwrapConfig:
         if self.network:
             args += ["--ro-bind-try", "/etc/resolv.conf", "/etc/resolv.conf"]
         args += ["--dev", "/dev", "--proc", "/proc"]
+        if self.two_uids is not None:
+            args += ["--perms", "01777"]  # the supervisor's tmpfs: the code's to write, as a host's /tmp
         if _help_mentions(self.bwrap, "--size BYTES"):
             args += ["--size", str(self.tmp_mb * 1024 * 1024)]
         args += ["--tmpfs", "/tmp", "--dir", "/run"]
+        if self.two_uids is not None:
+            args += ["--perms", "01777", "--size", str(SHM_BYTES), "--tmpfs", "/dev/shm"]
+        if self.two_uids is not None:  # bwrap makes a bind's missing parents 0700, and root's: the code's way there
+            args += _open_parents(self.ro_binds)
         for path in self.ro_binds:  # after /tmp, so that binds under /tmp are not hidden by the tmpfs
             args += ["--ro-bind", path, path]
-        args += ["--bind", self.workdir, "/work", "--chdir", "/work", "--remount-ro", "/", "--clearenv"]
+        # A two-uid supervisor cannot enter the code's /work (mode 0700); each call enters it as the code's uid.
+        cwd = "/" if self.two_uids is not None else "/work"
+        args += ["--bind", self.workdir, "/work", "--chdir", cwd, "--remount-ro", "/", "--clearenv"]
         for key, value in self.env.items():
             args += ["--setenv", key, value]
         return [*args, "--", *inner]
+
+
+def _open_parents(paths: Sequence[str]) -> list[str]:
+    """``--perms 0755 --dir`` for each parent of ``paths`` that the sandbox's own root or ``/tmp`` lacks.
+
+    Parents under a path bound from the host (``/usr``, ``/etc``...) exist there already.
+
+    Example:
+        >>> _open_parents(["/tmp/a/b", "/opt/venv", "/usr/lib/x"])
+        ['--perms', '0755', '--dir', '/tmp/a', '--perms', '0755', '--dir', '/opt']
+    """
+    bound = {"usr", "etc", "dev", "proc", "work", "run", *_ROOT_LINKS}
+    made = {"/", "/tmp"}
+    args: list[str] = []
+    for path in paths:
+        parts = os.path.normpath(path).strip("/").split("/")
+        if parts[0] in bound:
+            continue
+        for depth in range(1, len(parts)):
+            parent = "/" + "/".join(parts[:depth])
+            if parent not in made:
+                made.add(parent)
+                args += ["--perms", "0755", "--dir", parent]
+    return args
 
 
 @functools.lru_cache(maxsize=4)

@@ -1,10 +1,16 @@
-"""Every call of a supervisor in namespaces of its own: nothing the code changes reaches a later call (stdlib only).
+"""Calls of a supervisor kept apart: nothing the code changes reaches a later call (stdlib only).
 
-On bubblewrap the supervisor, its zygote and a call's code share one uid, and the kernel lets a process change
-another's rlimits (``prlimit``), priority (``setpriority``, ``PRIO_USER`` too), scheduler and CPU affinity on the
-uid alone; ``PR_SET_DUMPABLE`` only stops the ``ptrace`` family. So each call's process moves, before it takes its
-request, into a **call jail**: new user, PID, IPC and mount namespaces, created without any privilege
-(``unshare``; the sandbox's own user namespace allows one more level):
+The kernel lets a process change another's rlimits (``prlimit``), priority (``setpriority``, ``PRIO_USER`` too),
+scheduler and CPU affinity on the uid alone; ``PR_SET_DUMPABLE`` only stops the ``ptrace`` family. So the code
+never shares a uid, or else a PID namespace, with the supervisor, its zygote and the next calls' spares:
+
+* **a uid of its own** (Docker, and bubblewrap where the host runs as root and maps three uids into the sandbox's
+  user namespace): see the second half of this module, :func:`become_code_uid` and :func:`kill_code_uid`;
+* **a call jail** (bubblewrap run by an unprivileged user, which can map only its own uid): described here.
+
+On bubblewrap run unprivileged the supervisor, its zygote and a call's code share one uid. So each call's process
+moves, before it takes its request, into a **call jail**: new user, PID, IPC and mount namespaces, created
+without any privilege (``unshare``; the sandbox's own user namespace allows one more level):
 
 * the code runs as PID 2 of a PID namespace whose init is the jail's own small process. Those syscalls name their
   target by pid, and ``PRIO_USER``/``PRIO_PGRP`` and ``kill(-1)`` reach only processes the caller's namespace can
@@ -233,17 +239,36 @@ def check_jail() -> str:
     return ""
 
 
-# --- Docker: a uid of the code's own -----------------------------------------------------------------------
+# --- Docker, and bubblewrap on a root host: a uid of the code's own ---------------------------------------
 #
-# A container's default seccomp profile refuses new namespaces, so there the supervisor, the zygote and the
-# spares run as root with only CAP_SETUID, CAP_SETGID and CAP_KILL, and a call's process becomes CODE_UID just
-# before it takes its request. The uid check that let the code reach them now fails; every process of the code
-# dies at once with ``kill(-1)`` sent as CODE_UID (no fork can slip past it: the kernel holds the task list
-# while it signals, and a process with SIGKILL pending cannot fork), and the code's IPC objects and
-# ``/dev/shm`` files go with them.
+# A container's default seccomp profile refuses new namespaces, and a jail per call costs two processes and four
+# namespaces; where the sandbox has several uids (Docker; bubblewrap whose user namespace a root host maps), the
+# supervisor, the zygote and the spares run as root with only CAP_SETUID, CAP_SETGID and CAP_KILL, and a call's
+# process becomes CODE_UID just before it takes its request. The uid check that let the code reach them now
+# fails; every process of the code dies at once with ``kill(-1)`` sent with CODE_UID as the effective uid (no fork
+# can slip past it: the kernel holds the task list while it signals, and a process with SIGKILL pending cannot
+# fork), and the code's IPC objects and ``/dev/shm`` files go with them.
 
 CODE_UID = 65534
 """The uid (``nobody``) a call's code runs as under :func:`become_code_uid`."""
+
+KILLER_UID = 65533
+"""The real uid :func:`kill_code_uid` takes for its kill: no process of the sandbox has it."""
+
+
+_KEPT_CAPS = (1 << 5) | (1 << 6) | (1 << 7)  # CAP_KILL, CAP_SETGID, CAP_SETUID
+
+
+def close_user_namespaces() -> None:
+    """Forbid new user namespaces in this sandbox, then keep only ``CAP_SETUID``, ``CAP_SETGID`` and ``CAP_KILL``.
+
+    For the supervisor of a bubblewrap sandbox with two uids, which starts with ``CAP_SYS_RESOURCE`` for this
+    (bwrap's ``--disable-userns`` cannot be had with a user namespace the host maps). Raises ``OSError``.
+    """
+    _jail_write("/proc/sys/user/max_user_namespaces", "0\n")
+    caps = (_CapData * 2)()
+    caps[0].effective = caps[0].permitted = _KEPT_CAPS
+    _jail_check(_JAIL_LIBC.capset(ctypes.byref(_NO_CAPS[0]), caps), "capset")
 
 
 def become_code_uid(uid: int = CODE_UID) -> None:
@@ -266,36 +291,43 @@ def as_code_uid(uid: int = CODE_UID):
         set_dumpable(False)  # an effective-uid change resets it
 
 
-def kill_code_uid(uid: int = CODE_UID, tries: int = 5) -> bool:
-    """Kill every process of ``uid`` and remove its SysV IPC objects and ``/dev/shm`` files; whether it worked.
+_SYS_SCHED_GETATTR = {"x86_64": 315, "aarch64": 275}.get(os.uname().machine)
 
-    A forked killer becomes ``uid`` and sends ``kill(-1, SIGKILL)``. In the moment between the two, a process of
-    the code that hunts new pids of its uid can kill the killer first: then another killer goes, up to ``tries``.
+
+def _sched_state() -> tuple[object, ...]:
+    """What another process of the same effective uid can change of this one.
+
+    Nice, policy, priority and utilization clamps (``sched_getattr``, where the syscall number is known), and CPU
+    affinity.
     """
-    for _ in range(tries):
-        pid = os.fork()
-        if pid == 0:
-            try:
-                become_code_uid(uid)
-                with contextlib.suppress(ProcessLookupError):
-                    os.kill(-1, signal.SIGKILL)  # every process of uid but this one (and init), atomically
-                _remove_ipc(uid)
-                _empty_dir("/dev/shm")
-            except BaseException as exc:
-                _say_why("the killer of the code's uid failed", exc)  # the supervisor's stderr, read at a failed start
-                os._exit(1)
-            os._exit(0)
-        while True:
-            try:
-                status = os.waitpid(pid, 0)[1]
-                break
-            except InterruptedError:
-                continue
-        if status == 0:
-            return True
-        if not os.WIFSIGNALED(status):
-            return False
-    return False
+    attr = ctypes.create_string_buffer(56)  # struct sched_attr, SCHED_ATTR_SIZE_VER1
+    if _SYS_SCHED_GETATTR is not None and _JAIL_LIBC.syscall(_SYS_SCHED_GETATTR, 0, attr, 56, 0) == 0:
+        sched: object = attr.raw
+    else:
+        sched = (os.sched_getscheduler(0), os.sched_getparam(0).sched_priority, os.getpriority(os.PRIO_PROCESS, 0))
+    return sched, frozenset(os.sched_getaffinity(0))
+
+
+def kill_code_uid(uid: int = CODE_UID, killer: int = KILLER_UID) -> None:
+    """Kill every process of ``uid`` and remove its SysV IPC objects and ``/dev/shm`` files, from this root process.
+
+    For the moment of the kill this process takes ``uid`` as its effective uid only, with ``killer`` (a uid no
+    other process has) as its real uid and root as its saved one, and sends ``kill(-1, SIGKILL)``: the kernel
+    lets it signal every process whose real or saved uid is ``uid``, at once (a process with SIGKILL pending
+    cannot fork), and none of them may signal it back (neither its real nor its saved uid is theirs). Nor can
+    they renice, reschedule or pin it in that moment, although those check the effective uid: it keeps its
+    permitted capabilities (its saved uid is root), and the kernel refuses those changes to a caller whose
+    permitted capabilities are not a superset of the target's. Raises ``OSError`` if it cannot change uids.
+    """
+    os.setresuid(killer, uid, 0)  # effective capabilities go; the saved root uid keeps the way back
+    try:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(-1, signal.SIGKILL)  # every process of uid, at once (root's are not this sender's)
+        _remove_ipc(uid)
+        _empty_dir("/dev/shm")
+    finally:
+        os.setresuid(0, 0, 0)
+        set_dumpable(False)  # an effective-uid change resets it
 
 
 def _remove_ipc(uid: int) -> None:

@@ -122,6 +122,7 @@ def _child_run(req: dict[str, Any], program: list[bytes]) -> NoReturn:
     try:
         if _CODE_UID[0] is not None:
             become_code_uid(_CODE_UID[0])
+            resource.setrlimit(resource.RLIMIT_MSGQUEUE, (0, 0))  # POSIX queues would outlive the call
         set_dumpable(True)  # the call's own process: its /proc/self as usual (it was forked non-dumpable)
         env = _request_env(req)
         cwd = req.get("cwd") or "/"

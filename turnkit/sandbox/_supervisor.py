@@ -43,6 +43,7 @@ from turnkit.sandbox._calljail import (
     JAIL_END,
     as_code_uid,
     check_jail,
+    close_user_namespaces,
     kill_code_uid,
 )
 from turnkit.sandbox._child import (
@@ -63,6 +64,18 @@ from turnkit.sandbox._zygote import TRUST_BOUNDARY, Zygote, become_subreaper, se
 
 _zygote: Zygote | None = None
 """The fork server of a serving supervisor (worker mode): calls are forked from it, never from the supervisor."""
+
+
+def _kill_code(uid: int) -> bool:
+    """Kill every process of the code's uid (:func:`kill_code_uid`); whether that worked."""
+    try:
+        kill_code_uid(uid)
+    except OSError as exc:
+        sys.stderr.write(f"turnkit supervisor: cannot kill the code's processes ({exc})\n")
+        return False
+    return True
+
+
 # --- process tree bookkeeping ------------------------------------------------------------------------
 
 
@@ -280,6 +293,21 @@ class _Reaper:
                 with contextlib.suppress(ProcessLookupError):
                     os.kill(pid, signal.SIGKILL)
             select.select([_zygote] if _zygote is not None and _zygote.alive else [], [], [], 0.001)
+
+    def alone_killed(self) -> bool:
+        """Once every process of the code has SIGKILL: whether the call's own process was its only one.
+
+        Then it is remembered as dying (its teardown is reaped later, and counted against the next call's process
+        limit), and the reply does not wait for the kernel to free it, as :meth:`kill_all` does.
+        """
+        keep = _trusted_pids()
+        left, mine = _children(self.child), _children(os.getpid())
+        below = _children(_zygote.pid) if _zygote is not None else []
+        done = _DYING | {self.child} | keep
+        if left == [] and mine is not None and below is not None and set(mine) | set(below) <= done:
+            self.dying()
+            return True
+        return False
 
     def dying(self) -> None:
         """Remember a killed main child that is not reaped yet (a zombie keeps its PID, so it cannot be reused)."""
@@ -516,7 +544,7 @@ def _execute(req: dict[str, Any], blobs: list[bytes], watch_fd: int | None = Non
     jail_gone = True
     if isolated:
         if _CODE_UID[0] is not None:
-            jail_gone = kill_code_uid(_CODE_UID[0]) and reaper.await_jails()
+            jail_gone = _kill_code(_CODE_UID[0]) and (reaper.alone_killed() or reaper.await_jails())
         else:
             if done_r is not None and not timed_out and not host_gone and not _flooded(streams):
                 reaper.read_final(done_r, wait_s=1.0)  # a reported end: the init's word follows at once
@@ -721,6 +749,13 @@ def main(argv: list[str]) -> None:
     max_bytes = int(argv[2]) if len(argv) > 2 else 1 << 28
     _JAILED[0] = CALL_ISOLATION and "jail" in argv[3:]
     _CODE_UID[0] = CODE_UID if CALL_ISOLATION and "uid" in argv[3:] else None
+    if "nouserns" in argv[3:]:  # bubblewrap with two uids: its --disable-userns is not to be had there
+        try:
+            close_user_namespaces()
+        except OSError as exc:
+            sys.stderr.write(f"turnkit supervisor: cannot close user namespaces ({exc}); see docs/sandbox.md\n")
+            sys.stderr.flush()
+            os._exit(70)
     _serve_loop(mode == "once", max_bytes)
 
 

@@ -47,6 +47,11 @@ from turnkit.sandbox.base import (
 )
 from turnkit.types import ExecResult
 
+SECOND_UID = True
+"""On a root host a worker's calls run under a uid of their own in bubblewrap's user namespace (the supervisor,
+zygote and spares under another, as on Docker); elsewhere every call gets a jail of its own. ``False`` jails the
+calls on root hosts too (the test suite runs both; its controls run the worker as it was before, jail-shaped)."""
+
 DEFAULT_PYTHON = "/usr/bin/python3"
 READ_MAX_BYTES = 64 << 20
 _WORKDIR_PREFIX = "turnkit-sandbox-"
@@ -81,10 +86,17 @@ class InteractiveCommand:
 class _Supervisor:
     """One supervisor process (bwrap + python) and its pipes, owned by the host."""
 
-    def __init__(self, argv: list[str], ids: tuple[int, int] | None, max_reply: int, env: dict[str, str]) -> None:
-        kwargs: dict[str, Any] = {}
+    def __init__(
+        self,
+        argv: list[str],
+        ids: tuple[int, int] | None,
+        max_reply: int,
+        env: dict[str, str],
+        pass_fds: tuple[int, ...] = (),
+    ) -> None:
+        kwargs: dict[str, Any] = {"pass_fds": pass_fds}
         if ids is not None:
-            kwargs = {"user": ids[0], "group": ids[1], "extra_groups": []}
+            kwargs.update(user=ids[0], group=ids[1], extra_groups=[])
         try:
             self.proc: subprocess.Popen[bytes] = in_spawner_thread(
                 subprocess.Popen,
@@ -219,6 +231,10 @@ class LocalSandbox(SandboxBase):
         else:
             _bwrap.probe(self.limits.network)
             self._ids = _bwrap.allocate_ids()
+        self._two_uids = (
+            SECOND_UID and self._ids is not None and _bwrap.supports_two_uids(_bwrap.bwrap_path() or "bwrap")
+        )
+        """Calls run under the code's uid, apart from the supervisor's (else each in a jail of its own)."""
         root = tmp_root or tempfile.gettempdir()
         reap_stale_workdirs(root)
         self.workdir = tempfile.mkdtemp(prefix=f"{_WORKDIR_PREFIX}{os.getpid()}-", dir=root)
@@ -233,7 +249,7 @@ class LocalSandbox(SandboxBase):
 
     @property
     def uid(self) -> int:
-        """The host uid that the sandboxed processes run as.
+        """The host uid that the sandboxed code runs as (on a root host its supervisor runs as another one).
 
         Example:
             >>> with LocalSandbox() as sb:
@@ -366,7 +382,12 @@ class LocalSandbox(SandboxBase):
         return dict(_wire.SANDBOX_ENV, HOME=self.workdir) if self.unsafe else dict(_wire.SANDBOX_ENV)
 
     def _bwrap_config(
-        self, *, new_session: bool = True, env: dict[str, str] | None = None, jail: bool = False
+        self,
+        *,
+        new_session: bool = True,
+        env: dict[str, str] | None = None,
+        jail: bool = False,
+        two_uids: tuple[int, int] | None = None,
     ) -> _bwrap.BwrapConfig:
         kwargs: dict[str, Any] = {} if env is None else {"env": env}
         return _bwrap.BwrapConfig(
@@ -376,18 +397,47 @@ class LocalSandbox(SandboxBase):
             new_session=new_session,
             tmp_mb=self.limits.disk_mb,
             jail=jail,
+            two_uids=two_uids,
             **kwargs,
         )
 
     def _start(self, mode: str) -> _Supervisor:
         with contextlib.suppress(FileNotFoundError):  # removed: close() says so, the start then fails clearly
             os.chmod(self.workdir, 0o700)  # the code may have locked /work: bwrap could not enter it
+        max_reply = _wire.max_reply_bytes(self.limits)
         if self.unsafe:
             argv, env = _wire.supervisor_argv(self.python, mode, str(256 << 20)), self._env
+        elif self._two_uids and self._ids is not None:
+            return self._start_two_uids(mode, self._ids, max_reply)
         else:
             inner = _wire.supervisor_argv(self.python, mode, str(256 << 20), "jail")
             argv, env = self._bwrap_config(jail=True).argv(inner), {"PATH": "/usr/bin:/bin"}
-        return _Supervisor(argv, self._ids, _wire.max_reply_bytes(self.limits), env)
+        return _Supervisor(argv, self._ids, max_reply, env)
+
+    def _start_two_uids(self, mode: str, code_ids: tuple[int, int], max_reply: int) -> _Supervisor:
+        """Start bwrap as the supervisor's host uid and give its user namespace the code's uid as a second one."""
+        block_r, block_w = os.pipe()
+        info_r, info_w = os.pipe()
+        inner = _wire.supervisor_argv(self.python, mode, str(256 << 20), "uid", "nouserns")
+        argv = self._bwrap_config(two_uids=(block_r, info_w)).argv(inner)
+        try:
+            sup = _Supervisor(
+                argv, _bwrap.supervisor_ids(code_ids), max_reply, {"PATH": "/usr/bin:/bin"}, (block_r, info_w)
+            )
+        except SandboxError:
+            os.close(info_r)
+            os.close(block_w)
+            raise
+        finally:
+            os.close(block_r)
+            os.close(info_w)
+        try:
+            _bwrap.map_two_uids(info_r, block_w, code_ids, _wire.START_S)
+        except SandboxError as exc:
+            detail = sup.stderr_text() or "bubblewrap said nothing"
+            sup.kill()
+            raise SandboxError(f"{exc} ({detail})") from None
+        return sup
 
     def _call(self, req: dict[str, Any], blobs: list[bytes], wall: float) -> ExecResult:
         if not self.persistent:

@@ -26,6 +26,7 @@ from turnkit.envs.collab_code.env import CollabCodeEnv
 from turnkit.envs.collab_code.grading import GradeResult, outcomes_equal, reference_outcomes, run_tests
 from turnkit.rollout.collect import collect_batch
 from turnkit.sandbox import DockerSandbox, LocalSandbox, _wire, docker_available
+from turnkit.sandbox import local as local_backend
 
 # The suite's stealing answer (stack frames and gc objects, then result blocks with one line per own call),
 # renamed to the task's function; None (an honest wrong answer) where it finds nothing.
@@ -123,6 +124,7 @@ def test_a_saboteur_in_a_group_control(monkeypatch):
     monkeypatch.setattr(
         _wire, "supervisor_source", lambda: original.replace("CALL_ISOLATION = True", "CALL_ISOLATION = False", 1)
     )
+    monkeypatch.setattr(local_backend, "SECOND_UID", False)  # bubblewrap's one uid, as before
     with LocalSandbox(persistent=True) as answers:
         first, then = _group_rewards(answers)
     assert first[0] == 1.0 and min(first[1:] + then) < 1.0, (first, then)

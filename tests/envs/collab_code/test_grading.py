@@ -162,10 +162,14 @@ def test_hostile_or_broken_code_is_a_zero_score_with_a_cause(sb, name, code, err
 
 
 def test_an_answer_that_kills_its_parent_is_graded_on_what_it_returns(sb):
-    # Its parent is the worker's zygote, which it may kill: the answer still runs, and the next answer finds a
-    # replaced worker. It can never reach the supervisor or the reference.
-    killer = "o = __import__('os')\no.kill(o.getppid(), 9)\ndef f(x):\n    return x + 1"
+    # Under a uid of its own (Docker, bubblewrap on a root host) its parent is the worker's zygote, which runs as
+    # root: the kill is refused, and an answer that does not catch that fails as its own crash, never as a fault of
+    # the sandbox. In a jail its parent is the jail's init, which ignores the signal. Either way the answer is
+    # graded on what it returns, and it can never reach the supervisor or the reference.
+    killer = "import os\ntry:\n    os.kill(os.getppid(), 9)\nexcept OSError:\n    pass\ndef f(x):\n    return x + 1"
     assert (_grade(sb, killer).passed, _grade(sb, killer.replace("x + 1", "x")).passed) == (3, 0)
+    plain = _grade(sb, "o = __import__('os')\no.kill(o.getppid(), 9)\ndef f(x):\n    return x + 1")
+    assert plain.passed == 3 or (plain.passed, plain.error) == (0, "crash"), plain
     assert _grade(sb, REF).success
 
 
