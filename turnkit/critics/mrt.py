@@ -21,15 +21,18 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import gymnasium
 
 from turnkit.agents.base import Agent, Context
-from turnkit.agents.hf import HFPolicy
 from turnkit.configs import check_float, check_int, check_str
 from turnkit.critics.base import CriticContext
 from turnkit.critics.progress import FORCE_ANSWER, Credit, Force, ProgressCritic, RolloutValue, force_answer
 from turnkit.types import AgentTurn
+
+if TYPE_CHECKING:  # the model code loads with the policy, not when a run's config is validated
+    from turnkit.agents.hf import HFPolicy
 
 
 @dataclass(frozen=True)
@@ -71,6 +74,7 @@ class LiveProver:
     the policy's weights and its per-step sampling seed.
 
     Example:
+        >>> from turnkit.agents.hf import HFPolicy
         >>> from turnkit.models.tiny import TinyModelConfig, build_tiny_model, build_tiny_tokenizer
         >>> from turnkit.types import Message
         >>> tok = build_tiny_tokenizer()
