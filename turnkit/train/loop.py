@@ -87,8 +87,7 @@ from turnkit.train.config import TrainConfig, upgrade_config
 from turnkit.train.policy_state import read_policy_state, save_policy_state
 from turnkit.train.rollout_log import learner_records, write_step_rollouts
 from turnkit.train.rollouts import DoneRollout, RolloutHandle, RolloutJob, build_rollouts
-from turnkit.train.run import Cadence, Run, read_state
-from turnkit.train.run import save_checkpoint as save_run_checkpoint
+from turnkit.train.run import Cadence, Run
 from turnkit.types import Trajectory
 
 SEED_SPACE = 2**31
@@ -508,12 +507,11 @@ def evaluate_policy(
 
 
 def save_checkpoint(
-    run_dir: Path,
+    run: Run,
     step: int,
     policy: HFPolicy,
     optimizer: torch.optim.Optimizer,
     rng: np.random.Generator,
-    cfg: TrainConfig,
     critics: CriticSet | None = None,
     *,
     pending: dict[int, RolloutHandle] | None = None,
@@ -523,8 +521,8 @@ def save_checkpoint(
     Learned critics write their adapters and optimizer states under ``critics/<name>/``. In one-step-off
     runs the rollouts already generated for later steps (``pending``; waited for here) go to ``pending.pkl``,
     so a resumed run trains on the same batches as an uninterrupted one.
-    :func:`~turnkit.train.run.save_checkpoint` stages it atomically with a manifest of sizes and checksums,
-    so a resume can tell an intact checkpoint from a damaged one.
+    :meth:`Run.save <turnkit.train.run.Run.save>` stages it atomically with the run's config and a manifest of
+    sizes and checksums, so a resume can tell an intact checkpoint from a damaged one.
     """
 
     def write(tmp: Path) -> None:
@@ -537,32 +535,7 @@ def save_checkpoint(
 
     # HFPolicy draws from its own generator only for contexts without an episode seed.
     state = {"task_rng": rng.bit_generator.state, "policy_rng": policy.rng_state()}
-    return save_run_checkpoint(run_dir, step, cfg.to_dict(), write, state)
-
-
-def load_checkpoint(
-    ckpt: Path,
-    policy: HFPolicy,
-    optimizer: torch.optim.Optimizer,
-    rng: np.random.Generator,
-    cfg: TrainConfig,
-    critics: CriticSet | None = None,
-    *,
-    pending: dict[int, RolloutHandle] | None = None,
-) -> int:
-    """Restore weights, optimizer, RNG states (and learned critics) in place from ``ckpt``; returns its step.
-
-    A one-step-off checkpoint's rollouts for later steps are put into ``pending`` (if given).
-
-    Every file is read before anything is changed, so a damaged checkpoint leaves the run untouched.
-
-    Raises:
-        ConfigError: The checkpoint belongs to a run with a different config (other than
-            :data:`RESUMABLE_CHANGES`).
-        CheckpointError: A file is missing or cannot be read (the message names it).
-    """
-    state = read_state(ckpt, cfg.to_dict(), RESUMABLE_CHANGES, defaults=TrainConfig().to_dict())
-    return restore_checkpoint(ckpt, state, policy, optimizer, rng, critics, pending=pending)
+    return run.save(step, write, state)
 
 
 def restore_checkpoint(
@@ -575,7 +548,16 @@ def restore_checkpoint(
     *,
     pending: dict[int, RolloutHandle] | None = None,
 ) -> int:
-    """:func:`load_checkpoint` after its ``state.json`` was read and checked (``state``); returns the step."""
+    """Restore weights, optimizer, RNG states (and learned critics) in place from ``ckpt``; returns its step.
+
+    ``state`` is the checkpoint's ``state.json`` as :meth:`Run.start <turnkit.train.run.Run.start>` read and
+    checked it (the config upgraded to the current shape first). A one-step-off checkpoint's rollouts for later
+    steps are put into ``pending`` (if given). Every file is read before anything is changed, so a damaged
+    checkpoint leaves the run untouched.
+
+    Raises:
+        CheckpointError: A file is missing or cannot be read (the message names it).
+    """
     with reading(ckpt / "state.json", base=ckpt):
         task_rng, policy_rng = state["task_rng"], state["policy_rng"]
     policy_state = read_policy_state(ckpt, policy)
@@ -705,7 +687,7 @@ def _train(run: Run, cfg: TrainConfig, *, resume: bool, progress: bool, policy: 
                 final_eval = {"step": step, **evaluate_policy(policy, cfg, agent=generator, out_dir=kept_at)}
                 run.log(final_eval)
             if saves.due(step):
-                save_checkpoint(run.dir, step, policy, optimizer, rng, cfg, critics, pending=pending)
+                save_checkpoint(run, step, policy, optimizer, rng, critics, pending=pending)
     finally:
         source.close()
         if critics is not None:
