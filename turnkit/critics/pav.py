@@ -14,7 +14,7 @@ Example:
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -63,7 +63,7 @@ Config = PAVConfig
 
 
 class FrozenProver:
-    """A fixed prover (e.g. the start policy) that samples with the live policy's per-step seed.
+    """A fixed prover (e.g. the start policy) that samples at the seed of the batch being scored.
 
     Example:
         >>> from turnkit.agents.hf import HFPolicy
@@ -72,17 +72,17 @@ class FrozenProver:
         >>> tok = build_tiny_tokenizer()
         >>> policy = HFPolicy(build_tiny_model(tok, TinyModelConfig(hidden_size=32, num_heads=2)), tok,
         ...                   max_new_tokens=2)
-        >>> prover = FrozenProver(policy, live=policy, temperature=0.6)
+        >>> prover = FrozenProver(policy, seed=lambda: 3, temperature=0.6)
         >>> len(prover.act([Context(messages=(Message("user", "2+2?"),), episode_seed=0)]))
         1
     """
 
-    def __init__(self, prover: HFPolicy, *, live: HFPolicy, temperature: float) -> None:
-        self.prover, self.live, self.temperature = prover, live, temperature
+    def __init__(self, prover: HFPolicy, *, seed: Callable[[], int], temperature: float) -> None:
+        self.prover, self.seed, self.temperature = prover, seed, temperature
 
     def act(self, contexts: Sequence[Context]) -> list[AgentTurn]:
         """Sample one turn per context from the fixed prover."""
-        view = self.prover.with_sampling(temperature=self.temperature, seed=self.live.sampling.seed)
+        view = self.prover.with_sampling(temperature=self.temperature, seed=self.seed())
         return view.act(contexts)
 
 
@@ -111,7 +111,7 @@ def pav_critic(
 
 def from_context(ctx: CriticContext, config: PAVConfig) -> ProgressCritic:
     """PAV in a training run: the frozen start policy under Best-of-``best_of``, ``samples`` rollouts."""
-    prover = FrozenProver(ctx.start_policy(), live=ctx.policy, temperature=config.temperature)
+    prover = FrozenProver(ctx.start_policy(), seed=ctx.live_seed, temperature=config.temperature)
     return pav_critic(ctx.make_env(), prover, rollouts=config.samples, alpha=config.alpha, best_of=config.best_of)
 
 

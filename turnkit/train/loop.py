@@ -59,7 +59,7 @@ import math
 import pickle
 import time
 import warnings
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, cast
@@ -143,8 +143,10 @@ def build_policy(cfg: TrainConfig, *, progress: bool = True) -> HFPolicy:
     return load_policy(cfg.model, progress=progress, **sampling)
 
 
-def critic_context(cfg: TrainConfig, policy: HFPolicy) -> CriticContext:
-    """What the run's critics may see: the live policy, a frozen start copy, spare envs, seed and token limits.
+def critic_context(cfg: TrainConfig, policy: HFPolicy, sampling_seed: Callable[[], int] | None = None) -> CriticContext:
+    """What the run's critics may see: the live policy, a frozen start copy, spare envs, seeds and token limits.
+
+    ``sampling_seed`` returns the sampling seed of the batch being scored (the loop's :class:`ScoredStep`).
 
     Example:
         >>> from turnkit.models.tiny import TinyModelConfig, build_tiny_model, build_tiny_tokenizer
@@ -159,8 +161,31 @@ def critic_context(cfg: TrainConfig, policy: HFPolicy) -> CriticContext:
         return gymnasium.make(cfg.env_id, split=cfg.split, **cfg.env_kwargs)
 
     return CriticContext.from_policy(
-        policy, make_env, seed=cfg.seed, max_new_tokens=cfg.max_new_tokens, max_turns=cfg.max_turns
+        policy,
+        make_env,
+        seed=cfg.seed,
+        max_new_tokens=cfg.max_new_tokens,
+        max_turns=cfg.max_turns,
+        sampling_seed=sampling_seed,
     )
+
+
+class ScoredStep:
+    """The step whose batch the critics score now, and its sampling seed (what the rollout job played with).
+
+    Example:
+        >>> scored = ScoredStep(run_seed=0)
+        >>> scored.step = 2
+        >>> scored.sampling_seed() == step_sampling_seed(0, 2)
+        True
+    """
+
+    def __init__(self, run_seed: int, step: int = 0) -> None:
+        self.run_seed, self.step = run_seed, step
+
+    def sampling_seed(self) -> int:
+        """:func:`step_sampling_seed` of the scored step."""
+        return step_sampling_seed(self.run_seed, self.step)
 
 
 def place_policy(policy: HFPolicy, device: str | None) -> None:
@@ -616,7 +641,9 @@ def train(
 def _train(run: Run, cfg: TrainConfig, *, resume: bool, progress: bool, policy: HFPolicy | None) -> TrainResult:
     policy = policy if policy is not None else build_policy(cfg, progress=progress)  # after: a bad log fails fast
     place_policy(policy, cfg.device)
-    critics = build_critics(cfg.critic, critic_context(cfg, policy))  # before the adapter: critics copy the start
+    scored = ScoredStep(cfg.seed)  # critics that sample follow the scored batch's seed, in every rollout mode
+    # before the adapter: critics copy the start policy
+    critics = build_critics(cfg.critic, critic_context(cfg, policy, scored.sampling_seed))
     estimator = run_estimator(cfg.grpo.estimator, critics)  # "paper" resolved (or refused) before any rollout
     ref_model = prepare_policy(policy, cfg)
     params = trainable_parameters(policy)
@@ -652,6 +679,7 @@ def _train(run: Run, cfg: TrainConfig, *, resume: bool, progress: bool, policy: 
             trajs, timing = handle.result()
             record: dict[str, Any] = {"step": step, "lr": lr, **rollout_metrics(trajs, cfg.max_new_tokens)}
             record.update(policy_lag=step - 1 - handle.version, rollout_wait_s=time.perf_counter() - waited)
+            scored.step = step
             scores = critics.score(trajs) if critics is not None else None
             if scores is not None:
                 record.update(scores.metrics)
