@@ -45,7 +45,7 @@ def same_play(trajs: list[Trajectory], expected: list[Trajectory]) -> bool:
 @contextmanager
 def inline(policy: HFPolicy) -> Iterator[InlineRollouts]:
     envs = [EnvSpec(MATH).make() for _ in range(len(JOB.episode_seeds))]
-    source = InlineRollouts(HFBackend(policy), policy, envs, CFG, chat=None)
+    source = InlineRollouts(HFBackend(policy), envs, CFG, chat=None)
     try:
         yield source
     finally:

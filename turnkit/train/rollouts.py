@@ -147,7 +147,6 @@ class InlineRollouts:
 
     Args:
         backend: The generation backend (its ``agent()`` plays; its ``sync`` follows the learner).
-        policy: The learner (read only: each job plays with a backend agent at the job's sampling seed).
         envs: One env per episode of a step.
         cfg: The run's settings (group size, turn limit).
         chat: Token-exact contexts.
@@ -157,14 +156,13 @@ class InlineRollouts:
     def __init__(
         self,
         backend: GenerationBackend,
-        policy: HFPolicy,
         envs: Sequence[gymnasium.Env],
         cfg: TrainConfig,
         *,
         chat: ChatDelta | None,
         version: int = 0,
     ) -> None:
-        self.backend, self.policy, self.envs, self.cfg, self.chat = backend, policy, list(envs), cfg, chat
+        self.backend, self.envs, self.cfg, self.chat = backend, list(envs), cfg, chat
         self.version = version
 
     def submit(self, job: RolloutJob) -> RolloutHandle:
@@ -313,7 +311,7 @@ def build_rollouts(
         return ThreadRollouts(env, policy, max_turns=cfg.max_turns, chat=chat, version=start_step)
     backend = build_backend(cfg.backend, policy, run_dir=run_dir, url=cfg.backend_url, start_step=start_step)
     envs = [env.make() for _ in range(cfg.grpo.group_size * cfg.groups_per_step)]
-    return InlineRollouts(backend, policy, envs, cfg, chat=chat, version=start_step)
+    return InlineRollouts(backend, envs, cfg, chat=chat, version=start_step)
 
 
 def play(
