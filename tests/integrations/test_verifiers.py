@@ -263,3 +263,13 @@ def test_the_taskset_loads_by_id_as_verifiers_plugins_do():
     assert config.player.harness.env == {"UV_FROZEN": "1", "UV_NATIVE_TLS": "true"}
     docker = {"taskset": {"id": "turnkit-verifiers"}, "player": {"runtime": {"type": "docker"}}}
     assert "UV_FROZEN" not in vf.resolve_env_config(docker).player.harness.env
+
+
+def test_an_install_without_the_taskset_module_says_to_reinstall(monkeypatch):
+    """``turnkit_verifiers`` is a real module shipped with turnkit; an install that lacks it is told so."""
+    from turnkit.integrations.verifiers import plugin_module
+
+    assert plugin_module().__file__ == str(ROOT / "turnkit_verifiers" / "__init__.py")
+    monkeypatch.setitem(sys.modules, "turnkit_verifiers", None)  # what importing a module that is not there does
+    with pytest.raises(ConfigError, match=r"lacks \(it predates it\): reinstall turnkit"):
+        plugin_module()

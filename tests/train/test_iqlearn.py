@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import copy
+import json
 import shutil
 
 import pytest
 import torch
 
 from tests.train.conftest import make_policy
-from turnkit.checkpoint import checkpoint_path
+from turnkit.checkpoint import MANIFEST, checkpoint_path
 from turnkit.errors import CheckpointWarning, ConfigError, DataError
 from turnkit.models.sft import SFTConfig, train_sft
 from turnkit.rollout.demos import collect_demos, demo_rows
@@ -67,6 +68,11 @@ def test_resume_repeats_an_uninterrupted_run(tokenizer, rows, tmp_path):
     cfg = _cfg(tmp_path, lam=0.3, alpha=0.25, online_every=3, online_episodes=2, checkpoint_every=4, steps=8)
     full = train_iqlearn(cfg, policy=make_policy(tokenizer), rows=rows, progress=False)
     shutil.rmtree(checkpoint_path(full.run_dir, 8))  # LATEST still names it: the run falls back to step 4
+    older = checkpoint_path(full.run_dir, 4)  # ...which was written before `stop_grad_next` existed
+    state = json.loads((older / "state.json").read_text())
+    del state["config"]["stop_grad_next"]
+    (older / "state.json").write_text(json.dumps(state))
+    (older / MANIFEST).unlink()  # such checkpoints also predate the manifest (else: damaged, rightly)
     with pytest.warns(CheckpointWarning, match="step-000008 is damaged"):
         resumed = train_iqlearn(cfg, resume=True, policy=make_policy(tokenizer), rows=rows, progress=False)
     assert _same_weights(full.policy.model, resumed.policy.model)

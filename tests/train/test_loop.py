@@ -11,6 +11,7 @@ import torch
 from transformers import PreTrainedTokenizerFast
 
 from turnkit.agents.hf import HFPolicy, chat_prompt_ids
+from turnkit.checkpoint import MANIFEST
 from turnkit.envs.core import Transition
 from turnkit.learners import logprobs
 from turnkit.rollout.demos import completion_ids
@@ -172,9 +173,22 @@ def test_a_run_keeps_its_evaluation_episodes_and_the_rollouts_it_learned_from(
     assert len(episodes) == cfg.grpo.group_size * cfg.groups_per_step
 
 
-def test_resume_continues_the_same_run(tokenizer: PreTrainedTokenizerFast, tmp_path: Path) -> None:
+def as_written_before_the_tables(ckpt: Path) -> None:
+    """Rewrite a checkpoint as turnkit wrote it before the ``grpo`` table and the manifest existed."""
+    state = json.loads((ckpt / "state.json").read_text())
+    config = {k: v for k, v in state["config"].items() if k not in ("critic", "grpo")}
+    state["config"] = {**config, **{k: v for k, v in state["config"]["grpo"].items() if k != "max_tokens"}}
+    (ckpt / "state.json").write_text(json.dumps(state))
+    (ckpt / MANIFEST).unlink()  # such checkpoints also predate the manifest (else: damaged, rightly)
+
+
+@pytest.mark.parametrize("written", ["now", "before the tables"])
+def test_resume_continues_the_same_run(tokenizer: PreTrainedTokenizerFast, tmp_path: Path, written: str) -> None:
+    """A run stopped after step 1 and resumed ends as the uninterrupted run, also from an old checkpoint."""
     full = train(run_config(tmp_path / "full", 3), policy=fresh_policy(tokenizer), progress=False)
     train(run_config(tmp_path / "part", 1), policy=fresh_policy(tokenizer), progress=False)
+    if written != "now":
+        as_written_before_the_tables(tmp_path / "part" / "checkpoints" / "step-000001")
     resumed = train(run_config(tmp_path / "part", 3), policy=fresh_policy(tokenizer), resume=True, progress=False)
     expected = training_records(tmp_path / "full" / "metrics.jsonl")
     assert all(r["optimizer_steps"] == 1 for r in expected)  # the policy really changed along the way

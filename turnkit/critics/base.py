@@ -111,6 +111,9 @@ class CriticContext:
         seed: The run's seed (a critic config's ``seed`` defaults to it).
         max_new_tokens: The policy's generation limit per turn.
         max_turns: The run's turn limit (``None``: the env's own).
+        sampling_seed: Returns the sampling seed of the rollout batch being scored (the training step's,
+            whatever source played it), for critics that sample like the policy; ``None``: the live policy's
+            own ``sampling.seed``.
 
     Example:
         >>> ctx = CriticContext(policy=None, start_policy=lambda: None, make_env=lambda: None, seed=3)
@@ -124,6 +127,7 @@ class CriticContext:
     seed: int = 0
     max_new_tokens: int = 24
     max_turns: int | None = None
+    sampling_seed: Callable[[], int] | None = None
 
     @classmethod
     def from_policy(
@@ -134,6 +138,7 @@ class CriticContext:
         seed: int = 0,
         max_new_tokens: int = 24,
         max_turns: int | None = None,
+        sampling_seed: Callable[[], int] | None = None,
     ) -> CriticContext:
         """The context of a run training ``policy``; the start policy is a frozen copy taken on first use.
 
@@ -147,7 +152,16 @@ class CriticContext:
                 frozen.append(_frozen_copy(policy))
             return frozen[0]
 
-        return cls(policy, start_policy, make_env, seed, max_new_tokens, max_turns)
+        return cls(policy, start_policy, make_env, seed, max_new_tokens, max_turns, sampling_seed)
+
+    def live_seed(self) -> int:
+        """The sampling seed of the batch being scored (:attr:`sampling_seed`, else the live policy's).
+
+        Example:
+            >>> CriticContext(None, lambda: None, lambda: None, sampling_seed=lambda: 7).live_seed()
+            7
+        """
+        return self.sampling_seed() if self.sampling_seed is not None else self.policy.sampling.seed
 
     @property
     def token_budget(self) -> int:

@@ -19,17 +19,20 @@ Example:
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import gymnasium
 
 from turnkit.agents.base import Agent, Context
-from turnkit.agents.hf import HFPolicy
 from turnkit.configs import check_float, check_int, check_str
 from turnkit.critics.base import CriticContext
 from turnkit.critics.progress import FORCE_ANSWER, Credit, Force, ProgressCritic, RolloutValue, force_answer
 from turnkit.types import AgentTurn
+
+if TYPE_CHECKING:  # the model code loads with the policy, not when a run's config is validated
+    from turnkit.agents.hf import HFPolicy
 
 
 @dataclass(frozen=True)
@@ -68,9 +71,10 @@ class LiveProver:
     """The policy as it is *now*, sampled at another temperature (the MRT prover of the current step).
 
     Every call takes a fresh :meth:`~turnkit.agents.hf.HFPolicy.with_sampling` view, so the prover follows
-    the policy's weights and its per-step sampling seed.
+    the policy's weights, at the sampling seed of the batch being scored (``seed()``; default: the policy's own).
 
     Example:
+        >>> from turnkit.agents.hf import HFPolicy
         >>> from turnkit.models.tiny import TinyModelConfig, build_tiny_model, build_tiny_tokenizer
         >>> from turnkit.types import Message
         >>> tok = build_tiny_tokenizer()
@@ -81,12 +85,13 @@ class LiveProver:
         1
     """
 
-    def __init__(self, policy: HFPolicy, temperature: float) -> None:
-        self.policy, self.temperature = policy, temperature
+    def __init__(self, policy: HFPolicy, temperature: float, seed: Callable[[], int] | None = None) -> None:
+        self.policy, self.temperature, self.seed = policy, temperature, seed
 
     def act(self, contexts: Sequence[Context]) -> list[AgentTurn]:
         """Sample one turn per context from the current policy."""
-        return self.policy.with_sampling(temperature=self.temperature).act(contexts)
+        seed = {} if self.seed is None else {"seed": self.seed()}
+        return self.policy.with_sampling(temperature=self.temperature, **seed).act(contexts)
 
 
 def mrt_critic(
@@ -118,7 +123,7 @@ def from_context(ctx: CriticContext, config: MRTConfig) -> ProgressCritic:
     """MRT in a training run: the live policy, forced to answer, ``config.samples`` answers per boundary."""
     force = force_answer(config.force) if config.force else (lambda messages: messages)
     budget = config.budget if config.budget is not None else float(ctx.token_budget)
-    prover = LiveProver(ctx.policy, config.temperature)
+    prover = LiveProver(ctx.policy, config.temperature, seed=ctx.sampling_seed)
     return mrt_critic(ctx.make_env(), prover, samples=config.samples, alpha=config.alpha, force=force, budget=budget)
 
 

@@ -14,17 +14,20 @@ Example:
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import gymnasium
 
 from turnkit.agents.base import Agent, Context
-from turnkit.agents.hf import HFPolicy
 from turnkit.configs import check_float, check_int
 from turnkit.critics.base import CriticContext
 from turnkit.critics.progress import Credit, ProgressCritic, RolloutValue
 from turnkit.types import AgentTurn
+
+if TYPE_CHECKING:  # the model code loads with the policy, not when a run's config is validated
+    from turnkit.agents.hf import HFPolicy
 
 
 @dataclass(frozen=True)
@@ -60,25 +63,26 @@ Config = PAVConfig
 
 
 class FrozenProver:
-    """A fixed prover (e.g. the start policy) that samples with the live policy's per-step seed.
+    """A fixed prover (e.g. the start policy) that samples at the seed of the batch being scored.
 
     Example:
+        >>> from turnkit.agents.hf import HFPolicy
         >>> from turnkit.models.tiny import TinyModelConfig, build_tiny_model, build_tiny_tokenizer
         >>> from turnkit.types import Message
         >>> tok = build_tiny_tokenizer()
         >>> policy = HFPolicy(build_tiny_model(tok, TinyModelConfig(hidden_size=32, num_heads=2)), tok,
         ...                   max_new_tokens=2)
-        >>> prover = FrozenProver(policy, live=policy, temperature=0.6)
+        >>> prover = FrozenProver(policy, seed=lambda: 3, temperature=0.6)
         >>> len(prover.act([Context(messages=(Message("user", "2+2?"),), episode_seed=0)]))
         1
     """
 
-    def __init__(self, prover: HFPolicy, *, live: HFPolicy, temperature: float) -> None:
-        self.prover, self.live, self.temperature = prover, live, temperature
+    def __init__(self, prover: HFPolicy, *, seed: Callable[[], int], temperature: float) -> None:
+        self.prover, self.seed, self.temperature = prover, seed, temperature
 
     def act(self, contexts: Sequence[Context]) -> list[AgentTurn]:
         """Sample one turn per context from the fixed prover."""
-        view = self.prover.with_sampling(temperature=self.temperature, seed=self.live.sampling.seed)
+        view = self.prover.with_sampling(temperature=self.temperature, seed=self.seed())
         return view.act(contexts)
 
 
@@ -107,7 +111,7 @@ def pav_critic(
 
 def from_context(ctx: CriticContext, config: PAVConfig) -> ProgressCritic:
     """PAV in a training run: the frozen start policy under Best-of-``best_of``, ``samples`` rollouts."""
-    prover = FrozenProver(ctx.start_policy(), live=ctx.policy, temperature=config.temperature)
+    prover = FrozenProver(ctx.start_policy(), seed=ctx.live_seed, temperature=config.temperature)
     return pav_critic(ctx.make_env(), prover, rollouts=config.samples, alpha=config.alpha, best_of=config.best_of)
 
 

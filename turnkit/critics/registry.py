@@ -4,7 +4,16 @@ A run names its critics as a table, ``{name: {"weight": w, ...the critic's own k
 ``[critic.mrt]`` with ``weight = 0.5`` and ``samples = 4``; on the command line ``--set critic.mrt.samples=4``).
 Shorthands: ``"mrt"`` is ``{"mrt": {"weight": 1.0}}``, ``{"mrt": 0.5}`` is ``{"mrt": {"weight": 0.5}}``.
 
-A name is a critic module: ``"mrt"`` is :mod:`turnkit.critics.mrt`, ``"mypkg.my_critic"`` a module of yours.
+A name is a critic module: ``"mrt"`` is :mod:`turnkit.critics.mrt`, ``"mypkg.my_critic"`` a module of yours,
+and ``"my_critic"`` also the module an installed package names in the ``turnkit.critics`` entry-point group::
+
+    [project.entry-points."turnkit.critics"]
+    my_critic = "my_pkg.my_critic"
+
+The registry imports the module and reads its attributes (a re-exported or decorated ``from_context``, a
+``.pyc``-only or zipped install all work); an unknown name is a :class:`~turnkit.errors.ConfigError` with the
+closest built-in or installed name. Validating a table imports the critic's module, so keep its top level
+light (the model code of ``mrt`` and ``pav`` is imported only for type checking).
 A critic module is one room: it defines
 
 * ``Config``: a frozen dataclass of its table keys (validated by :mod:`turnkit.configs`; a ``seed`` key
@@ -35,6 +44,7 @@ from __future__ import annotations
 
 import dataclasses
 import importlib
+import importlib.metadata
 import math
 import pkgutil
 import time
@@ -65,8 +75,15 @@ CriticTable = dict[str, dict[str, Any]]
 """``{name: {"weight": w, ...options}}``, the normal form of a run's critics."""
 
 
+ENTRY_POINT_GROUP = "turnkit.critics"
+"""The entry-point group in which installed packages name their critic modules (``name = "pkg.module"``)."""
+
+_HELPERS = frozenset({"base", "progress", "registry", "rules"})
+"""Modules of :mod:`turnkit.critics` that are shared code, not critics."""
+
+
 def built_in_critics() -> list[str]:
-    """Names of the critic modules shipped in :mod:`turnkit.critics` (modules that define ``from_context``).
+    """Names of the critic modules shipped in :mod:`turnkit.critics` (listed by :mod:`pkgutil`, not imported).
 
     Example:
         >>> {"mrt", "pav", "prime", "sweet", "judge"} <= set(built_in_critics())
@@ -74,12 +91,18 @@ def built_in_critics() -> list[str]:
     """
     import turnkit.critics as package
 
-    names = []
-    for info in pkgutil.iter_modules(package.__path__):
-        source = Path(package.__path__[0]) / f"{info.name}.py"
-        if source.is_file() and "\ndef from_context(" in source.read_text(encoding="utf-8"):
-            names.append(info.name)
-    return sorted(names)
+    names = {info.name for info in pkgutil.iter_modules(package.__path__)}
+    return sorted(name for name in names - _HELPERS if not name.startswith("_"))
+
+
+def installed_critics(group: str = ENTRY_POINT_GROUP) -> dict[str, str]:
+    """Critics of installed packages: ``{name: module}`` from the ``group`` entry points.
+
+    Example:
+        >>> installed_critics("turnkit.no-such-group")
+        {}
+    """
+    return {ep.name: ep.value for ep in sorted(importlib.metadata.entry_points(group=group), key=lambda e: e.name)}
 
 
 def normalize_table(critic: str | Mapping[str, Any] | None) -> CriticTable:
@@ -118,28 +141,55 @@ def _is_factory(name: str) -> bool:
 
 
 def critic_module(name: str) -> ModuleType:
-    """The module of critic ``name``: ``turnkit.critics.<name>`` for a built-in, else the dotted module itself.
+    """The module of critic ``name``: ``turnkit.critics.<name>``, an installed one, or the dotted module itself.
+
+    A bare name is looked up as a built-in module first, then among the ``turnkit.critics`` entry points.
 
     Raises:
-        ConfigError: No such module, or it lacks ``Config`` and ``from_context``.
+        ConfigError: No such module (naming the closest known critic), or it lacks ``Config`` and
+            ``from_context``.
 
     Example:
         >>> critic_module("mrt").__name__
         'turnkit.critics.mrt'
+        >>> critic_module("mtr")  # doctest: +ELLIPSIS
+        Traceback (most recent call last):
+        ...
+        turnkit.errors.ConfigError: critic: unknown critic 'mtr' (did you mean 'mrt'?); use one of [...
     """
     dotted = name if "." in name else f"turnkit.critics.{name}"
-    known = built_in_critics()
-    hint = f"use one of {known}, a module of yours with Config and from_context, or 'module:callable'"
-    if "." not in name and name not in known:
-        raise ConfigError(f"critic: unknown critic {name!r}{configs.suggest(name, known) or ''}; {hint}")
-    try:
-        module = importlib.import_module(dotted)
-    except ImportError as exc:
-        raise ConfigError(f"critic {name!r}: cannot import {dotted} ({exc}); {hint}") from exc
+    module = None if "." in name else _import_if_found(dotted)
+    if module is None and "." not in name:
+        installed = installed_critics()
+        if name not in installed:
+            known = built_in_critics() + sorted(installed)
+            raise ConfigError(
+                f"critic: unknown critic {name!r}{configs.suggest(name, known) or ''}; use one of {known}, "
+                "a module of yours with Config and from_context, or 'module:callable'"
+            )
+        dotted = installed[name].partition(":")[0]
+    if module is None:
+        try:
+            module = importlib.import_module(dotted)
+        except ImportError as exc:
+            raise ConfigError(
+                f"critic {name!r}: cannot import {dotted} ({exc}); name a module with Config and from_context, "
+                "or 'module:callable'"
+            ) from exc
     config, build = getattr(module, "Config", None), getattr(module, "from_context", None)
     if not (dataclasses.is_dataclass(config) and callable(build)):
         raise ConfigError(f"critic {name!r}: module {dotted} defines no Config dataclass and from_context(ctx, config)")
     return module
+
+
+def _import_if_found(dotted: str) -> ModuleType | None:
+    """Import ``dotted``; ``None`` when that module itself does not exist (an import error inside it raises)."""
+    try:
+        return importlib.import_module(dotted)
+    except ModuleNotFoundError as exc:
+        if exc.name == dotted:
+            return None
+        raise ConfigError(f"critic module {dotted} cannot import {exc.name!r} ({exc})") from exc
 
 
 def critic_config(name: str, options: Mapping[str, Any], *, seed: int = 0) -> Any:
@@ -493,6 +543,7 @@ def _batch_rewards(
 
 
 __all__ = [
+    "ENTRY_POINT_GROUP",
     "CriticScores",
     "CriticSet",
     "CriticTable",
@@ -503,6 +554,7 @@ __all__ = [
     "critic_config",
     "critic_module",
     "critic_rewards",
+    "installed_critics",
     "load_factory",
     "normalize_table",
     "run_estimator",

@@ -67,8 +67,8 @@ from typing import TYPE_CHECKING, Any
 import gymnasium
 import numpy as np
 
-import turnkit  # noqa: F401  (registers the built-in envs)
 from turnkit.agents.hf import HFPolicy
+from turnkit.envs import registration as _registration  # noqa: F401  (registers the built-in env ids)
 from turnkit.errors import AgentError, BrowserError, ConfigError, DataError, EnvError, SandboxError, TurnkitError
 from turnkit.rollout.batch import find_prefix_mismatch
 from turnkit.rollout.chat import ChatDelta

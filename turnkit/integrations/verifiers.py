@@ -171,24 +171,25 @@ def load_environment(
 
 
 def plugin_module() -> ModuleType:
-    """The module verifiers imports for the taskset id :data:`TASKSET_ID` (``turnkit_verifiers``).
+    """The module verifiers imports for the taskset id :data:`TASKSET_ID`: ``turnkit_verifiers``, shipped with turnkit.
 
-    turnkit ships it as a top-level module; an install of turnkit made before it existed (an old editable
-    install) cannot import it, so it is then registered in ``sys.modules`` for this process (verifiers' CLI in
-    another process needs the installed module: reinstall turnkit).
+    Raises:
+        ConfigError: It cannot be imported (an install of turnkit made before it existed): reinstall turnkit.
 
     Example:
         >>> module = plugin_module()
         >>> module.__name__, module.TurnkitEnv is verifiers_classes().TurnkitEnv
         ('turnkit_verifiers', True)
     """
-    if "turnkit_verifiers" not in sys.modules and importlib.util.find_spec("turnkit_verifiers") is None:
-        module = ModuleType("turnkit_verifiers", "turnkit's verifiers taskset (registered by load_environment)")
-        classes = verifiers_classes()
-        vars(module).update(TurnkitEnv=classes.TurnkitEnv, TurnkitTaskset=classes.TurnkitTaskset)
-        vars(module)["__all__"] = ["TurnkitEnv", "TurnkitTaskset"]
-        sys.modules["turnkit_verifiers"] = module
-    return importlib.import_module("turnkit_verifiers")
+    try:
+        return importlib.import_module("turnkit_verifiers")
+    except ModuleNotFoundError as exc:
+        if exc.name != "turnkit_verifiers":
+            raise
+        raise ConfigError(
+            f"the verifiers taskset {TASKSET_ID!r} needs the module turnkit_verifiers, which this install of turnkit "
+            "lacks (it predates it): reinstall turnkit (pip install -e . in its checkout)"
+        ) from exc
 
 
 def reply_text(messages: Sequence[Any]) -> str:

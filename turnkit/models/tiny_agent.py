@@ -42,9 +42,9 @@ import gymnasium
 import numpy as np
 from transformers import PreTrainedTokenizerFast
 
-import turnkit  # noqa: F401  (registers the envs)
 from turnkit.agents.hf import HFPolicy
 from turnkit.configs import check_choice, check_float, check_int
+from turnkit.envs import registration as _registration  # noqa: F401  (registers the built-in env ids)
 from turnkit.envs.collab_code.agents import PartialClarifier
 from turnkit.envs.collab_code.generator import SPLITS
 from turnkit.errors import ConfigError

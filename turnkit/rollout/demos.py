@@ -29,9 +29,9 @@ from typing import Any
 import gymnasium
 from transformers import PreTrainedTokenizerBase
 
-import turnkit  # noqa: F401  (registers the built-in envs)
 from turnkit.agents.hf import chat_prompt_ids
 from turnkit.agents.oracle import OracleAgent
+from turnkit.envs import registration as _registration  # noqa: F401  (registers the built-in env ids)
 from turnkit.errors import ConfigError, DataError
 from turnkit.rollout.batch import TokenRow
 from turnkit.rollout.collect import collect_batch

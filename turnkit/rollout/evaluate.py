@@ -20,8 +20,8 @@ from typing import Any
 import gymnasium
 from tqdm.auto import tqdm
 
-import turnkit  # noqa: F401  (registers the built-in envs)
 from turnkit.agents.base import Agent
+from turnkit.envs import registration as _registration  # noqa: F401  (registers the built-in env ids)
 from turnkit.rollout.collect import collect_batch
 from turnkit.rollout.records import trajectory_to_record, write_jsonl
 from turnkit.stats import mean_ci, wilson_interval

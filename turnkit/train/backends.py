@@ -22,8 +22,8 @@ The seam in a training loop (:mod:`turnkit.train.loop`)::
 
     backend = build_backend(cfg.backend, policy, run_dir=run_dir, url=cfg.backend_url, start_step=start_step)
     for step in steps:
-        policy.sampling = dataclasses.replace(policy.sampling, seed=step_sampling_seed(cfg.seed, step))
-        trajs = collect_batch(envs, backend.agent(), ...)      # follows policy.sampling (seed, temperature)
+        agent = backend.agent(seed=step_sampling_seed(cfg.seed, step))  # the learner's sampling, this step's seed
+        trajs = collect_batch(envs, agent, ...)
         update(policy, ...)                                    # the learner changes ...
         record.update(backend.sync(policy, step))              # ... and the generator follows: {"sync_s": ...}
         evaluate(..., backend.agent(temperature=cfg.eval_temperature))

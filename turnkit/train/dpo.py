@@ -352,7 +352,8 @@ def train_dpo(
         return _train_dpo(policy, pairs, config, progress=progress, desc=desc)
     from turnkit.train.run import Run
 
-    with Run(run_dir, {**config.to_dict(), "pairs": len(pairs)}, resumable=RESUMABLE_CHANGES) as run:
+    saved = {**config.to_dict(), "pairs": len(pairs)}
+    with Run(run_dir, saved, resumable=RESUMABLE_CHANGES, defaults=DPOConfig().to_dict()) as run:
         return _train_dpo(
             policy,
             pairs,

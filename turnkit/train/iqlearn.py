@@ -62,8 +62,7 @@ from turnkit.rollout.demos import collect_demos, demo_rows
 from turnkit.rollout.evaluate import evaluate
 from turnkit.train.config import EVAL_SEED_START
 from turnkit.train.policy_state import read_policy_state, save_policy_state
-from turnkit.train.run import Cadence, Run, read_state
-from turnkit.train.run import save_checkpoint as save_run_checkpoint
+from turnkit.train.run import Cadence, Run
 
 RESUMABLE_CHANGES = frozenset({"eval_every", "checkpoint_every", "out_dir", "eval_episodes"})
 """Config fields a resumed run may change; any other difference is a different run (ConfigError)."""
@@ -330,35 +329,19 @@ def _rows_from_json(data: Sequence[Sequence[Sequence[int]]]) -> list[TokenRow]:
 
 
 def save_iqlearn_checkpoint(
-    run_dir: Path,
-    step: int,
-    policy: HFPolicy,
-    optimizer: torch.optim.Optimizer,
-    pool: Sequence[TokenRow],
-    cfg: IQLearnConfig,
+    run: Run, step: int, policy: HFPolicy, optimizer: torch.optim.Optimizer, pool: Sequence[TokenRow]
 ) -> Path:
     """An atomic checkpoint: weights (or adapter), optimizer, torch RNG, step, config and the policy-sample pool."""
     write = lambda tmp: save_policy_state(tmp, policy, optimizer)  # noqa: E731
-    return save_run_checkpoint(run_dir, step, cfg.to_dict(), write, {"pool": _rows_json(pool)})
-
-
-def load_iqlearn_checkpoint(
-    ckpt: Path, policy: HFPolicy, optimizer: torch.optim.Optimizer, cfg: IQLearnConfig
-) -> tuple[int, list[TokenRow]]:
-    """Restore weights, optimizer and RNG in place from ``ckpt``; returns ``(step, policy-sample pool)``.
-
-    Every file is read before anything changes, so a damaged checkpoint leaves the run untouched.
-
-    Raises:
-        ConfigError: The checkpoint's run had a different config (beyond :data:`RESUMABLE_CHANGES`).
-        CheckpointError: A file is missing or unreadable (named).
-    """
-    state = read_state(ckpt, cfg.to_dict(), RESUMABLE_CHANGES)
-    return state["step"], _restore(ckpt, state, policy, optimizer)
+    return run.save(step, write, {"pool": _rows_json(pool)})
 
 
 def _restore(ckpt: Path, state: dict[str, Any], policy: HFPolicy, optimizer: torch.optim.Optimizer) -> list[TokenRow]:
-    """Restore a checkpoint whose ``state.json`` was read and checked; returns its policy-sample pool."""
+    """Restore weights, optimizer and RNG in place from ``ckpt``; returns its policy-sample pool.
+
+    ``state`` is the checkpoint's ``state.json`` as :meth:`Run.start <turnkit.train.run.Run.start>` read and
+    checked it. Every file is read before anything changes, so a damaged checkpoint leaves the run untouched.
+    """
     with reading(ckpt / "state.json", base=ckpt):
         pool = _rows_from_json(state["pool"])
     read_policy_state(ckpt, policy).apply(policy, optimizer)
@@ -392,7 +375,8 @@ def train_iqlearn(
         DataError: Bad or empty demonstrations, or a batch without a loss token.
         RunLockedError: Another process uses ``cfg.out_dir``.
     """
-    with Run(cfg.out_dir, cfg.to_dict(), resumable=RESUMABLE_CHANGES) as run:
+    defaults = IQLearnConfig().to_dict()  # keys newer than a checkpoint take their defaults
+    with Run(cfg.out_dir, cfg.to_dict(), resumable=RESUMABLE_CHANGES, defaults=defaults) as run:
         return _train(run, cfg, resume=resume, progress=progress, policy=policy, rows=rows)
 
 
@@ -436,7 +420,7 @@ def _train(
                 final_eval = {"step": done, **evaluate_iqlearn(policy, cfg)}
                 run.log(final_eval)
             if saves.due(done):
-                save_iqlearn_checkpoint(run.dir, done, policy, optimizer, pool, cfg)
+                save_iqlearn_checkpoint(run, done, policy, optimizer, pool)
     finally:
         for env in envs:
             env.close()

@@ -59,7 +59,7 @@ import math
 import pickle
 import time
 import warnings
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, cast
@@ -87,8 +87,7 @@ from turnkit.train.config import TrainConfig, upgrade_config
 from turnkit.train.policy_state import read_policy_state, save_policy_state
 from turnkit.train.rollout_log import learner_records, write_step_rollouts
 from turnkit.train.rollouts import DoneRollout, RolloutHandle, RolloutJob, build_rollouts
-from turnkit.train.run import Cadence, Run, read_state
-from turnkit.train.run import save_checkpoint as save_run_checkpoint
+from turnkit.train.run import Cadence, Run
 from turnkit.types import Trajectory
 
 SEED_SPACE = 2**31
@@ -144,8 +143,10 @@ def build_policy(cfg: TrainConfig, *, progress: bool = True) -> HFPolicy:
     return load_policy(cfg.model, progress=progress, **sampling)
 
 
-def critic_context(cfg: TrainConfig, policy: HFPolicy) -> CriticContext:
-    """What the run's critics may see: the live policy, a frozen start copy, spare envs, seed and token limits.
+def critic_context(cfg: TrainConfig, policy: HFPolicy, sampling_seed: Callable[[], int] | None = None) -> CriticContext:
+    """What the run's critics may see: the live policy, a frozen start copy, spare envs, seeds and token limits.
+
+    ``sampling_seed`` returns the sampling seed of the batch being scored (the loop's :class:`ScoredStep`).
 
     Example:
         >>> from turnkit.models.tiny import TinyModelConfig, build_tiny_model, build_tiny_tokenizer
@@ -160,8 +161,31 @@ def critic_context(cfg: TrainConfig, policy: HFPolicy) -> CriticContext:
         return gymnasium.make(cfg.env_id, split=cfg.split, **cfg.env_kwargs)
 
     return CriticContext.from_policy(
-        policy, make_env, seed=cfg.seed, max_new_tokens=cfg.max_new_tokens, max_turns=cfg.max_turns
+        policy,
+        make_env,
+        seed=cfg.seed,
+        max_new_tokens=cfg.max_new_tokens,
+        max_turns=cfg.max_turns,
+        sampling_seed=sampling_seed,
     )
+
+
+class ScoredStep:
+    """The step whose batch the critics score now, and its sampling seed (what the rollout job played with).
+
+    Example:
+        >>> scored = ScoredStep(run_seed=0)
+        >>> scored.step = 2
+        >>> scored.sampling_seed() == step_sampling_seed(0, 2)
+        True
+    """
+
+    def __init__(self, run_seed: int, step: int = 0) -> None:
+        self.run_seed, self.step = run_seed, step
+
+    def sampling_seed(self) -> int:
+        """:func:`step_sampling_seed` of the scored step."""
+        return step_sampling_seed(self.run_seed, self.step)
 
 
 def place_policy(policy: HFPolicy, device: str | None) -> None:
@@ -508,12 +532,11 @@ def evaluate_policy(
 
 
 def save_checkpoint(
-    run_dir: Path,
+    run: Run,
     step: int,
     policy: HFPolicy,
     optimizer: torch.optim.Optimizer,
     rng: np.random.Generator,
-    cfg: TrainConfig,
     critics: CriticSet | None = None,
     *,
     pending: dict[int, RolloutHandle] | None = None,
@@ -523,8 +546,8 @@ def save_checkpoint(
     Learned critics write their adapters and optimizer states under ``critics/<name>/``. In one-step-off
     runs the rollouts already generated for later steps (``pending``; waited for here) go to ``pending.pkl``,
     so a resumed run trains on the same batches as an uninterrupted one.
-    :func:`~turnkit.train.run.save_checkpoint` stages it atomically with a manifest of sizes and checksums,
-    so a resume can tell an intact checkpoint from a damaged one.
+    :meth:`Run.save <turnkit.train.run.Run.save>` stages it atomically with the run's config and a manifest of
+    sizes and checksums, so a resume can tell an intact checkpoint from a damaged one.
     """
 
     def write(tmp: Path) -> None:
@@ -537,32 +560,7 @@ def save_checkpoint(
 
     # HFPolicy draws from its own generator only for contexts without an episode seed.
     state = {"task_rng": rng.bit_generator.state, "policy_rng": policy.rng_state()}
-    return save_run_checkpoint(run_dir, step, cfg.to_dict(), write, state)
-
-
-def load_checkpoint(
-    ckpt: Path,
-    policy: HFPolicy,
-    optimizer: torch.optim.Optimizer,
-    rng: np.random.Generator,
-    cfg: TrainConfig,
-    critics: CriticSet | None = None,
-    *,
-    pending: dict[int, RolloutHandle] | None = None,
-) -> int:
-    """Restore weights, optimizer, RNG states (and learned critics) in place from ``ckpt``; returns its step.
-
-    A one-step-off checkpoint's rollouts for later steps are put into ``pending`` (if given).
-
-    Every file is read before anything is changed, so a damaged checkpoint leaves the run untouched.
-
-    Raises:
-        ConfigError: The checkpoint belongs to a run with a different config (other than
-            :data:`RESUMABLE_CHANGES`).
-        CheckpointError: A file is missing or cannot be read (the message names it).
-    """
-    state = read_state(ckpt, cfg.to_dict(), RESUMABLE_CHANGES, defaults=TrainConfig().to_dict())
-    return restore_checkpoint(ckpt, state, policy, optimizer, rng, critics, pending=pending)
+    return run.save(step, write, state)
 
 
 def restore_checkpoint(
@@ -575,7 +573,16 @@ def restore_checkpoint(
     *,
     pending: dict[int, RolloutHandle] | None = None,
 ) -> int:
-    """:func:`load_checkpoint` after its ``state.json`` was read and checked (``state``); returns the step."""
+    """Restore weights, optimizer, RNG states (and learned critics) in place from ``ckpt``; returns its step.
+
+    ``state`` is the checkpoint's ``state.json`` as :meth:`Run.start <turnkit.train.run.Run.start>` read and
+    checked it (the config upgraded to the current shape first). A one-step-off checkpoint's rollouts for later
+    steps are put into ``pending`` (if given). Every file is read before anything is changed, so a damaged
+    checkpoint leaves the run untouched.
+
+    Raises:
+        CheckpointError: A file is missing or cannot be read (the message names it).
+    """
     with reading(ckpt / "state.json", base=ckpt):
         task_rng, policy_rng = state["task_rng"], state["policy_rng"]
     policy_state = read_policy_state(ckpt, policy)
@@ -634,7 +641,9 @@ def train(
 def _train(run: Run, cfg: TrainConfig, *, resume: bool, progress: bool, policy: HFPolicy | None) -> TrainResult:
     policy = policy if policy is not None else build_policy(cfg, progress=progress)  # after: a bad log fails fast
     place_policy(policy, cfg.device)
-    critics = build_critics(cfg.critic, critic_context(cfg, policy))  # before the adapter: critics copy the start
+    scored = ScoredStep(cfg.seed)  # critics that sample follow the scored batch's seed, in every rollout mode
+    # before the adapter: critics copy the start policy
+    critics = build_critics(cfg.critic, critic_context(cfg, policy, scored.sampling_seed))
     estimator = run_estimator(cfg.grpo.estimator, critics)  # "paper" resolved (or refused) before any rollout
     ref_model = prepare_policy(policy, cfg)
     params = trainable_parameters(policy)
@@ -670,6 +679,7 @@ def _train(run: Run, cfg: TrainConfig, *, resume: bool, progress: bool, policy: 
             trajs, timing = handle.result()
             record: dict[str, Any] = {"step": step, "lr": lr, **rollout_metrics(trajs, cfg.max_new_tokens)}
             record.update(policy_lag=step - 1 - handle.version, rollout_wait_s=time.perf_counter() - waited)
+            scored.step = step
             scores = critics.score(trajs) if critics is not None else None
             if scores is not None:
                 record.update(scores.metrics)
@@ -705,7 +715,7 @@ def _train(run: Run, cfg: TrainConfig, *, resume: bool, progress: bool, policy: 
                 final_eval = {"step": step, **evaluate_policy(policy, cfg, agent=generator, out_dir=kept_at)}
                 run.log(final_eval)
             if saves.due(step):
-                save_checkpoint(run.dir, step, policy, optimizer, rng, cfg, critics, pending=pending)
+                save_checkpoint(run, step, policy, optimizer, rng, critics, pending=pending)
     finally:
         source.close()
         if critics is not None:

@@ -19,14 +19,20 @@ corrects for exactly that lag. The task seeds of a step are drawn from the run's
 submitted, in step order, so the tasks of every step are the same in every mode.
 
 Example:
+Every source plays a job the same way: :func:`play` runs :func:`~turnkit.rollout.collect.collect_batch` on
+the job's :attr:`~RolloutJob.episode_seeds` and :attr:`~RolloutJob.groups` with an agent at the job's
+:attr:`~RolloutJob.sampling` (the loop makes the seed, :func:`~turnkit.train.loop.step_sampling_seed`); the
+learner's own sampling settings are never changed. So a job gives the same episodes inline, in the thread and on
+Ray workers.
+
+Example:
     >>> job = RolloutJob(step=3, task_seeds=[11, 12], sampling_seed=7, group_size=2)
-    >>> job.episode_seeds, job.groups
-    ([11, 11, 12, 12], [0, 0, 1, 1])
+    >>> job.episode_seeds, job.groups, job.sampling
+    ([11, 11, 12, 12], [0, 0, 1, 1], {'seed': 7})
 """
 
 from __future__ import annotations
 
-import dataclasses
 import time
 from collections.abc import Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -77,6 +83,11 @@ class RolloutJob:
     def groups(self) -> list[int]:
         """Each episode's group index."""
         return [g for g in range(len(self.task_seeds)) for _ in range(self.group_size)]
+
+    @property
+    def sampling(self) -> dict[str, Any]:
+        """The ``SamplingConfig`` changes the job plays with (its sampling seed), for ``agent.with_sampling``."""
+        return {"seed": self.sampling_seed}
 
 
 class RolloutHandle(Protocol):
@@ -136,7 +147,6 @@ class InlineRollouts:
 
     Args:
         backend: The generation backend (its ``agent()`` plays; its ``sync`` follows the learner).
-        policy: The learner (its sampling seed is set per job, as the backends read it).
         envs: One env per episode of a step.
         cfg: The run's settings (group size, turn limit).
         chat: Token-exact contexts.
@@ -146,22 +156,19 @@ class InlineRollouts:
     def __init__(
         self,
         backend: GenerationBackend,
-        policy: HFPolicy,
         envs: Sequence[gymnasium.Env],
         cfg: TrainConfig,
         *,
         chat: ChatDelta | None,
         version: int = 0,
     ) -> None:
-        self.backend, self.policy, self.envs, self.cfg, self.chat = backend, policy, list(envs), cfg, chat
+        self.backend, self.envs, self.cfg, self.chat = backend, list(envs), cfg, chat
         self.version = version
 
     def submit(self, job: RolloutJob) -> RolloutHandle:
         """Play the job now."""
-        self.policy.sampling = dataclasses.replace(self.policy.sampling, seed=job.sampling_seed)
-        return DoneRollout(
-            rollout(self.backend.agent(), self.envs, self.cfg, job.task_seeds, chat=self.chat), self.version
-        )
+        agent = self.backend.agent(**job.sampling)
+        return DoneRollout(play(agent, self.envs, job, max_turns=self.cfg.max_turns, chat=self.chat), self.version)
 
     def sync(self, policy: HFPolicy, step: int) -> dict[str, float]:
         """The backend's sync (nothing to do for ``hf``: the generator is the learner)."""
@@ -218,7 +225,7 @@ class ThreadRollouts(_SnapshotSync):
 
     def submit(self, job: RolloutJob) -> RolloutHandle:
         """Queue the job behind the earlier ones, to play with the newest snapshot."""
-        chunk = EpisodeChunk(0, tuple(job.episode_seeds), tuple(job.groups), {"seed": job.sampling_seed})
+        chunk = EpisodeChunk(0, tuple(job.episode_seeds), tuple(job.groups), job.sampling)
         snapshot = self.snapshot
         future = self.pool.submit(lambda: _as_rollout(self.worker.play(chunk, snapshot)))
         return _FutureRollout(future, snapshot.version)
@@ -269,7 +276,7 @@ class RayRollouts(_SnapshotSync):
     def submit(self, job: RolloutJob) -> RolloutHandle:
         """Send the job's chunks to the workers with the newest snapshot."""
         pending = self.collector.submit(
-            job.episode_seeds, groups=job.groups, sampling={"seed": job.sampling_seed}, weights=self.snapshot
+            job.episode_seeds, groups=job.groups, sampling=job.sampling, weights=self.snapshot
         )
         return _RayRollout(pending, self.snapshot.version)
 
@@ -304,36 +311,30 @@ def build_rollouts(
         return ThreadRollouts(env, policy, max_turns=cfg.max_turns, chat=chat, version=start_step)
     backend = build_backend(cfg.backend, policy, run_dir=run_dir, url=cfg.backend_url, start_step=start_step)
     envs = [env.make() for _ in range(cfg.grpo.group_size * cfg.groups_per_step)]
-    return InlineRollouts(backend, policy, envs, cfg, chat=chat, version=start_step)
+    return InlineRollouts(backend, envs, cfg, chat=chat, version=start_step)
 
 
-def rollout(
-    policy: Any,
-    envs: Sequence[gymnasium.Env],
-    cfg: TrainConfig,
-    seeds: Sequence[int],
-    *,
-    chat: ChatDelta | None = None,
-) -> tuple[list[Trajectory], dict[str, float]]:
-    """Play ``group_size`` episodes per task seed, all groups in one batched collection.
+def play(
+    agent: Any, envs: Sequence[gymnasium.Env], job: RolloutJob, *, max_turns: int | None, chat: ChatDelta | None
+) -> Rollout:
+    """Play a job's episodes (:attr:`RolloutJob.episode_seeds`, its groups) in one batched collection.
 
     Args:
-        policy: The generating agent (the HF policy or a backend's agent).
-        envs: One env per episode.
-        cfg: The run's settings.
-        seeds: The task seeds (one group each).
+        agent: The generating agent, already at the job's sampling (``agent.with_sampling(**job.sampling)``).
+        envs: At least one env per episode.
+        job: The job.
+        max_turns: See :func:`~turnkit.rollout.collect.collect_batch`.
         chat: Token-exact multi-turn contexts (see :func:`~turnkit.rollout.collect.collect_batch`).
 
     Returns:
-        ``(trajectories, timing)`` with ``rollout_s`` (wall), ``generate_s`` (inside the policy) and ``env_s``.
+        ``(trajectories, timing)`` with ``rollout_s`` (wall), ``generate_s`` (inside the agent) and ``env_s``.
     """
-    agent = TimedAgent(policy)
-    episode_seeds = [s for s in seeds for _ in range(cfg.grpo.group_size)]
-    groups = [g for g in range(len(seeds)) for _ in range(cfg.grpo.group_size)]
+    timed = TimedAgent(agent)
+    seeds = job.episode_seeds
     start = time.perf_counter()
-    trajs = collect_batch(envs, agent, episode_seeds, groups=groups, max_turns=cfg.max_turns, chat=chat)
+    trajs = collect_batch(list(envs)[: len(seeds)], timed, seeds, groups=job.groups, max_turns=max_turns, chat=chat)
     wall = time.perf_counter() - start
-    return trajs, {"rollout_s": wall, "generate_s": agent.seconds, "env_s": wall - agent.seconds}
+    return trajs, {"rollout_s": wall, "generate_s": timed.seconds, "env_s": wall - timed.seconds}
 
 
 def _as_rollout(result: Any) -> Rollout:

@@ -1,6 +1,6 @@
 """One run harness for every training loop: the lock, ``config.json``, resume, metrics, cadence and curves.
 
-A run folder (DESIGN.md, "Run folders and the viewer")::
+A run folder (docs/viewer.md, "What it reads"; docs/architecture.md, "One run harness")::
 
     run/
       turnkit.lock      held while a process writes the folder (turnkit.train.runlock)

@@ -57,10 +57,10 @@ from typing import Any, Literal
 
 import gymnasium
 
-import turnkit  # noqa: F401  (registers the built-in envs)
 from turnkit.agents.base import Agent
 from turnkit.checkpoint import check_manifest, reading, stage_dir, write_json
 from turnkit.configs import check_choice, check_int, from_dict
+from turnkit.envs import registration as _registration  # noqa: F401  (registers the built-in env ids)
 from turnkit.errors import CheckpointError, CheckpointWarning, ConfigError, DataError
 from turnkit.search.best_of_n import best_of_n_many
 from turnkit.search.expand import SearchStats

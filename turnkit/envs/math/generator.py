@@ -8,7 +8,7 @@ written down in one of two *styles* per kind (see :data:`STYLES`). The four kind
 * ``linear``: the start value is the unknown, e.g. ``Solve for x: 3x + 2 = 14.`` / ``A number is ...``
 * ``word``: short stories (``objects`` or ``money`` themes), e.g. ``Ana has 5 apples and gets 3 more...``
 
-Splits (PhyWorld protocol, see ``DESIGN.md``):
+Splits (the PhyWorld protocol, see docs/envs/math.md, "Splits"):
 
 * ``id``: numbers from the difficulty's ranges (:data:`LEVELS`); no held-out ``(op, style)`` pair.
 * ``ood``: the same ``(op, style)`` pairs as ``id``, with one more step and every step operand from a

@@ -10,10 +10,9 @@ import pytest
 from transformers import PreTrainedTokenizerFast
 from transformers.utils import logging as hf_logging
 
+from tests.train.conftest import SMALL
 from turnkit.cli import main
 from turnkit.models.tiny import build_tiny_model, save_tiny
-
-from .conftest import SMALL
 
 
 def test_parser_building_does_not_import_torch() -> None:
