@@ -18,7 +18,6 @@ after step ``t − 1``: the learner at step ``t`` trains on data at most ``k`` u
 corrects for exactly that lag. The task seeds of a step are drawn from the run's generator when its job is
 submitted, in step order, so the tasks of every step are the same in every mode.
 
-Example:
 Every source plays a job the same way: :func:`play` runs :func:`~turnkit.rollout.collect.collect_batch` on
 the job's :attr:`~RolloutJob.episode_seeds` and :attr:`~RolloutJob.groups` with an agent at the job's
 :attr:`~RolloutJob.sampling` (the loop makes the seed, :func:`~turnkit.train.loop.step_sampling_seed`); the
