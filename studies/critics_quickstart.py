@@ -134,7 +134,12 @@ def run_one(job: tuple[str, int, dict[str, Any]]) -> dict[str, Any]:
     torch.set_num_threads(1)
     from turnkit.models.embedded import tiny_policy
     from turnkit.train.loop import train
-    from turnkit.train.quickstart import SINGLE_TURN_TRAIN, QuickstartConfig, quickstart_train_config
+    from turnkit.train.quickstart import (
+        SINGLE_TURN_TRAIN,
+        QuickstartConfig,
+        last_step_sampling,
+        quickstart_train_config,
+    )
 
     overrides: dict[str, Any] = {**SINGLE_TURN_TRAIN, "eval_episodes": opts["eval_episodes"], "checkpoint_every": 0}
     if opts["max_turns"]:
@@ -149,7 +154,7 @@ def run_one(job: tuple[str, int, dict[str, Any]]) -> dict[str, Any]:
     started = time.time()
     result = train(cfg, policy=tiny_policy(progress=False), progress=False)
     steps = [r for r in result.history if "reward_mean" in r]
-    after = evaluate_both(result.policy, cfg)
+    after = evaluate_both(last_step_sampling(result.policy, cfg), cfg)
     run = {
         "arm": arm,
         "seed": seed,
@@ -232,7 +237,11 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
 
     torch.set_num_threads(1)
     from turnkit.models.embedded import tiny_policy
-    from turnkit.train.quickstart import SINGLE_TURN_TRAIN, QuickstartConfig, quickstart_train_config
+    from turnkit.train.quickstart import (
+        SINGLE_TURN_TRAIN,
+        QuickstartConfig,
+        quickstart_train_config,
+    )
 
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)

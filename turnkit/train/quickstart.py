@@ -50,7 +50,7 @@ from turnkit.models.embedded import TinyRecipe, tiny_policy
 from turnkit.models.threads import torch_threads
 from turnkit.stats import mean_ci, wilson_interval
 from turnkit.train.config import TrainConfig
-from turnkit.train.loop import evaluate_policy, train
+from turnkit.train.loop import evaluate_policy, step_sampling_seed, train
 from turnkit.train.quickstart_smollm2 import SMOLLM2_TRAIN, SMOLLM2_WARM_START, smollm2_start_policy
 from turnkit.train.runlock import RunLock
 from turnkit.train.warmstart import WarmStartConfig
@@ -186,6 +186,20 @@ def retry_stats(records: Iterable[dict[str, Any]]) -> dict[str, Any]:
     }
 
 
+def last_step_sampling(policy: HFPolicy, cfg: TrainConfig) -> HFPolicy:
+    """The trained policy sampling with its last training step's seed, as the quickstart's tables were measured.
+
+    Example:
+        >>> from turnkit.models.tiny import TinyModelConfig, build_tiny_model, build_tiny_tokenizer
+        >>> from turnkit.train.loop import step_sampling_seed
+        >>> tok = build_tiny_tokenizer()
+        >>> policy = HFPolicy(build_tiny_model(tok, TinyModelConfig(hidden_size=32, num_heads=2)), tok)
+        >>> last_step_sampling(policy, TrainConfig(steps=5)).sampling.seed == step_sampling_seed(0, 5)
+        True
+    """
+    return policy.with_sampling(seed=step_sampling_seed(cfg.seed, cfg.steps))
+
+
 def _evaluate(policy: HFPolicy, cfg: TrainConfig, out_dir: Path, progress: bool) -> dict[str, Any]:
     """One held-out evaluation, kept in ``out_dir``: success with its interval, turns and recoveries."""
     record = evaluate_policy(policy, cfg, progress=progress, out_dir=out_dir)
@@ -238,8 +252,9 @@ def _run_quickstart(qcfg: QuickstartConfig, *, progress: bool, policy: HFPolicy 
     train_start = time.perf_counter()
     result = train(cfg, policy=policy, progress=progress)
     train_wall = time.perf_counter() - train_start
-    after = _evaluate(result.policy, cfg, out / "eval" / "rl-greedy", progress)
-    after_sampled = _evaluate(result.policy, sampled, out / "eval" / "rl-sampled", progress)
+    trained = last_step_sampling(result.policy, cfg)
+    after = _evaluate(trained, cfg, out / "eval" / "rl-greedy", progress)
+    after_sampled = _evaluate(trained, sampled, out / "eval" / "rl-sampled", progress)
     wall = time.perf_counter() - start
     steps = [r for r in result.history if "reward_mean" in r]
     summary = {
