@@ -359,10 +359,16 @@ def _entry(runs: Mapping[int, Any], control: Mapping[int, Any]) -> dict[str, Any
     for decoding in DECODINGS:
         ev = [runs[s]["eval"][decoding] for s in seeds]
         diffs = [e["success"] - control[s]["eval"][decoding]["success"] for s, e in zip(seeds, ev, strict=True)]
+        won = [e["recoveries"] / e["episodes"] for e in ev]
+        control_won = [
+            control[s]["eval"][decoding]["recoveries"] / control[s]["eval"][decoding]["episodes"] for s in seeds
+        ]
+        won_diffs = [w - c for w, c in zip(won, control_won, strict=True)]
         entry[decoding] = {
             "success": _mean([e["success"] for e in ev]),
             "delta_vs_grpo": {**paired(diffs), "per_seed": diffs},
-            "won_on_retry": _mean([e["recoveries"] / e["episodes"] for e in ev]),
+            "won_on_retry": _mean(won),
+            "won_on_retry_delta_vs_grpo": {**paired(won_diffs), "per_seed": won_diffs},
             "first_answer_success": _mean([e["first_answer_success"] for e in ev]),
             "turns": _mean([e["turns_mean"] for e in ev]),
             "success_per_seed": [e["success"] for e in ev],
@@ -381,14 +387,15 @@ def table(summary: Mapping[str, Any]) -> str:
 
     Example:
         >>> d = {"success": 0.5, "delta_vs_grpo": {"mean": 0.1, "ci95": [None, None]}, "won_on_retry": 0.05,
+        ...      "won_on_retry_delta_vs_grpo": {"mean": 0.02, "ci95": [None, None]},
         ...      "first_answer_success": 0.45, "turns": 2.1, "success_per_seed": [0.5]}
         >>> print(table({"oracle": {"native": {"seeds": [0], "greedy": d, "sampled": d}}}).splitlines()[2])
-        | native | greedy | oracle | 0 | 0.500 | 0.500 | +0.100 n = 1 | 0.450 | 0.050 | 2.10 |
+        | native | greedy | oracle | 0 | 0.500 | 0.500 | +0.100 n = 1 | 0.450 | 0.050 | +0.020 n = 1 | 2.10 |
     """
     lines = [
         "| path | decoding | arm | seeds | success per seed | mean | − GRPO [95% CI] | first answer | won on retry "
-        "| turns |",
-        "|---|---|---|---|---|---|---|---|---|---|",
+        "| − GRPO [95% CI] | turns |",
+        "|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     paths = sorted({p for per_path in summary.values() for p in per_path})
     for path in paths:
@@ -398,10 +405,12 @@ def table(summary: Mapping[str, Any]) -> str:
                     continue
                 e, d = per_path[path], per_path[path][decoding]
                 diff = "" if arm == CONTROL else f"{d['delta_vs_grpo']['mean']:+.3f} {_ci(d['delta_vs_grpo'])}"
+                won = d.get("won_on_retry_delta_vs_grpo")
+                won_diff = "" if arm == CONTROL or won is None else f"{won['mean']:+.3f} {_ci(won)}"
                 lines.append(
                     f"| {path} | {decoding} | {arm} | {' '.join(map(str, e['seeds']))} | "
                     f"{' '.join(f'{x:.3f}' for x in d['success_per_seed'])} | {d['success']:.3f} | {diff} | "
-                    f"{d['first_answer_success']:.3f} | {d['won_on_retry']:.3f} | {d['turns']:.2f} |"
+                    f"{d['first_answer_success']:.3f} | {d['won_on_retry']:.3f} | {won_diff} | {d['turns']:.2f} |"
                 )
     return "\n".join(lines)
 

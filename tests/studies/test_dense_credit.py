@@ -109,6 +109,7 @@ def test_report_pairs_each_arm_with_the_control_seed_for_seed(study: ModuleType,
         assert d["success"] == pytest.approx(0.475) and d["won_on_retry"] == pytest.approx(0.1)
         assert d["delta_vs_grpo"]["per_seed"] == pytest.approx([0.10, 0.15])
         assert d["delta_vs_grpo"]["mean"] == pytest.approx(0.125)
+        assert d["won_on_retry_delta_vs_grpo"]["per_seed"] == pytest.approx([0.05, 0.05])  # 20 vs 10 in 200
         lo, hi = d["delta_vs_grpo"]["ci95"]
         assert lo < 0.125 < hi and hi - lo == pytest.approx(2 * 12.706 * 0.025, rel=1e-3)  # t(0.975, 1) s / √2
     one = arms["prime"]["native"]["sampled"]
