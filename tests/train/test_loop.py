@@ -13,13 +13,14 @@ from transformers import PreTrainedTokenizerFast
 from turnkit.agents.hf import HFPolicy, chat_prompt_ids
 from turnkit.envs.core import Transition
 from turnkit.learners import logprobs
+from turnkit.learners.learner import Learner
 from turnkit.rollout.demos import completion_ids
 from turnkit.train.config import TrainConfig
 from turnkit.train.loop import IDLE_STEPS_WARNING, rollout_metrics, sample_task_seeds, train, update
 from turnkit.train.metrics import read_metrics
 from turnkit.types import AgentTurn, ErrorCause, Message, Step, Trajectory, TrajectoryError
 
-from .conftest import LETTER_ENV, LetterEnv, make_policy
+from .conftest import LETTER_ENV, LetterEnv, learner_of, make_policy
 
 TIMING_KEYS = {
     *("rollout_s", "rollout_wait_s", "generate_s", "env_s", "update_s", "sync_s", "load_s", "play_s", "wait_s"),
@@ -54,7 +55,7 @@ def test_one_grpo_step_raises_the_rewarded_completion(tokenizer: PreTrainedToken
     before_good, before_bad = total_logprob(policy, prompt, good), total_logprob(policy, prompt, bad)
     cfg = TrainConfig(grpo={"group_size": 2}, lr=1e-3)
     optimizer = torch.optim.AdamW(policy.model.parameters(), lr=cfg.lr)
-    metrics = update(policy, optimizer, trajs, cfg)
+    metrics = update(Learner(policy, optimizer=optimizer), trajs, cfg)
     assert metrics["optimizer_steps"] == 1
     assert total_logprob(policy, prompt, good) > before_good
     assert total_logprob(policy, prompt, bad) < before_bad
@@ -64,7 +65,7 @@ def test_first_update_is_on_policy(tokenizer: PreTrainedTokenizerFast) -> None:
     policy = make_policy(tokenizer)
     trajs, _, _ = group_of_two(policy, tokenizer)
     cfg = TrainConfig(grpo={"group_size": 2})
-    metrics = update(policy, torch.optim.AdamW(policy.model.parameters(), lr=1e-3), trajs, cfg)
+    metrics = update(learner_of(policy, 1e-3), trajs, cfg)
     assert metrics["ratio_mean"] == pytest.approx(1.0, abs=1e-4)
     assert metrics["clip_frac"] == 0.0
 
@@ -74,8 +75,8 @@ def test_errored_trajectories_are_masked_not_scored_as_zero(tokenizer: PreTraine
     trajs, _, _ = group_of_two(clean, tokenizer)
     errored = dataclasses.replace(trajs[1], error=TrajectoryError(ErrorCause.ENV, "step: boom", 0))
     cfg = TrainConfig(grpo={"group_size": 2}, lr=1e-3)
-    update(clean, torch.optim.AdamW(clean.model.parameters(), lr=cfg.lr), trajs, cfg)
-    update(masked, torch.optim.AdamW(masked.model.parameters(), lr=cfg.lr), [*trajs, errored], cfg)
+    update(learner_of(clean, cfg.lr), trajs, cfg)
+    update(learner_of(masked, cfg.lr), [*trajs, errored], cfg)
     assert all(torch.equal(a, b) for a, b in zip(clean.model.parameters(), masked.model.parameters(), strict=True))
     assert rollout_metrics([*trajs, errored], max_new_tokens=8)["masked_errors"] == 1
 
@@ -86,7 +87,9 @@ def test_tied_groups_leave_the_policy_unchanged(tokenizer: PreTrainedTokenizerFa
     tied = [dataclasses.replace(t, steps=(dataclasses.replace(t.steps[0], reward=1.0),)) for t in trajs]
     before = [p.detach().clone() for p in policy.model.parameters()]
     metrics = update(
-        policy, torch.optim.AdamW(policy.model.parameters(), lr=1e-2), tied, TrainConfig(grpo={"group_size": 2})
+        learner_of(policy, 1e-2),
+        tied,
+        TrainConfig(grpo={"group_size": 2}),
     )
     assert metrics["optimizer_steps"] == 0 and metrics["tied_frac"] == 1.0
     assert all(torch.equal(a, b) for a, b in zip(before, policy.model.parameters(), strict=True))
@@ -100,7 +103,7 @@ def test_tied_frac_counts_each_tied_episode_once(tokenizer: PreTrainedTokenizerF
     trajs, _, _ = group_of_two(policy, tokenizer)
     tied = [dataclasses.replace(t, group=1, steps=(dataclasses.replace(t.steps[0], reward=1.0),)) for t in trajs]
     cfg = TrainConfig(grpo={"group_size": 2}, skip_zero_advantage=skip)
-    metrics = update(policy, torch.optim.AdamW(policy.model.parameters(), lr=1e-3), [*trajs, *tied], cfg)
+    metrics = update(learner_of(policy, 1e-3), [*trajs, *tied], cfg)
     assert metrics["tied_frac"] == 0.5 and metrics["optimizer_steps"] == 1
 
 
@@ -221,7 +224,7 @@ def test_micro_batches_take_the_same_step_as_one_pass(tokenizer: PreTrainedToken
     metrics = {}
     for policy, rows in ((whole, 0), (micro, 1)):
         cfg = TrainConfig(grpo=grpo, max_grad_norm=0.0, micro_batch_rows=rows)
-        metrics[rows] = update(policy, torch.optim.SGD(policy.model.parameters(), lr=0.5), trajs, cfg)
+        metrics[rows] = update(learner_of(policy, 0.5, sgd=True), trajs, cfg)
     start = make_policy(tokenizer)
     moved = [(p - q).abs().max() for p, q in zip(whole.model.parameters(), start.model.parameters(), strict=True)]
     assert max(moved) > 1e-3  # the step is large enough to see a wrong weight
@@ -248,7 +251,7 @@ def test_default_token_budget_takes_the_one_pass_step(
     metrics = {}
     for policy, tokens in ((whole, 0), (micro, budget)):
         cfg = TrainConfig(grpo={"group_size": 8}, max_grad_norm=0.0, micro_batch_tokens=tokens)
-        metrics[tokens] = update(policy, torch.optim.SGD(policy.model.parameters(), lr=0.5), trajs, cfg)
+        metrics[tokens] = update(learner_of(policy, 0.5, sgd=True), trajs, cfg)
     start = make_policy(tokenizer)
     moved = [(p - q).abs().max() for p, q in zip(whole.model.parameters(), start.model.parameters(), strict=True)]
     assert max(moved) > 1e-3

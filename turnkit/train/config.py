@@ -36,6 +36,7 @@ from turnkit.critics.registry import CriticTable, check_table
 from turnkit.distributed.cluster import RayConfig
 from turnkit.errors import ConfigError
 from turnkit.learners.grpo import GRPOConfig
+from turnkit.learners.learner import LoraConfig, OptimConfig
 
 BACKENDS = ("hf", "openai", "vllm")
 """Generation backends :attr:`TrainConfig.backend` accepts (:mod:`turnkit.train.backends`)."""
@@ -225,6 +226,27 @@ class TrainConfig:
         from turnkit.models.names import default_lora_rank
 
         return default_lora_rank(self.model)
+
+    def optim_config(self) -> OptimConfig:
+        """The learner's optimizer and schedule: AdamW, a linear warmup over ``warmup_steps`` RL steps, then constant.
+
+        Example:
+            >>> TrainConfig(lr=1e-3, warmup_steps=4).optim_config().factor(1)
+            0.5
+        """
+        return OptimConfig(
+            lr=self.lr, weight_decay=self.weight_decay, max_grad_norm=self.max_grad_norm, warmup_steps=self.warmup_steps
+        )
+
+    def lora_config(self) -> LoraConfig | None:
+        """The learner's LoRA adapter (``None``: full fine-tuning, :meth:`lora_rank` 0).
+
+        Example:
+            >>> TrainConfig(lora_r=4).lora_config().r, TrainConfig(lora_r=0).lora_config()
+            (4, None)
+        """
+        rank = self.lora_rank()
+        return LoraConfig(r=rank, alpha=self.lora_alpha, targets=self.lora_targets) if rank > 0 else None
 
     def ray_config(self) -> RayConfig | None:
         """The :class:`~turnkit.distributed.cluster.RayConfig` of ``ray`` (``None``: no Ray).
