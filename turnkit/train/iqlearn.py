@@ -54,8 +54,8 @@ from turnkit.checkpoint import reading
 from turnkit.configs import check_float, check_int, check_str, from_dict
 from turnkit.errors import ConfigError, DataError
 from turnkit.learners.irl import iqlearn_loss, token_q_values
-from turnkit.learners.optim import optimizer_step
-from turnkit.models.sft import batch_order, lr_factor
+from turnkit.learners.learner import Learner, LoraConfig, OptimConfig
+from turnkit.models.sft import batch_order
 from turnkit.rollout.batch import TokenRow, TurnBatch, collate
 from turnkit.rollout.collect import collect_batch
 from turnkit.rollout.demos import collect_demos, demo_rows
@@ -176,6 +176,17 @@ class IQLearnConfig:
             turnkit.errors.ConfigError: config: unknown IQLearnConfig key 'lamda' (did you mean 'lam'?)
         """
         return from_dict(cls, data, source=source)
+
+    def optim_config(self) -> OptimConfig:
+        """The learner's AdamW and schedule: warmup, then cosine to ``min_lr_ratio * lr`` (as SFT's)."""
+        return OptimConfig(
+            lr=self.lr, weight_decay=self.weight_decay, max_grad_norm=self.max_grad_norm,
+            warmup_steps=self.warmup_steps, schedule="cosine", min_lr_ratio=self.min_lr_ratio,
+        )  # fmt: skip
+
+    def lora_config(self) -> LoraConfig | None:
+        """The learner's LoRA adapter (``None``: ``lora_r`` 0, full fine-tuning)."""
+        return LoraConfig(r=self.lora_r, alpha=self.lora_alpha) if self.lora_r > 0 else None
 
     @property
     def policy_rows_per_step(self) -> int:
@@ -409,12 +420,8 @@ def _train(
     rows = list(rows) if rows is not None else demonstration_rows(cfg, policy.tokenizer)
     if not rows:
         raise DataError("train_iqlearn got no demonstration rows")
-    if cfg.lora_r > 0 and not policy.has_adapter:
-        policy.attach_lora(r=cfg.lora_r, alpha=cfg.lora_alpha, seed=cfg.seed)
-    params = [p for p in policy.model.parameters() if p.requires_grad]
-    if not params:
-        raise ConfigError("train_iqlearn: the policy has no trainable parameters")
-    optimizer = torch.optim.AdamW(params, lr=cfg.lr, weight_decay=cfg.weight_decay)
+    learner = Learner(policy, cfg.optim_config(), lora=cfg.lora_config(), total_steps=cfg.steps, seed=cfg.seed)
+    optimizer = learner.optimizer
     pad_id, eos_id = int(policy.tokenizer.pad_token_id), policy.tokenizer.eos_token_id
     order = batch_order(len(rows), cfg.batch_size, cfg.steps, np.random.default_rng(cfg.seed))
     start_step, pool = run.start(lambda ckpt, state: _restore(ckpt, state, policy, optimizer), resume=resume)
@@ -427,7 +434,7 @@ def _train(
     bar = tqdm(range(start_step, cfg.steps), desc=f"iqlearn λ={cfg.lam:g}", disable=not progress, unit="step")
     try:
         for step in bar:
-            record = _step(policy, optimizer, params, rows, order[step], pool, envs, cfg, step, pad_id, eos_id)
+            record = _step(learner, rows, order[step], pool, envs, cfg, step, pad_id, eos_id)
             pool = record.pop("_pool")
             run.log(record)
             bar.set_postfix(nll=f"{record['nll']:.3f}", td=f"{record['td_sq']:.3f}")
@@ -446,9 +453,7 @@ def _train(
 
 
 def _step(
-    policy: HFPolicy,
-    optimizer: torch.optim.Optimizer,
-    params: list[torch.nn.Parameter],
+    learner: Learner,
     rows: Sequence[TokenRow],
     indices: Sequence[int],
     pool: list[TokenRow],
@@ -460,6 +465,7 @@ def _step(
 ) -> dict[str, Any]:
     """One optimizer step (0-based ``step``), refreshing the policy-sample pool first when it is due."""
     start = time.perf_counter()
+    policy = learner.policy
     record: dict[str, Any] = {"step": step + 1}
     if envs and (step % cfg.online_every == 0 or not pool):
         policy.model.eval()
@@ -467,9 +473,7 @@ def _step(
         pool = fresh or pool
         record.update(sample_metrics)
     policy.model.train()
-    lr = cfg.lr * lr_factor(step, total=cfg.steps, warmup=cfg.warmup_steps, min_ratio=cfg.min_lr_ratio)
-    for group in optimizer.param_groups:
-        group["lr"] = lr
+    lr = learner.set_lr(step)
     batch_rows = [rows[i] for i in indices]
     expert = None
     if cfg.alpha > 0:
@@ -480,7 +484,7 @@ def _step(
         expert = torch.tensor([True] * len(indices) + [False] * len(picks))
     batch = collate(batch_rows, pad_id=pad_id).to(policy.device)
     loss, metrics = iqlearn_batch_loss(policy.model, batch, cfg, eos_id=eos_id, expert=expert)
-    norm = optimizer_step(optimizer, params, loss, max_grad_norm=cfg.max_grad_norm)
+    norm = learner.minimize(loss)
     record.update(metrics)
     record.update({"loss": float(loss.detach()), "lr": lr, "grad_norm": norm, "step_s": time.perf_counter() - start})
     record["_pool"] = pool
