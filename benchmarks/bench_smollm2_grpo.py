@@ -47,7 +47,7 @@ import torch
 from turnkit.agents.base import Context
 from turnkit.models.names import resolve_model
 from turnkit.train.config import TrainConfig
-from turnkit.train.loop import build_policy, prepare_policy, step_sampling_seed, trainable_parameters, update
+from turnkit.train.loop import build_policy, prepare_policy, step_sampling_seed, update
 from turnkit.types import Message, Step, Trajectory
 
 sys.path.insert(0, str(Path(__file__).resolve().parent / "peers"))  # `turnkit bench` loads this file by path
@@ -97,8 +97,7 @@ class TurnkitSide:
             out_dir=str(out_dir),
         )
         self.policy = build_policy(self.cfg, progress=False)
-        prepare_policy(self.policy, self.cfg)
-        self.optimizer = torch.optim.AdamW(trainable_parameters(self.policy), lr=LR, weight_decay=0.0)
+        self.learner = prepare_policy(self.policy, self.cfg)  # AdamW at lr=LR, no weight decay
         self.args = args
         self.steps = 0
 
@@ -125,7 +124,7 @@ class TurnkitSide:
             )
             for i, (c, t) in enumerate(zip(contexts, turns, strict=True))
         ]
-        metrics = update(self.policy, self.optimizer, trajs, self.cfg)
+        metrics = update(self.learner, trajs, self.cfg)
         end = time.perf_counter()
         return {
             "step": end - start,
