@@ -179,12 +179,10 @@ class TurnkitSide:
             max_new_tokens=args.max_new_tokens,
             temperature=1.0,
             top_p=1.0,
-            lora_r=0,
-            lr=args.lr,
-            weight_decay=0.0,
-            max_grad_norm=1.0,
             skip_zero_advantage=False,  # TRL trains on zero-advantage rows too: the same tokens on both sides
             out_dir=str(out_dir),
+            optim={"lr": args.lr, "weight_decay": 0.0, "max_grad_norm": 1.0},
+            lora={"r": 0},
         )
         self.policy = build_policy(self.cfg, progress=False)
         if max_batch_size is not None:  # train(cfg, policy=HFPolicy(..., max_batch_size=n)) does the same

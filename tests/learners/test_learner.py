@@ -144,6 +144,13 @@ def test_save_load_resumes_bit_identically(policy_factory, tmp_path):
         assert torch.equal(a, b)
 
 
+def test_rank_zero_is_full_finetuning_and_an_unresolved_rank_is_refused(policy_factory):
+    learner = Learner(policy_factory(), lora=LoraConfig(r=0))
+    assert not learner.has_adapter and len(learner.params) == len(list(learner.model.parameters()))
+    with pytest.raises(ConfigError, match="resolve the model's default rank"):
+        Learner(policy_factory(), lora=LoraConfig(r=None))
+
+
 def test_bad_input_is_named(policy_factory, tmp_path):
     with pytest.raises(ConfigError, match="needs an HFPolicy"):
         Learner(torch.nn.Linear(2, 2), lora=LoraConfig())

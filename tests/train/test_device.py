@@ -88,7 +88,7 @@ SMALL_CRITIC = {"mrt": {"samples": 2}, "pav": {"samples": 2, "best_of": 2}, "pri
 def device_run(out: Path, steps: int, device: str, critic: str | None, **keys: object) -> TrainConfig:
     return TrainConfig(
         env_id=LETTER_ENV, env_kwargs={}, steps=steps, grpo={"group_size": 4}, groups_per_step=2, max_new_tokens=6,
-        lr=1e-3, checkpoint_every=1, out_dir=str(out), seed=5, device=device,
+        optim={"lr": 1e-3}, checkpoint_every=1, out_dir=str(out), seed=5, device=device,
         critic={critic: {**SMALL_CRITIC[critic], **keys}} if critic else {},
     )  # fmt: skip
 

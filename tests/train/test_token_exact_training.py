@@ -37,7 +37,7 @@ def run_config(out: Path, **changes: Any) -> TrainConfig:
         checkpoint_every=0,
         out_dir=str(out),
         batch_layout="episodes",
-        lr=1e-3,
+        optim={"lr": 1e-3},
     )  # fmt: skip  (a KL term: rows train even when a random policy ties)
     return dataclasses.replace(base, **changes)
 

@@ -32,7 +32,7 @@ from __future__ import annotations
 import contextlib
 import copy
 import math
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
@@ -43,7 +43,7 @@ from turnkit.configs import check_choice, check_float, check_int
 from turnkit.errors import ConfigError
 from turnkit.learners.optim import step_accumulated
 
-__all__ = ["Learner", "LoraConfig", "OptimConfig", "lora_of", "lr_factor"]
+__all__ = ["Learner", "LoraConfig", "OptimConfig", "lr_factor"]
 
 DEFAULT_TARGETS: tuple[str, ...] = ("q_proj", "k_proj", "v_proj", "o_proj")
 
@@ -55,14 +55,15 @@ class LoraConfig:
     Example:
         >>> LoraConfig(r=4).alpha, LoraConfig(targets=["q_proj"]).targets
         (16, ('q_proj',))
-        >>> LoraConfig(r=0)
+        >>> LoraConfig(r=-1)
         Traceback (most recent call last):
         ...
-        turnkit.errors.ConfigError: LoraConfig.r must be an int >= 1, got 0
+        turnkit.errors.ConfigError: LoraConfig.r must be null or an int >= 0, got -1
     """
 
-    r: int = 8
-    """Adapter rank."""
+    r: int | None = 8
+    """Adapter rank; ``0``: no adapter (full fine-tuning). ``None`` leaves the rank to the run's model
+    (:meth:`turnkit.train.config.TrainConfig.lora_rank`); a :class:`Learner` needs it resolved."""
     alpha: int = 16
     """LoRA scaling numerator (the update is scaled by ``alpha / r``)."""
     dropout: float = 0.0
@@ -73,7 +74,8 @@ class LoraConfig:
     def __post_init__(self) -> None:
         if isinstance(self.targets, list):
             object.__setattr__(self, "targets", tuple(self.targets))
-        check_int(self, "r", "alpha")
+        check_int(self, "r", low=0, optional=True)
+        check_int(self, "alpha")
         check_float(self, "dropout", low=0.0, high=1.0, open_high=True)
         if not isinstance(self.targets, tuple) or not self.targets:
             raise ConfigError(f"LoraConfig.targets must be a non-empty list of module names, got {self.targets!r}")
@@ -166,7 +168,7 @@ class Learner:
         policy: An :class:`~turnkit.agents.hf.HFPolicy` (trained in place; a LoRA adapter is attached when
             ``lora`` is given and it has none) or a bare ``torch.nn.Module``.
         optim: The optimizer and schedule.
-        lora: Attach a fresh adapter of this shape (``None``: train what is trainable, all weights by default
+        lora: Attach a fresh adapter of this shape (``None`` or rank ``0``: train what is trainable, all weights
             unless an adapter is already attached).
         reference: Keep a frozen reference for :meth:`reference` (the adapter-disabled base, or a frozen copy
             of the start weights when fully fine-tuning).
@@ -192,7 +194,9 @@ class Learner:
         self.optim = optim if optim is not None else OptimConfig()
         self.policy = None if isinstance(policy, torch.nn.Module) else policy
         self._module = policy if isinstance(policy, torch.nn.Module) else None
-        if lora is not None:
+        if lora is not None and lora.r is None:
+            raise ConfigError("Learner got LoraConfig(r=None): resolve the model's default rank first")
+        if lora is not None and lora.r:
             if self.policy is None:
                 raise ConfigError("Learner(lora=...) needs an HFPolicy (attach_lora), got a bare torch module")
             if not self.policy.has_adapter:
@@ -319,13 +323,3 @@ class Learner:
         if not path.is_file():
             raise ConfigError(f"no learner state at {path}")
         self.load_state_dict(torch.load(path, map_location=self.params[0].device))
-
-
-def lora_of(r: int, alpha: int, targets: Sequence[str] = DEFAULT_TARGETS, dropout: float = 0.0) -> LoraConfig | None:
-    """A :class:`LoraConfig`, or ``None`` for rank 0 (full fine-tuning).
-
-    Example:
-        >>> lora_of(0, 16) is None, lora_of(4, 8).r
-        (True, 4)
-    """
-    return LoraConfig(r=r, alpha=alpha, targets=tuple(targets), dropout=dropout) if r > 0 else None

@@ -195,7 +195,7 @@ def prepare_policy(policy: HFPolicy, cfg: TrainConfig) -> Learner:
     policy.sampling = dataclasses.replace(
         policy.sampling, temperature=cfg.temperature, top_p=cfg.top_p, max_new_tokens=cfg.max_new_tokens
     )
-    return Learner(policy, cfg.optim_config(), lora=cfg.lora_config(), reference=cfg.grpo.kl_coef > 0, seed=cfg.seed)
+    return Learner(policy, cfg.optim, lora=cfg.lora_config(), reference=cfg.grpo.kl_coef > 0, seed=cfg.seed)
 
 
 def token_exact_chat(policy: HFPolicy, cfg: TrainConfig) -> ChatDelta | None:
