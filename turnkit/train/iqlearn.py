@@ -51,7 +51,7 @@ from tqdm.auto import tqdm
 import turnkit  # noqa: F401  (registers the built-in envs)
 from turnkit.agents.hf import HFPolicy
 from turnkit.checkpoint import reading
-from turnkit.configs import check_float, check_int, check_str, from_dict
+from turnkit.configs import check_float, check_int, check_str, from_dict, move_flat_keys, table_field, to_dict
 from turnkit.errors import ConfigError, DataError
 from turnkit.learners.irl import iqlearn_loss, token_q_values
 from turnkit.learners.learner import Learner, LoraConfig, OptimConfig
@@ -67,6 +67,28 @@ from turnkit.train.run import save_checkpoint as save_run_checkpoint
 
 RESUMABLE_CHANGES = frozenset({"eval_every", "checkpoint_every", "out_dir", "eval_episodes"})
 """Config fields a resumed run may change; any other difference is a different run (ConfigError)."""
+IQLEARN_OPTIM = OptimConfig(lr=3e-3, warmup_steps=20, schedule="cosine", min_lr_ratio=0.1)
+"""Default :attr:`IQLearnConfig.optim`."""
+LEGACY_KEYS = {
+    "lr": ("optim", "lr"), "warmup_steps": ("optim", "warmup_steps"), "min_lr_ratio": ("optim", "min_lr_ratio"),
+    "weight_decay": ("optim", "weight_decay"), "max_grad_norm": ("optim", "max_grad_norm"),
+    "lora_r": ("lora", "r"), "lora_alpha": ("lora", "alpha"),
+}  # fmt: skip
+"""Flat keys of configs written before the ``optim`` and ``lora`` tables: ``{old: (table, key)}``."""
+
+
+def upgrade_iqlearn_config(saved: Mapping[str, Any]) -> dict[str, Any]:
+    """A checkpoint's saved config in the current shape (flat keys moved quietly, tables in full).
+
+    Example:
+        >>> upgrade_iqlearn_config({"lr": 0.01, "lora_r": 2})["optim"]["lr"], upgrade_iqlearn_config({})
+        (0.01, {})
+    """
+    data = move_flat_keys(saved, LEGACY_KEYS, warn=False)
+    for name, default in (("optim", IQLEARN_OPTIM), ("lora", LoraConfig(r=0))):
+        if isinstance(data.get(name), Mapping):
+            data[name] = to_dict(from_dict(type(default), {**to_dict(default), **data[name]}))
+    return data
 
 
 @dataclass(frozen=True)
@@ -100,10 +122,9 @@ class IQLearnConfig:
     """``"scratch"`` (a fresh tiny model with the embedded recipe's tokenizer and size, seeded by ``seed``: the
     embedded default's recipe with IQLearn instead of SFT), a built-in model's name (``"tiny"``, the embedded SFT
     policy; ``"smollm2"``: :mod:`turnkit.models.names`) or a local HF model folder."""
-    lora_r: int = 0
-    """LoRA rank; ``0`` trains every weight."""
-    lora_alpha: int = 16
-    """LoRA scaling numerator."""
+    lora: LoraConfig = field(default_factory=lambda: LoraConfig(r=0))
+    """The LoRA adapter (:class:`~turnkit.learners.learner.LoraConfig`); rank ``0`` (the default) trains every
+    weight."""
     # --- IQLearn
     lam: float = 0.1
     """TD weight ``λ`` (``0`` is MLE/SFT exactly)."""
@@ -126,16 +147,9 @@ class IQLearnConfig:
     """Optimizer steps."""
     batch_size: int = 32
     """Demonstration rows per step."""
-    lr: float = 3e-3
-    """Peak AdamW learning rate."""
-    warmup_steps: int = 20
-    """Linear warmup steps; cosine decay to ``min_lr_ratio * lr`` after."""
-    min_lr_ratio: float = 0.1
-    """Final learning rate as a fraction of ``lr``."""
-    weight_decay: float = 0.0
-    """AdamW weight decay."""
-    max_grad_norm: float = 1.0
-    """Gradient-norm clip (``0`` disables it)."""
+    optim: OptimConfig = field(default_factory=lambda: IQLEARN_OPTIM)
+    """AdamW and its schedule (:class:`~turnkit.learners.learner.OptimConfig`): peak ``lr`` 3e-3, 20 warmup steps,
+    then cosine to ``min_lr_ratio`` 0.1 of it, as SFT's."""
     seed: int = 0
     """Run seed: model initialisation (``scratch``), row order, online task and sampling seeds."""
     # --- evaluation, checkpoints
@@ -155,11 +169,13 @@ class IQLearnConfig:
         if not isinstance(self.env_kwargs, dict):
             raise ConfigError(f"IQLearnConfig.env_kwargs must be a dict, got {self.env_kwargs!r}")
         check_int(self, "demo_episodes", "online_every", "online_episodes", "max_new_tokens", "steps", "batch_size")
-        check_int(self, "lora_r", "warmup_steps", "eval_episodes", "eval_every", "checkpoint_every", "demo_seed", low=0)
-        check_float(self, "lam", "weight_decay", "max_grad_norm", low=0)
-        check_float(self, "gamma", "min_lr_ratio", low=0, high=1)
+        check_int(self, "eval_episodes", "eval_every", "checkpoint_every", "demo_seed", low=0)
+        check_float(self, "lam", low=0)
+        check_float(self, "gamma", low=0, high=1)
         check_float(self, "alpha", low=0, high=1, open_high=True)
-        check_float(self, "lr", "temperature", low=0, open_low=True)
+        check_float(self, "temperature", low=0, open_low=True)
+        table_field(self, "lora", LoraConfig(r=0))
+        table_field(self, "optim", IQLEARN_OPTIM)
 
     def to_dict(self) -> dict[str, Any]:
         """The config as JSON-ready data."""
@@ -169,24 +185,18 @@ class IQLearnConfig:
     def from_dict(cls, data: Mapping[str, Any], *, source: str = "config") -> IQLearnConfig:
         """Build from a mapping; unknown keys raise :class:`ConfigError` naming them and ``source``.
 
+        Flat keys of configs written before the ``optim`` and ``lora`` tables (``lr``, ``lora_r`` ...) move into
+        them with one ``FutureWarning``.
+
         Example:
             >>> IQLearnConfig.from_dict({"lamda": 1.0})
             Traceback (most recent call last):
             ...
             turnkit.errors.ConfigError: config: unknown IQLearnConfig key 'lamda' (did you mean 'lam'?)
+            >>> IQLearnConfig.from_dict({"optim": {"lr": 1e-3}}).optim.warmup_steps
+            20
         """
-        return from_dict(cls, data, source=source)
-
-    def optim_config(self) -> OptimConfig:
-        """The learner's AdamW and schedule: warmup, then cosine to ``min_lr_ratio * lr`` (as SFT's)."""
-        return OptimConfig(
-            lr=self.lr, weight_decay=self.weight_decay, max_grad_norm=self.max_grad_norm,
-            warmup_steps=self.warmup_steps, schedule="cosine", min_lr_ratio=self.min_lr_ratio,
-        )  # fmt: skip
-
-    def lora_config(self) -> LoraConfig | None:
-        """The learner's LoRA adapter (``None``: ``lora_r`` 0, full fine-tuning)."""
-        return LoraConfig(r=self.lora_r, alpha=self.lora_alpha) if self.lora_r > 0 else None
+        return from_dict(cls, move_flat_keys(data, LEGACY_KEYS, source=source), source=source)
 
     @property
     def policy_rows_per_step(self) -> int:
@@ -403,7 +413,7 @@ def train_iqlearn(
         DataError: Bad or empty demonstrations, or a batch without a loss token.
         RunLockedError: Another process uses ``cfg.out_dir``.
     """
-    with Run(cfg.out_dir, cfg.to_dict(), resumable=RESUMABLE_CHANGES) as run:
+    with Run(cfg.out_dir, cfg.to_dict(), resumable=RESUMABLE_CHANGES, upgrade=upgrade_iqlearn_config) as run:
         return _train(run, cfg, resume=resume, progress=progress, policy=policy, rows=rows)
 
 
@@ -420,7 +430,7 @@ def _train(
     rows = list(rows) if rows is not None else demonstration_rows(cfg, policy.tokenizer)
     if not rows:
         raise DataError("train_iqlearn got no demonstration rows")
-    learner = Learner(policy, cfg.optim_config(), lora=cfg.lora_config(), total_steps=cfg.steps, seed=cfg.seed)
+    learner = Learner(policy, cfg.optim, lora=cfg.lora, total_steps=cfg.steps, seed=cfg.seed)
     optimizer = learner.optimizer
     pad_id, eos_id = int(policy.tokenizer.pad_token_id), policy.tokenizer.eos_token_id
     order = batch_order(len(rows), cfg.batch_size, cfg.steps, np.random.default_rng(cfg.seed))
