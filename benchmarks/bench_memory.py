@@ -39,8 +39,8 @@ import numpy as np
 import torch
 
 from turnkit.learners.grpo import aggregation_share, policy_loss
+from turnkit.learners.learner import Learner
 from turnkit.learners.logprobs import model_token_logprobs
-from turnkit.learners.optim import step_accumulated
 from turnkit.models.names import load_policy
 from turnkit.rollout.batch import build_turn_batch, gather_token_logprobs
 from turnkit.train.config import TrainConfig
@@ -52,7 +52,6 @@ from turnkit.train.loop import (
     step_advantages,
     step_sampling_seed,
     token_exact_chat,
-    trainable_parameters,
 )
 from turnkit.train.quickstart_smollm2 import ENV_ID, ENV_KWARGS, MODEL, SMOLLM2_TRAIN, SMOLLM2_WARM_START
 from turnkit.train.rollouts import rollout
@@ -114,12 +113,12 @@ def phase(name: str, sampler: PeakSampler) -> Iterator[None]:
         row["s"] += time.perf_counter() - t0
 
 
-def update_phases(policy: Any, optimizer: Any, batch: Any, cfg: TrainConfig, sampler: PeakSampler, *, plain: bool):
+def update_phases(learner: Learner, batch: Any, cfg: TrainConfig, sampler: PeakSampler, *, plain: bool):
     """One optimizer step on ``batch`` as the loop takes it, timed and measured per phase."""
     grpo = cfg.loss_config()
-    params = trainable_parameters(policy)
+    policy = learner.policy
     policy.model.train()
-    optimizer.zero_grad(set_to_none=True)
+    learner.zero_grad()
     parts = [batch] if plain else list(batch.token_slices(cfg.micro_batch_tokens, cfg.micro_batch_rows))
     for part in parts:
         with phase("update forward", sampler):
@@ -137,7 +136,7 @@ def update_phases(policy: Any, optimizer: Any, batch: Any, cfg: TrainConfig, sam
             del loss, logp
             logits = None
     with phase("optimizer step", sampler):
-        step_accumulated(optimizer, params, max_grad_norm=cfg.max_grad_norm)
+        learner.step()
     policy.model.eval()
     return len(parts)
 
@@ -160,8 +159,7 @@ def main(argv: list[str] | None = None) -> int:
         warm = dataclasses.replace(SMOLLM2_WARM_START, steps=args.warm_steps)
         warm_start(policy, model_id=MODEL, env_id=ENV_ID, env_kwargs=ENV_KWARGS, cfg=warm, cache=cache,
                    progress=False)  # fmt: skip
-    prepare_policy(policy, cfg)
-    optimizer = torch.optim.AdamW(trainable_parameters(policy), lr=cfg.lr)
+    learner = prepare_policy(policy, cfg)
     with phase("evaluation (64 greedy)", sampler):
         metrics = evaluate_policy(policy, cfg)
     chat = token_exact_chat(policy, cfg)
@@ -180,14 +178,14 @@ def main(argv: list[str] | None = None) -> int:
                 gather_token_logprobs(logits, batch.input_ids, batch.loss_mask)
             del logits
         else:
-            _reference_logprobs(policy, batch, cfg, None)
+            _reference_logprobs(learner, batch, cfg)
     if args.profile:
         from torch.profiler import ProfilerActivity, profile
 
         with profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof:
-            parts = update_phases(policy, optimizer, batch, cfg, sampler, plain=args.plain)
+            parts = update_phases(learner, batch, cfg, sampler, plain=args.plain)
     else:
-        parts = update_phases(policy, optimizer, batch, cfg, sampler, plain=args.plain)
+        parts = update_phases(learner, batch, cfg, sampler, plain=args.plain)
     sampler.close()
     tokens = int(batch.attention_mask.sum())
     mode = "plain one-pass" if args.plain else f"chunked, micro_batch_tokens {cfg.micro_batch_tokens}"

@@ -47,7 +47,7 @@ import torch
 from turnkit.agents.base import Context
 from turnkit.models.names import resolve_model
 from turnkit.train.config import TrainConfig
-from turnkit.train.loop import build_policy, prepare_policy, step_sampling_seed, trainable_parameters, update
+from turnkit.train.loop import build_policy, prepare_policy, step_sampling_seed, update
 from turnkit.types import Message, Step, Trajectory
 
 sys.path.insert(0, str(Path(__file__).resolve().parent / "peers"))  # `turnkit bench` loads this file by path
@@ -82,23 +82,18 @@ class TurnkitSide:
     def __init__(self, args: argparse.Namespace, out_dir: Path) -> None:
         self.cfg = TrainConfig(
             model="smollm2",
-            lora_r=LORA["r"],
-            lora_alpha=LORA["alpha"],
-            lora_targets=LORA["targets"],
             grpo={"group_size": args.group_size, "kl_coef": 0.0, "clip_eps": 0.2},
             groups_per_step=args.prompts,
             max_new_tokens=args.max_new_tokens,
             temperature=1.0,
             top_p=1.0,
-            lr=LR,
-            weight_decay=0.0,
-            max_grad_norm=1.0,
             skip_zero_advantage=False,  # TRL trains zero-advantage rows too: the same tokens on both sides
             out_dir=str(out_dir),
+            optim={"lr": LR, "weight_decay": 0.0, "max_grad_norm": 1.0},
+            lora={"r": LORA["r"], "alpha": LORA["alpha"], "targets": LORA["targets"]},
         )
         self.policy = build_policy(self.cfg, progress=False)
-        prepare_policy(self.policy, self.cfg)
-        self.optimizer = torch.optim.AdamW(trainable_parameters(self.policy), lr=LR, weight_decay=0.0)
+        self.learner = prepare_policy(self.policy, self.cfg)  # AdamW at lr=LR, no weight decay
         self.args = args
         self.steps = 0
 
@@ -125,7 +120,7 @@ class TurnkitSide:
             )
             for i, (c, t) in enumerate(zip(contexts, turns, strict=True))
         ]
-        metrics = update(self.policy, self.optimizer, trajs, self.cfg)
+        metrics = update(self.learner, trajs, self.cfg)
         end = time.perf_counter()
         return {
             "step": end - start,

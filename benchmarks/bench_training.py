@@ -110,13 +110,12 @@ def rollout_overhead(
 
 
 def training_tps(policy, trajs, repeats: int) -> float:
-    cfg = TrainConfig(grpo={"group_size": 8}, lr=1e-6, skip_zero_advantage=False)
-    prepare_policy(policy, cfg)
-    optimizer = torch.optim.AdamW([p for p in policy.model.parameters() if p.requires_grad], lr=cfg.lr)
+    cfg = TrainConfig(grpo={"group_size": 8}, skip_zero_advantage=False, optim={"lr": 1e-6})
+    learner = prepare_policy(policy, cfg)
     rates = []
     for _ in range(repeats):
         start = time.perf_counter()
-        metrics = update(policy, optimizer, trajs, cfg)
+        metrics = update(learner, trajs, cfg)
         rates.append(metrics["update_tokens"] / (time.perf_counter() - start))
     return statistics.median(rates)
 

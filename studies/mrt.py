@@ -82,7 +82,6 @@ def train_config(args: argparse.Namespace, seed: int, mrt: bool, out: Path) -> T
         grpo={"group_size": args.group_size, "kl_coef": args.kl_coef, "estimator": "grpo"},
         groups_per_step=args.groups,
         steps=args.steps,
-        lr=args.lr,
         temperature=1.0,
         max_new_tokens=MAX_NEW_TOKENS,
         eval_every=0,
@@ -92,6 +91,7 @@ def train_config(args: argparse.Namespace, seed: int, mrt: bool, out: Path) -> T
         seed=seed,
         out_dir=str(out),
         **extra,
+        optim={"lr": args.lr},
     )
 
 

@@ -45,6 +45,7 @@ from common.tinymath import (  # the SWEET study's pinned SFT start, its groupin
 import turnkit  # noqa: F401  (registers the envs)
 from turnkit.agents.hf import HFPolicy
 from turnkit.critics.prime import ImplicitPRM, PrimeConfig, accuracy_filter, group_ranking_accuracy, prime_update
+from turnkit.learners.learner import Learner, OptimConfig
 from turnkit.models.embedded import tiny_policy
 from turnkit.rollout.collect import collect_batch
 from turnkit.stats import wilson_interval
@@ -191,7 +192,7 @@ def run_study(args: argparse.Namespace) -> dict[str, Any]:
         )
         runs[name] = {
             "policy": policy,
-            "optimizer": torch.optim.AdamW(policy.model.parameters(), lr=args.lr, weight_decay=0.0),
+            "learner": Learner(policy, OptimConfig(lr=args.lr, max_grad_norm=cfg.max_grad_norm)),
             "prm": ImplicitPRM.from_policy(base, cfg) if name == "prime" else None,
             "history": [],
         }
@@ -212,7 +213,7 @@ def run_study(args: argparse.Namespace) -> dict[str, Any]:
             metrics = {"step": step, "rollout_s": time.perf_counter() - t0}
             if name == "prime" and frozen is not None:
                 metrics["frozen_rank_acc"], metrics["frozen_rank_acc_pairs"] = frozen_rank_acc(frozen, trajs, cfg)
-            metrics.update(prime_update(policy, run["optimizer"], run["prm"], trajs, cfg))
+            metrics.update(prime_update(run["learner"], run["prm"], trajs, cfg))
             if "prm_rank_pairs" in metrics:
                 metrics["prm_rank_acc_pairs"] = metrics.pop("prm_rank_pairs")
             run["history"].append(metrics)

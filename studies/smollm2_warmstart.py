@@ -278,19 +278,19 @@ def main(argv: list[str] | None = None) -> int:
         cfg = TrainConfig(
             env_id=ENV_ID,
             env_kwargs=env_kwargs(args),
-            model="smollm2",
-            lora_r=8,  # the adapter is already attached (the warm start): training goes on in it
+            model="smollm2",  # the adapter is already attached (the warm start): training goes on in it
             max_new_tokens=args.max_new_tokens,
             grpo={"group_size": args.group_size},
             groups_per_step=args.groups_per_step,
             steps=args.grpo_steps,
-            lr=args.grpo_lr,
             seed=args.seed,
             eval_every=0,
             eval_episodes=args.eval_episodes,
             checkpoint_every=args.grpo_steps,
             rollouts_every=0,
             out_dir=str(Path(args.runs) / (f"seed{args.seed}" + ("-check" if args.check else ""))),
+            optim={"lr": args.grpo_lr},
+            lora={"r": 8},
         )
         t0 = time.time()
         run = train(cfg, progress=False, policy=policy)

@@ -89,12 +89,12 @@ def main(argv: list[str] | None = None) -> int:
             grpo={"group_size": args.group_size},
             groups_per_step=args.groups_per_step,
             steps=args.steps,
-            lr=args.lr,
             seed=seed,
             eval_every=0,
             eval_episodes=args.eval_episodes,
             checkpoint_every=max(1, args.steps // 2),
             out_dir=str(Path(args.runs) / f"seed{seed}"),
+            optim={"lr": args.lr},
         )
         t0 = time.time()
         before = evaluate(tiny_shopper(progress=False), cfg)

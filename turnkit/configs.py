@@ -38,6 +38,7 @@ import difflib
 import json
 import math
 import typing
+import warnings
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -326,6 +327,70 @@ def load_config(path: str | Path, cls: Any) -> Any:
         raise ConfigError(f"{path}: {exc}") from exc
 
 
+def table_field(cfg: object, name: str, default: Any) -> None:
+    """In ``__post_init__``: build table field ``name`` of ``default``'s class when it was given as a mapping.
+
+    Keys the mapping lacks keep ``default``'s values; anything but a mapping or that class is a
+    :class:`ConfigError` naming the field.
+
+    Example:
+        >>> from dataclasses import dataclass, field
+        >>> @dataclass(frozen=True)
+        ... class Inner:
+        ...     a: int = 1
+        ...     b: int = 2
+        >>> @dataclass(frozen=True)
+        ... class Outer:
+        ...     inner: Inner = field(default_factory=Inner)
+        ...     def __post_init__(self):
+        ...         table_field(self, "inner", Inner(b=5))
+        >>> Outer(inner={"a": 3}).inner
+        Inner(a=3, b=5)
+    """
+    value, kind, owner = getattr(cfg, name), type(default), _owner(cfg)
+    if isinstance(value, Mapping):
+        table = {**to_dict(default), **value}  # a partial table keeps the owner's defaults
+        try:
+            value = from_dict(kind, table, source=f"{owner}.{name}")
+        except ConfigError as exc:
+            text = str(exc) if str(exc).startswith(owner) else f"{owner}.{name}: {exc}"
+            raise ConfigError(text) from exc
+        object.__setattr__(cfg, name, value)
+    elif not isinstance(value, kind):
+        raise ConfigError(f"{owner}.{name} must be a table of {kind.__name__} keys, got {value!r}")
+
+
+def move_flat_keys(
+    data: Mapping[str, Any], moves: Mapping[str, tuple[str, str]], *, source: str = "config", warn: bool = True
+) -> dict[str, Any]:
+    """Move an old config's flat keys into tables (``moves``: ``{old: (table, key)}``).
+
+    One ``FutureWarning`` names every new key (none when ``warn`` is false: a saved config compared on resume).
+
+    Example:
+        >>> import warnings
+        >>> with warnings.catch_warnings(record=True) as seen:
+        ...     warnings.simplefilter("always")
+        ...     move_flat_keys({"lr": 0.1, "lora_r": 4, "steps": 3}, {"lr": ("optim", "lr"), "lora_r": ("lora", "r")})
+        {'steps': 3, 'optim': {'lr': 0.1}, 'lora': {'r': 4}}
+        >>> [str(w.message) for w in seen]
+        ['config: flat keys moved into tables (write them this way): lr -> optim.lr, lora_r -> lora.r']
+    """
+    old = [k for k in data if k in moves]
+    new = {k: v for k, v in data.items() if k not in moves}
+    for key in old:
+        table, option = moves[key]
+        if not isinstance(new.get(table, {}), Mapping):
+            raise ConfigError(f"{source}: {table} must be a table, got {new[table]!r}")
+        new[table] = {**new.get(table, {}), option: data[key]}
+    if old and warn:
+        moved = ", ".join(f"{k} -> {'.'.join(moves[k])}" for k in old)
+        warnings.warn(
+            f"{source}: flat keys moved into tables (write them this way): {moved}", FutureWarning, stacklevel=3
+        )
+    return new
+
+
 __all__ = [
     "apply_overrides",
     "check_bool",
@@ -335,7 +400,9 @@ __all__ = [
     "check_str",
     "from_dict",
     "load_config",
+    "move_flat_keys",
     "parse_value",
     "suggest",
+    "table_field",
     "to_dict",
 ]

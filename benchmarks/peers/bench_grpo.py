@@ -179,19 +179,15 @@ class TurnkitSide:
             max_new_tokens=args.max_new_tokens,
             temperature=1.0,
             top_p=1.0,
-            lora_r=0,
-            lr=args.lr,
-            weight_decay=0.0,
-            max_grad_norm=1.0,
             skip_zero_advantage=False,  # TRL trains on zero-advantage rows too: the same tokens on both sides
             out_dir=str(out_dir),
+            optim={"lr": args.lr, "weight_decay": 0.0, "max_grad_norm": 1.0},
+            lora={"r": 0},
         )
         self.policy = build_policy(self.cfg, progress=False)
         if max_batch_size is not None:  # train(cfg, policy=HFPolicy(..., max_batch_size=n)) does the same
             self.policy.max_batch_size = max_batch_size
-        prepare_policy(self.policy, self.cfg)
-        params = [p for p in self.policy.model.parameters() if p.requires_grad]
-        self.optimizer = torch.optim.AdamW(params, lr=self.cfg.lr, weight_decay=self.cfg.weight_decay)
+        self.learner = prepare_policy(self.policy, self.cfg)
         self.envs = [
             TimedEnv(gymnasium.make(ENV, split=self.cfg.split, **self.cfg.env_kwargs))
             for _ in range(self.cfg.grpo.group_size * self.cfg.groups_per_step)
@@ -212,7 +208,7 @@ class TurnkitSide:
         trajs, timing = rollout(self.policy, self.envs, self.cfg, seeds, chat=self.chat)
         record = rollout_metrics(trajs, self.cfg.max_new_tokens)
         t_update = time.perf_counter()
-        metrics = update(self.policy, self.optimizer, trajs, self.cfg)
+        metrics = update(self.learner, trajs, self.cfg)
         update_s = time.perf_counter() - t_update
         wall, cpu = time.perf_counter() - start, time.thread_time() - cpu
         self.profiled.off()

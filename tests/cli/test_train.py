@@ -66,8 +66,8 @@ def test_quiet_in_a_fresh_process_shows_no_bars_and_no_warning(
 
 
 def test_train_command_reports_config_errors(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
-    assert main(["train", "--set", "lr=-1", "--out", str(tmp_path)]) == 2
-    assert "TrainConfig.lr" in capsys.readouterr().err
+    assert main(["train", "--set", "optim.lr=-1", "--out", str(tmp_path)]) == 2
+    assert "TrainConfig.optim: OptimConfig.lr" in capsys.readouterr().err
 
 
 @pytest.mark.parametrize("value", ["0", "-2", "two"])

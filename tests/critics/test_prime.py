@@ -23,6 +23,7 @@ from turnkit.critics.prime import (
 )
 from turnkit.errors import ConfigError, DataError
 from turnkit.learners.advantages import rloo_advantages, whiten
+from turnkit.learners.learner import Learner, OptimConfig
 from turnkit.models.tiny import TinyModelConfig, build_tiny_model
 from turnkit.types import AgentTurn, Step, Trajectory
 
@@ -169,10 +170,10 @@ def test_prime_update_filters_rewards_then_fits(tok) -> None:
     policy = _policy(tok)
     prm = ImplicitPRM.from_policy(policy, PrimeConfig(lora_r=4))
     before = [p.detach().clone() for p in policy.model.parameters()]
-    optimizer = torch.optim.AdamW(policy.model.parameters(), lr=1e-2)
+    learner = Learner(policy, OptimConfig(lr=1e-2))
     mixed = [_traj([(60, 2)], True, 0), _traj([(70, 2)], False, 0)]
     solved = [_traj([(60, 2)], True, 1), _traj([(60, 2)], True, 1)]
-    m = prime_update(policy, optimizer, prm, mixed + solved)
+    m = prime_update(learner, prm, mixed + solved)
     assert m["kept"] == 2.0 and m["kept_groups"] == 1.0 and m["success_rate"] == 0.75
     assert m["prm_rank_acc"] == 0.5  # pre-update PRM is the reference: a tie
     assert "prm_loss" in m and "policy_loss" in m
@@ -181,8 +182,9 @@ def test_prime_update_filters_rewards_then_fits(tok) -> None:
 
 def test_outcome_only_update_has_no_prm_metrics(tok) -> None:
     policy = _policy(tok)
-    optimizer = torch.optim.AdamW(policy.model.parameters(), lr=1e-2)
-    m = prime_update(policy, optimizer, None, [_traj([(60, 2)], True, 0), _traj([(70, 2)], False, 0)])
+    m = prime_update(
+        Learner(policy, OptimConfig(lr=1e-2)), None, [_traj([(60, 2)], True, 0), _traj([(70, 2)], False, 0)]
+    )
     assert m["kept"] == 2.0 and not any(k.startswith("prm_rank") for k in m)
 
 
@@ -190,7 +192,7 @@ def test_prime_update_needs_groups(tok) -> None:
     policy = _policy(tok)
     traj = Trajectory("d", 0, _traj([(60, 2)], True).steps)  # no group
     with pytest.raises(DataError, match="group"):
-        prime_update(policy, torch.optim.SGD(policy.model.parameters(), lr=0.1), None, [traj])
+        prime_update(Learner(policy, OptimConfig(lr=0.1)), None, [traj])
 
 
 # ----------------------------------------------------------------------------- one pass per episode
@@ -251,8 +253,7 @@ def test_fit_after_scoring_reuses_the_reference_and_fits_the_same(tok) -> None:
     labels = [1.0, 0.0, 1.0, 0.0]
     scored, fresh = _trained_prm(tok), _trained_prm(tok)
     fresh.prm.model = copy.deepcopy(scored.prm.model)
-    fresh.optimizer = torch.optim.AdamW([p for p in fresh.prm.model.parameters() if p.requires_grad], lr=1e-3)
-    fresh._params = [p for p in fresh.prm.model.parameters() if p.requires_grad]
+    fresh.learner = Learner(fresh.prm, OptimConfig(lr=1e-3))
     scored.token_rewards(batch)
     cached = dict(scored._reference_cache)
     a, b = scored.fit(batch, labels=labels), fresh.fit(batch, labels=labels)

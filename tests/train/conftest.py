@@ -5,10 +5,12 @@ from __future__ import annotations
 import gymnasium
 import numpy as np
 import pytest
+import torch
 from transformers import PreTrainedTokenizerFast
 
 from turnkit.agents.hf import HFPolicy
 from turnkit.envs.core import TextEnv, Transition
+from turnkit.learners.learner import Learner, OptimConfig
 from turnkit.models.embedded import TinyRecipe
 from turnkit.models.sft import SFTConfig
 from turnkit.models.tiny import TinyModelConfig, build_tiny_model, build_tiny_tokenizer
@@ -30,6 +32,16 @@ MICRO_RECIPE = TinyRecipe(
 @pytest.fixture(scope="session")
 def tokenizer() -> PreTrainedTokenizerFast:
     return build_tiny_tokenizer()
+
+
+def learner_of(policy: HFPolicy, lr: float, *, sgd: bool = False, optim: OptimConfig | None = None) -> Learner:
+    """A full fine-tuning learner of ``policy`` over torch's AdamW (its default weight decay) or plain SGD.
+
+    ``optim`` gives the clipping (default: :class:`OptimConfig`'s, norm 1).
+    """
+    params = policy.model.parameters()
+    optimizer = torch.optim.SGD(params, lr=lr) if sgd else torch.optim.AdamW(params, lr=lr)
+    return Learner(policy, optim, optimizer=optimizer)
 
 
 def make_policy(tokenizer: PreTrainedTokenizerFast, *, seed: int = 0, **kwargs: object) -> HFPolicy:

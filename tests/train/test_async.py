@@ -22,7 +22,7 @@ from .test_loop import training_records
 def config(out: Path, steps: int, **changes: object) -> TrainConfig:
     base = TrainConfig(
         env_id=LETTER_ENV, env_kwargs={}, steps=steps, grpo={"group_size": 4}, groups_per_step=3, max_new_tokens=8,
-        lr=3e-3, checkpoint_every=1, out_dir=str(out), seed=7, async_rollout=True,
+        optim={"lr": 3e-3}, checkpoint_every=1, out_dir=str(out), seed=7, async_rollout=True,
     )  # fmt: skip
     return dataclasses.replace(base, **changes)
 

@@ -350,8 +350,9 @@ def test_turnkit_train_through_the_server_backend_equals_training_in_process(tok
 
     def run(backend: str) -> list[dict]:
         cfg = TrainConfig(env_id=LETTER_ENV, env_kwargs={}, steps=3, grpo={"group_size": 4}, groups_per_step=2,
-                          lora_r=4, max_new_tokens=6, lr=5e-3, checkpoint_every=0, eval_every=3, eval_episodes=8,
-                          temperature=1.0, out_dir=str(tmp_path / backend), backend=backend)  # fmt: skip
+                          lora={"r": 4}, max_new_tokens=6, optim={"lr": 5e-3}, checkpoint_every=0, eval_every=3,
+                          eval_episodes=8, temperature=1.0, out_dir=str(tmp_path / backend),
+                          backend=backend)  # fmt: skip
         result = train(cfg, policy=make_policy(tokenizer), progress=False)
         return result.history
 

@@ -46,7 +46,7 @@ from .conftest import LETTER_ENV, make_policy
 def run_config(out: Path, steps: int, **changes: object) -> TrainConfig:
     cfg = TrainConfig(
         env_id=LETTER_ENV, env_kwargs={}, steps=steps, grpo={"group_size": 4}, groups_per_step=2, max_new_tokens=8,
-        lr=3e-3, checkpoint_every=1, out_dir=str(out), seed=11,
+        optim={"lr": 3e-3}, checkpoint_every=1, out_dir=str(out), seed=11,
     )  # fmt: skip
     return dataclasses.replace(cfg, **changes)  # type: ignore[arg-type]
 
@@ -178,7 +178,7 @@ def test_a_missing_newest_folder_named_by_latest_falls_back(
 
 
 def test_lora_checkpoint_with_a_damaged_adapter_falls_back(tok: PreTrainedTokenizerFast, tmp_path: Path) -> None:
-    cfg = run_config(tmp_path, 2, lora_r=4, lr=1e-2)
+    cfg = run_config(tmp_path, 2, lora={"r": 4}, optim={"lr": 1e-2})
     train(cfg, policy=make_policy(tok, max_new_tokens=8), progress=False)
     truncate(tmp_path / "checkpoints" / "step-000002" / "adapter" / "adapter_model.safetensors")
     with pytest.warns(CheckpointWarning, match=r"adapter/adapter_model\.safetensors: .*truncated.*from step-000001"):

@@ -18,7 +18,9 @@ def load_config(path: Path) -> TrainConfig:
 @pytest.mark.parametrize(
     ("changes", "field"),
     [
-        ({"lr": 0.0}, "TrainConfig.lr"),
+        ({"optim": {"lr": 0.0}}, "TrainConfig.optim: OptimConfig.lr"),
+        ({"optim": {"schedule": "step"}}, "TrainConfig.optim: OptimConfig.schedule"),
+        ({"lora": {"r": -1}}, "TrainConfig.lora: LoraConfig.r"),
         ({"steps": 0}, "TrainConfig.steps"),
         ({"grpo": {"group_size": 1}}, "TrainConfig.grpo: GRPOConfig.group_size"),
         ({"temperature": 0.0}, "TrainConfig.temperature"),
@@ -26,7 +28,7 @@ def load_config(path: Path) -> TrainConfig:
         ({"grpo": {"estimator": "ppo"}}, "TrainConfig.grpo: GRPOConfig.estimator"),
         ({"grpo": {"clip_eps": 1.0}}, "TrainConfig.grpo: GRPOConfig.clip_eps"),
         ({"env_kwargs": [1]}, "TrainConfig.env_kwargs"),
-        ({"lora_targets": ()}, "TrainConfig.lora_targets"),
+        ({"lora": {"targets": []}}, "TrainConfig.lora: LoraConfig.targets"),
         ({"grpo": {"per_turn": "yes"}}, "TrainConfig.grpo: GRPOConfig.per_turn"),
         ({"critic": {"mrt": {"samples": 0}}}, "TrainConfig.critic.mrt: MRTConfig.samples"),
         ({"critic": {"prm": 1.0}}, "TrainConfig.critic: unknown critic 'prm'"),
@@ -48,8 +50,8 @@ def test_unknown_key_in_a_file_names_the_file_and_suggests(tmp_path: Path) -> No
 
 def test_invalid_value_in_a_file_names_the_file(tmp_path: Path) -> None:
     path = tmp_path / "run.toml"
-    path.write_text("lr = -1\n")
-    with pytest.raises(ConfigError, match=r"run\.toml: TrainConfig\.lr"):
+    path.write_text("[optim]\nlr = -1\n")
+    with pytest.raises(ConfigError, match=r"run\.toml: TrainConfig\.optim: OptimConfig\.lr"):
         load_config(path)
 
 
@@ -61,9 +63,9 @@ def test_malformed_toml_is_a_config_error(tmp_path: Path) -> None:
 
 
 def test_toml_and_json_give_the_same_config(tmp_path: Path) -> None:
-    (tmp_path / "a.toml").write_text('steps = 7\nlora_targets = ["q_proj"]\n[env_kwargs]\ndifficulty = 2\n')
+    (tmp_path / "a.toml").write_text('steps = 7\n[lora]\ntargets = ["q_proj"]\n[env_kwargs]\ndifficulty = 2\n')
     (tmp_path / "b.json").write_text(
-        json.dumps({"steps": 7, "lora_targets": ["q_proj"], "env_kwargs": {"difficulty": 2}})
+        json.dumps({"steps": 7, "lora": {"targets": ["q_proj"]}, "env_kwargs": {"difficulty": 2}})
     )
     assert load_config(tmp_path / "a.toml") == load_config(tmp_path / "b.json")
 
@@ -80,7 +82,8 @@ def test_overrides_parse_json_set_dict_keys_and_keep_strings() -> None:
 
 
 @pytest.mark.parametrize(
-    ("item", "message"), [("steps", "KEY=VALUE"), ("nope=1", "unknown TrainConfig key"), ("lr.x=1", "not a table")]
+    ("item", "message"),
+    [("steps", "KEY=VALUE"), ("nope=1", "unknown TrainConfig key"), ("optim.lr.x=1", "not a table")],
 )
 def test_bad_overrides_are_config_errors(item: str, message: str) -> None:
     with pytest.raises(ConfigError, match=message):
@@ -88,7 +91,7 @@ def test_bad_overrides_are_config_errors(item: str, message: str) -> None:
 
 
 def test_config_round_trips_through_its_dict() -> None:
-    cfg = TrainConfig(lora_r=4, grpo={"kl_coef": 0.1}, env_kwargs={"difficulty": 3})
+    cfg = TrainConfig(grpo={"kl_coef": 0.1}, env_kwargs={"difficulty": 3}, lora={"r": 4})
     assert TrainConfig.from_dict(cfg.to_dict()) == cfg
 
 
@@ -108,3 +111,74 @@ def test_flat_keys_of_old_configs_move_into_their_tables(tmp_path: Path) -> None
         cfg = load_config(tmp_path / "config.json")
     assert (cfg.grpo.group_size, cfg.grpo.kl_coef) == (4, 0.1)
     assert cfg.critic == {"sweet": {"weight": 0.5, "steps": 2, "reference_key": None}}
+
+
+def test_flat_learner_keys_move_into_optim_and_lora_with_one_warning(tmp_path: Path) -> None:
+    """A config.json written before the optim/lora tables loads, and one warning names every new key."""
+    old = {"lr": 1e-3, "warmup_steps": 2, "weight_decay": 0.01, "max_grad_norm": 0.5, "lora_r": 4, "lora_alpha": 8,
+           "lora_targets": ["q_proj"], "steps": 3}  # fmt: skip
+    (tmp_path / "config.json").write_text(json.dumps(old))
+    with pytest.warns(FutureWarning) as seen:
+        cfg = load_config(tmp_path / "config.json")
+    assert len(seen) == 1
+    for moved in (
+        "lr -> optim.lr",
+        "warmup_steps -> optim.warmup_steps",
+        "lora_r -> lora.r",
+        "lora_alpha -> lora.alpha",
+    ):
+        assert moved in str(seen[0].message)
+    optim = {"lr": 1e-3, "warmup_steps": 2, "weight_decay": 0.01, "max_grad_norm": 0.5}
+    assert cfg == TrainConfig(steps=3, optim=optim, lora={"r": 4, "alpha": 8, "targets": ["q_proj"]})
+
+
+def test_set_of_an_old_flat_learner_key_still_works() -> None:
+    with pytest.warns(FutureWarning, match=r"lr -> optim\.lr"):
+        cfg = apply_overrides(TrainConfig(optim={"warmup_steps": 3}), ["lr=0.01"])
+    assert (cfg.optim.lr, cfg.optim.warmup_steps) == (0.01, 3)
+    cfg = apply_overrides(TrainConfig(), ["optim.lr=0.01", "lora.r=4", 'lora.targets=["q_proj"]'])
+    assert (cfg.optim.lr, cfg.lora.r, cfg.lora.targets, cfg.lora.alpha) == (0.01, 4, ("q_proj",), 16)
+
+
+def test_a_saved_flat_config_upgrades_to_the_live_shape() -> None:
+    """What Run compares on resume: an old checkpoint's flat config equals the same run's config today."""
+    from turnkit.train.config import upgrade_config
+
+    live = TrainConfig(optim={"lr": 1e-3}, lora={"r": 2})
+    saved = {k: v for k, v in live.to_dict().items() if k not in ("optim", "lora")}
+    saved.update(lr=1e-3, warmup_steps=0, weight_decay=0.0, max_grad_norm=1.0, lora_r=2, lora_alpha=16,
+                 lora_targets=["q_proj", "k_proj", "v_proj", "o_proj"])  # fmt: skip
+    assert upgrade_config(saved) == live.to_dict()
+
+
+def test_a_checkpoint_saved_with_flat_learner_keys_resumes(tokenizer, tmp_path: Path) -> None:
+    """A run checkpointed before the optim/lora tables (flat keys in state.json) resumes to the same end."""
+    from turnkit.checkpoint import MANIFEST
+    from turnkit.train.loop import train
+    from turnkit.train.metrics import read_metrics
+
+    from .conftest import LETTER_ENV, make_policy
+
+    def run(out: Path, steps: int) -> TrainConfig:
+        return TrainConfig(env_id=LETTER_ENV, env_kwargs={}, steps=steps, grpo={"group_size": 4}, groups_per_step=2,
+                           max_new_tokens=6, optim={"lr": 3e-3, "warmup_steps": 1}, lora={"r": 2},
+                           checkpoint_every=1, out_dir=str(out), seed=3)  # fmt: skip
+
+    train(run(tmp_path / "full", 2), policy=make_policy(tokenizer), progress=False)
+    train(run(tmp_path / "part", 1), policy=make_policy(tokenizer), progress=False)
+    ckpt = tmp_path / "part" / "checkpoints" / "step-000001"
+    for path in (ckpt / "state.json", tmp_path / "part" / "config.json"):  # as a41f245 wrote them
+        data = json.loads(path.read_text())
+        config = data.get("config", data)
+        optim, lora = config.pop("optim"), config.pop("lora")
+        config.update({k: optim[k] for k in ("lr", "warmup_steps", "weight_decay", "max_grad_norm")})
+        config.update(lora_r=lora["r"], lora_alpha=lora["alpha"], lora_targets=lora["targets"])
+        path.write_text(json.dumps(data))
+    (ckpt / MANIFEST).unlink()  # a checkpoint from before manifests: read unverified
+    train(run(tmp_path / "part", 2), policy=make_policy(tokenizer), resume=True, progress=False)
+
+    def records(name: str) -> list[dict]:
+        kept = read_metrics(tmp_path / name / "metrics.jsonl")
+        return [{k: v for k, v in r.items() if not k.endswith(("_s", "_per_s"))} for r in kept]
+
+    assert records("full") == records("part") and len(records("full")) == 2

@@ -10,7 +10,6 @@ from typing import Any
 import gymnasium
 import numpy as np
 import pytest
-import torch
 from transformers import PreTrainedTokenizerFast
 
 from turnkit.agents.hf import HFPolicy, chat_prompt_ids
@@ -28,7 +27,7 @@ from turnkit.train.loop import train, update
 from turnkit.train.metrics import read_metrics
 from turnkit.types import AgentTurn, ErrorCause, Message, Step, Task, Trajectory, TrajectoryError
 
-from .conftest import make_policy
+from .conftest import learner_of, make_policy
 
 
 class SecondTurnEnv(TextEnv):
@@ -189,12 +188,12 @@ def test_critic_rewards_set_the_advantages_as_hand_computed(
     A − (−0.25) = [1.75, 1.25], B − 1.5 = [−1.75, −1.5]. Env rewards alone would give [1, 1], [−1, −1].
     """
     seen = captured_advantages(monkeypatch)
-    cfg = TrainConfig(grpo={"group_size": 2, "estimator": "rloo"}, lr=1e-3, critic="mrt")
+    cfg = TrainConfig(grpo={"group_size": 2, "estimator": "rloo"}, critic="mrt", optim={"lr": 1e-3})
     policy = make_policy(tokenizer)
-    update(policy, torch.optim.AdamW(policy.model.parameters(), lr=cfg.lr), two_turn_group(policy), cfg,
+    update(learner_of(policy, cfg.optim.lr), two_turn_group(policy), cfg,
            turn_rewards=[(0.5, 1.0), (-0.25, 0.0)])  # fmt: skip
     policy = make_policy(tokenizer)
-    update(policy, torch.optim.AdamW(policy.model.parameters(), lr=cfg.lr), two_turn_group(policy),
+    update(learner_of(policy, cfg.optim.lr), two_turn_group(policy),
            dataclasses.replace(cfg, critic={}))  # fmt: skip
     assert [list(a) for a in seen[0]] == [[1.75, 1.25], [-1.75, -1.5]]
     assert [list(a) for a in seen[1]] == [[1.0, 1.0], [-1.0, -1.0]]
@@ -207,7 +206,7 @@ def test_grpo_with_critic_rewards_normalises_by_the_episode_returns(
     seen = captured_advantages(monkeypatch)
     cfg = TrainConfig(grpo={"group_size": 2, "estimator": "grpo"}, critic="mrt")
     policy = make_policy(tokenizer)
-    update(policy, torch.optim.AdamW(policy.model.parameters(), lr=1e-3), two_turn_group(policy), cfg,
+    update(learner_of(policy, 1e-3), two_turn_group(policy), cfg,
            turn_rewards=[(0.5, 1.0), (-0.25, 0.0)])  # fmt: skip
     std = 1.75 / 2**0.5 + 1e-6
     expected = [[0.875 / std, 0.375 / std], [-0.875 / std, -0.625 / std]]
@@ -219,8 +218,9 @@ def test_grpo_with_critic_rewards_normalises_by_the_episode_returns(
 
 def loop_config(out: Path, **changes: Any) -> TrainConfig:
     base = TrainConfig(env_id=SECOND_TURN_ENV, env_kwargs={}, steps=2, grpo={"group_size": 2, "estimator": "rloo"},
-                       groups_per_step=2, max_new_tokens=6, lr=1e-3, checkpoint_every=1, out_dir=str(out),
-                       seed=5)  # fmt: skip
+                       groups_per_step=2, max_new_tokens=6, checkpoint_every=1, out_dir=str(out),
+                       seed=5,
+optim={"lr": 1e-3},)  # fmt: skip
     return dataclasses.replace(base, **changes)
 
 

@@ -18,7 +18,7 @@ from turnkit.train.config import TrainConfig
 from turnkit.train.loop import place_policy, train, update
 from turnkit.train.metrics import read_metrics
 
-from .conftest import LETTER_ENV, make_policy
+from .conftest import LETTER_ENV, learner_of, make_policy
 from .test_loop import group_of_two
 
 CUDA_MARKS = [pytest.mark.gpu, pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")]
@@ -67,7 +67,7 @@ def test_an_update_on_cuda_matches_the_cpu(tokenizer: PreTrainedTokenizerFast) -
     cpu_logp, gpu_logp = (p.sequence_logprobs([prompt], [good])[0] for p in (cpu, gpu))
     assert torch.allclose(gpu_logp.cpu(), cpu_logp, atol=1e-5)
     cfg = TrainConfig(grpo={"group_size": 2})
-    results = [update(p, torch.optim.SGD(p.model.parameters(), lr=0.5), trajs, cfg) for p in (cpu, gpu)]
+    results = [update(learner_of(p, 0.5, sgd=True), trajs, cfg) for p in (cpu, gpu)]
     assert results[0]["optimizer_steps"] == results[1]["optimizer_steps"] == 1
     assert results[1]["loss"] == pytest.approx(results[0]["loss"], rel=1e-4, abs=1e-6)
     pairs = zip(gpu.model.parameters(), cpu.model.parameters(), strict=True)
@@ -88,7 +88,7 @@ SMALL_CRITIC = {"mrt": {"samples": 2}, "pav": {"samples": 2, "best_of": 2}, "pri
 def device_run(out: Path, steps: int, device: str, critic: str | None, **keys: object) -> TrainConfig:
     return TrainConfig(
         env_id=LETTER_ENV, env_kwargs={}, steps=steps, grpo={"group_size": 4}, groups_per_step=2, max_new_tokens=6,
-        lr=1e-3, checkpoint_every=1, out_dir=str(out), seed=5, device=device,
+        optim={"lr": 1e-3}, checkpoint_every=1, out_dir=str(out), seed=5, device=device,
         critic={critic: {**SMALL_CRITIC[critic], **keys}} if critic else {},
     )  # fmt: skip
 

@@ -26,7 +26,8 @@ def rows(tokenizer):
 
 
 def _cfg(tmp_path, **changes):
-    base = dict(steps=8, batch_size=8, lr=5e-3, warmup_steps=2, eval_episodes=0, out_dir=str(tmp_path / "run"))
+    optim = {"lr": 5e-3, "warmup_steps": 2}
+    base = dict(steps=8, batch_size=8, optim=optim, eval_episodes=0, out_dir=str(tmp_path / "run"))
     return IQLearnConfig(**{**base, **changes})
 
 
@@ -121,3 +122,31 @@ def test_the_extracted_reward_drives_the_grpo_loop_as_a_critic(tokenizer, rows, 
     assert "iqlearn/iqlearn_return" in result.history[0]
     with pytest.raises(ConfigError, match=r"critic\.iqlearn needs model"):
         train(TrainConfig(critic="iqlearn", out_dir=str(tmp_path / "g2")), policy=make_policy(tokenizer))
+
+
+def test_an_old_flat_config_loads_and_its_checkpoint_resumes(tokenizer, rows, tmp_path):
+    """Flat ``lr``/``lora_r`` keys (configs before the optim/lora tables) migrate with one warning naming them."""
+    import json
+
+    from turnkit.checkpoint import MANIFEST
+
+    with pytest.warns(FutureWarning, match=r"lr -> optim\.lr, warmup_steps -> optim\.warmup_steps") as seen:
+        old = IQLearnConfig.from_dict({"lr": 5e-3, "warmup_steps": 2, "lora_r": 2, "steps": 2})
+    assert len(seen) == 1 and (old.optim.lr, old.optim.schedule, old.lora.r) == (5e-3, "cosine", 2)
+    cfg = _cfg(tmp_path, steps=2, checkpoint_every=1)
+    full = train_iqlearn(cfg, policy=make_policy(tokenizer), rows=rows, progress=False)
+    shutil.rmtree(checkpoint_path(full.run_dir, 2))  # LATEST still names it: the run falls back to step 1
+    state = checkpoint_path(full.run_dir, 1) / "state.json"
+    data = json.loads(state.read_text())
+    optim = data["config"].pop("optim")  # as the run wrote it before the tables
+    data["config"].update(
+        {k: optim[k] for k in ("lr", "warmup_steps", "min_lr_ratio", "weight_decay", "max_grad_norm")}
+    )
+    lora = data["config"].pop("lora")
+    data["config"].update(lora_r=lora["r"], lora_alpha=lora["alpha"])
+    state.write_text(json.dumps(data))
+    (state.parent / MANIFEST).unlink()  # a checkpoint from before manifests: read unverified
+    with pytest.warns(CheckpointWarning, match="step-000002 is damaged"):
+        resumed = train_iqlearn(cfg, resume=True, policy=make_policy(tokenizer), rows=rows, progress=False)
+    assert _same_weights(full.policy.model, resumed.policy.model)
+    assert [r["loss"] for r in resumed.history] == [r["loss"] for r in full.history]

@@ -14,13 +14,14 @@ from turnkit.agents.hf import HFPolicy, chat_prompt_ids
 from turnkit.checkpoint import MANIFEST
 from turnkit.envs.core import Transition
 from turnkit.learners import logprobs
+from turnkit.learners.learner import Learner
 from turnkit.rollout.demos import completion_ids
 from turnkit.train.config import TrainConfig
 from turnkit.train.loop import IDLE_STEPS_WARNING, rollout_metrics, sample_task_seeds, train, update
 from turnkit.train.metrics import read_metrics
 from turnkit.types import AgentTurn, ErrorCause, Message, Step, Trajectory, TrajectoryError
 
-from .conftest import LETTER_ENV, LetterEnv, make_policy
+from .conftest import LETTER_ENV, LetterEnv, learner_of, make_policy
 
 TIMING_KEYS = {
     *("rollout_s", "rollout_wait_s", "generate_s", "env_s", "update_s", "sync_s", "load_s", "play_s", "wait_s"),
@@ -53,9 +54,9 @@ def test_one_grpo_step_raises_the_rewarded_completion(tokenizer: PreTrainedToken
     trajs, prompt, good = group_of_two(policy, tokenizer)
     bad = list(trajs[1].steps[0].action.token_ids)
     before_good, before_bad = total_logprob(policy, prompt, good), total_logprob(policy, prompt, bad)
-    cfg = TrainConfig(grpo={"group_size": 2}, lr=1e-3)
-    optimizer = torch.optim.AdamW(policy.model.parameters(), lr=cfg.lr)
-    metrics = update(policy, optimizer, trajs, cfg)
+    cfg = TrainConfig(grpo={"group_size": 2}, optim={"lr": 1e-3})
+    optimizer = torch.optim.AdamW(policy.model.parameters(), lr=cfg.optim.lr)
+    metrics = update(Learner(policy, optimizer=optimizer), trajs, cfg)
     assert metrics["optimizer_steps"] == 1
     assert total_logprob(policy, prompt, good) > before_good
     assert total_logprob(policy, prompt, bad) < before_bad
@@ -65,7 +66,7 @@ def test_first_update_is_on_policy(tokenizer: PreTrainedTokenizerFast) -> None:
     policy = make_policy(tokenizer)
     trajs, _, _ = group_of_two(policy, tokenizer)
     cfg = TrainConfig(grpo={"group_size": 2})
-    metrics = update(policy, torch.optim.AdamW(policy.model.parameters(), lr=1e-3), trajs, cfg)
+    metrics = update(learner_of(policy, 1e-3), trajs, cfg)
     assert metrics["ratio_mean"] == pytest.approx(1.0, abs=1e-4)
     assert metrics["clip_frac"] == 0.0
 
@@ -74,9 +75,9 @@ def test_errored_trajectories_are_masked_not_scored_as_zero(tokenizer: PreTraine
     clean, masked = make_policy(tokenizer), make_policy(tokenizer)
     trajs, _, _ = group_of_two(clean, tokenizer)
     errored = dataclasses.replace(trajs[1], error=TrajectoryError(ErrorCause.ENV, "step: boom", 0))
-    cfg = TrainConfig(grpo={"group_size": 2}, lr=1e-3)
-    update(clean, torch.optim.AdamW(clean.model.parameters(), lr=cfg.lr), trajs, cfg)
-    update(masked, torch.optim.AdamW(masked.model.parameters(), lr=cfg.lr), [*trajs, errored], cfg)
+    cfg = TrainConfig(grpo={"group_size": 2}, optim={"lr": 1e-3})
+    update(learner_of(clean, cfg.optim.lr), trajs, cfg)
+    update(learner_of(masked, cfg.optim.lr), [*trajs, errored], cfg)
     assert all(torch.equal(a, b) for a, b in zip(clean.model.parameters(), masked.model.parameters(), strict=True))
     assert rollout_metrics([*trajs, errored], max_new_tokens=8)["masked_errors"] == 1
 
@@ -87,7 +88,9 @@ def test_tied_groups_leave_the_policy_unchanged(tokenizer: PreTrainedTokenizerFa
     tied = [dataclasses.replace(t, steps=(dataclasses.replace(t.steps[0], reward=1.0),)) for t in trajs]
     before = [p.detach().clone() for p in policy.model.parameters()]
     metrics = update(
-        policy, torch.optim.AdamW(policy.model.parameters(), lr=1e-2), tied, TrainConfig(grpo={"group_size": 2})
+        learner_of(policy, 1e-2),
+        tied,
+        TrainConfig(grpo={"group_size": 2}),
     )
     assert metrics["optimizer_steps"] == 0 and metrics["tied_frac"] == 1.0
     assert all(torch.equal(a, b) for a, b in zip(before, policy.model.parameters(), strict=True))
@@ -101,7 +104,7 @@ def test_tied_frac_counts_each_tied_episode_once(tokenizer: PreTrainedTokenizerF
     trajs, _, _ = group_of_two(policy, tokenizer)
     tied = [dataclasses.replace(t, group=1, steps=(dataclasses.replace(t.steps[0], reward=1.0),)) for t in trajs]
     cfg = TrainConfig(grpo={"group_size": 2}, skip_zero_advantage=skip)
-    metrics = update(policy, torch.optim.AdamW(policy.model.parameters(), lr=1e-3), [*trajs, *tied], cfg)
+    metrics = update(learner_of(policy, 1e-3), [*trajs, *tied], cfg)
     assert metrics["tied_frac"] == 0.5 and metrics["optimizer_steps"] == 1
 
 
@@ -147,7 +150,7 @@ def fresh_policy(tokenizer: PreTrainedTokenizerFast) -> HFPolicy:
 def run_config(out: Path, steps: int) -> TrainConfig:
     return TrainConfig(
         env_id=LETTER_ENV, env_kwargs={}, steps=steps, grpo={"group_size": 4}, groups_per_step=3, max_new_tokens=8,
-        lr=3e-3, checkpoint_every=1, out_dir=str(out), seed=7,
+        optim={"lr": 3e-3}, checkpoint_every=1, out_dir=str(out), seed=7,
     )  # fmt: skip
 
 
@@ -201,13 +204,15 @@ def test_resume_refuses_a_different_run(tokenizer: PreTrainedTokenizerFast, tmp_
     from turnkit.errors import ConfigError
 
     train(run_config(tmp_path, 1), policy=fresh_policy(tokenizer), progress=False)
-    other = dataclasses.replace(run_config(tmp_path, 2), lr=1.0)
-    with pytest.raises(ConfigError, match="lr"):
+    other = dataclasses.replace(run_config(tmp_path, 2), optim={"lr": 1.0})
+    with pytest.raises(ConfigError, match="optim"):
         train(other, policy=fresh_policy(tokenizer), resume=True, progress=False)
 
 
 def test_lora_run_trains_only_the_adapter_and_resumes(tokenizer: PreTrainedTokenizerFast, tmp_path: Path) -> None:
-    cfg = dataclasses.replace(run_config(tmp_path, 2), lora_r=4, grpo={"group_size": 4, "kl_coef": 0.1}, lr=1e-2)
+    cfg = dataclasses.replace(
+        run_config(tmp_path, 2), lora={"r": 4}, grpo={"group_size": 4, "kl_coef": 0.1}, optim={"lr": 1e-2}
+    )
     result = train(cfg, policy=fresh_policy(tokenizer), progress=False)
     assert (tmp_path / "checkpoints" / "step-000002" / "adapter" / "adapter_config.json").is_file()
     base = fresh_policy(tokenizer).model.state_dict()
@@ -234,8 +239,8 @@ def test_micro_batches_take_the_same_step_as_one_pass(tokenizer: PreTrainedToken
     grpo = {"group_size": 4, "loss_agg": loss_agg, **({"max_tokens": 16} if loss_agg == "seq_sum_norm" else {})}
     metrics = {}
     for policy, rows in ((whole, 0), (micro, 1)):
-        cfg = TrainConfig(grpo=grpo, max_grad_norm=0.0, micro_batch_rows=rows)
-        metrics[rows] = update(policy, torch.optim.SGD(policy.model.parameters(), lr=0.5), trajs, cfg)
+        cfg = TrainConfig(grpo=grpo, micro_batch_rows=rows, optim={"max_grad_norm": 0.0})
+        metrics[rows] = update(learner_of(policy, 0.5, sgd=True, optim=cfg.optim), trajs, cfg)
     start = make_policy(tokenizer)
     moved = [(p - q).abs().max() for p, q in zip(whole.model.parameters(), start.model.parameters(), strict=True)]
     assert max(moved) > 1e-3  # the step is large enough to see a wrong weight
@@ -261,8 +266,8 @@ def test_default_token_budget_takes_the_one_pass_step(
     assert budget > 0 and len(answers) * len(prompt) > budget  # the default does split this batch
     metrics = {}
     for policy, tokens in ((whole, 0), (micro, budget)):
-        cfg = TrainConfig(grpo={"group_size": 8}, max_grad_norm=0.0, micro_batch_tokens=tokens)
-        metrics[tokens] = update(policy, torch.optim.SGD(policy.model.parameters(), lr=0.5), trajs, cfg)
+        cfg = TrainConfig(grpo={"group_size": 8}, micro_batch_tokens=tokens, optim={"max_grad_norm": 0.0})
+        metrics[tokens] = update(learner_of(policy, 0.5, sgd=True, optim=cfg.optim), trajs, cfg)
     start = make_policy(tokenizer)
     moved = [(p - q).abs().max() for p, q in zip(whole.model.parameters(), start.model.parameters(), strict=True)]
     assert max(moved) > 1e-3

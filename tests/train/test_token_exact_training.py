@@ -37,7 +37,7 @@ def run_config(out: Path, **changes: Any) -> TrainConfig:
         checkpoint_every=0,
         out_dir=str(out),
         batch_layout="episodes",
-        lr=1e-3,
+        optim={"lr": 1e-3},
     )  # fmt: skip  (a KL term: rows train even when a random policy ties)
     return dataclasses.replace(base, **changes)
 
@@ -46,9 +46,9 @@ def test_episode_rows_train_on_five_turn_episodes(tmp_path: Path, monkeypatch: p
     batches: list = []
     real = loop.update
 
-    def spy(policy: Any, optimizer: Any, trajs: Any, cfg: Any, **kwargs: Any) -> Any:
+    def spy(learner: Any, trajs: Any, cfg: Any, **kwargs: Any) -> Any:
         batches.append(trajs)
-        return real(policy, optimizer, trajs, cfg, **kwargs)
+        return real(learner, trajs, cfg, **kwargs)
 
     monkeypatch.setattr(loop, "update", spy)
     result = train(run_config(tmp_path), policy=bpe_policy(), progress=False)

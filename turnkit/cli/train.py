@@ -4,9 +4,9 @@ Example:
     >>> import argparse
     >>> parser = argparse.ArgumentParser(prog="turnkit")
     >>> add_commands(parser.add_subparsers(dest="command"))
-    >>> args = parser.parse_args(["train", "--set", "lr=0.01", "--set", "steps=2", "--resume"])
+    >>> args = parser.parse_args(["train", "--set", "optim.lr=0.01", "--set", "steps=2", "--resume"])
     >>> args.overrides, args.resume, args.threads
-    (['lr=0.01', 'steps=2'], True, None)
+    (['optim.lr=0.01', 'steps=2'], True, None)
     >>> args = parser.parse_args(["quickstart"])
     >>> args.model, args.threads
     ('tiny', 1)

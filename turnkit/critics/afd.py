@@ -58,7 +58,7 @@ from turnkit.agents.hf import HFPolicy
 from turnkit.critics.base import CriticContext, CriticResult
 from turnkit.errors import ConfigError, DataError
 from turnkit.learners.irl import closed_form_reward, discriminator_loss, discriminator_reward
-from turnkit.learners.optim import optimizer_step
+from turnkit.learners.learner import Learner, OptimConfig
 from turnkit.rollout.demos import turn_token_ids
 from turnkit.types import Trajectory
 
@@ -468,8 +468,10 @@ class AfDCritic:
         pos = self._side(trajectories, "positive")
         neg = self._side(negatives, "negative")
         rng = np.random.default_rng(cfg.seed if seed is None else seed)
-        params = [p for p in self.reward_model.parameters() if p.requires_grad]
-        optimizer = torch.optim.AdamW(params, lr=cfg.lr if lr is None else lr, weight_decay=cfg.weight_decay)
+        optim = OptimConfig(
+            lr=cfg.lr if lr is None else lr, weight_decay=cfg.weight_decay, max_grad_norm=cfg.max_grad_norm
+        )
+        learner = Learner(self.reward_model, optim)
         half = batch_size // 2
         orders: dict[str, list[int]] = {"pos": [], "neg": []}
 
@@ -486,7 +488,7 @@ class AfDCritic:
             batch = draw("pos", pos) + draw("neg", neg)
             logits = self.reward_model.score_samples(batch, batch_size=len(batch), grad=True)
             loss, _ = discriminator_loss(logits[:half], logits[half:])
-            optimizer_step(optimizer, params, loss, max_grad_norm=cfg.max_grad_norm)
+            learner.minimize(loss)
             losses.append(loss.item())
         self.reward_model.eval()
         final_loss, metrics = discriminator_loss(self.logits(pos), self.logits(neg))

@@ -57,8 +57,8 @@ from turnkit.critics.base import CriticContext, CriticResult
 from turnkit.errors import ConfigError, DataError
 from turnkit.learners.advantages import prime_advantages
 from turnkit.learners.grpo import GRPOConfig, policy_loss
+from turnkit.learners.learner import Learner, LoraConfig, OptimConfig
 from turnkit.learners.logprobs import gather_token_logprobs
-from turnkit.learners.optim import optimizer_step, step_accumulated
 from turnkit.rollout.batch import TokenRow, collate
 from turnkit.types import Trajectory
 
@@ -209,7 +209,7 @@ class PrimeConfig:
     clip_eps: float = 0.2
     """PPO clip."""
     max_grad_norm: float = 1.0
-    """Gradient clipping norm (PRM and policy)."""
+    """Gradient clipping norm of the PRM (the policy's learner clips by its own ``OptimConfig``)."""
     score_batch_size: int = 64
     """Sequences (an episode, or a turn where the context is not token-exact) per PRM forward pass when scoring."""
     prm_chunk: int = 8
@@ -298,11 +298,10 @@ class ImplicitPRM:
     def __init__(self, prm: HFPolicy, config: PrimeConfig | None = None) -> None:
         self.config = config or PrimeConfig()
         self.prm = prm
-        if not prm.has_adapter:
-            prm.attach_lora(r=self.config.lora_r, alpha=self.config.lora_alpha, seed=self.config.seed)
-        params = [p for p in prm.model.parameters() if p.requires_grad]
-        self.optimizer = torch.optim.AdamW(params, lr=self.config.prm_lr, weight_decay=0.0)
-        self._params = params
+        c = self.config
+        lora = LoraConfig(r=c.lora_r, alpha=c.lora_alpha)
+        self.learner = Learner(prm, OptimConfig(lr=c.prm_lr, max_grad_norm=c.max_grad_norm), lora=lora, seed=c.seed)
+        """The PRM's adapter, AdamW and clipped step."""
         self._reference_cache: dict[tuple[_Segment, ...], list[Tensor]] = {}
 
     @classmethod
@@ -405,12 +404,12 @@ class ImplicitPRM:
     def save(self, folder: Path) -> None:
         """Write the PRM's adapter and optimizer state into ``folder``."""
         self.prm.save_adapter(folder / "adapter")
-        torch.save(self.optimizer.state_dict(), folder / "optimizer.pt")
+        torch.save(self.learner.optimizer.state_dict(), folder / "optimizer.pt")
 
     def load(self, folder: Path) -> None:
         """Restore what :meth:`save` wrote."""
         self.prm.load_adapter(folder / "adapter")
-        self.optimizer.load_state_dict(torch.load(folder / "optimizer.pt", map_location=self.prm.device))
+        self.learner.optimizer.load_state_dict(torch.load(folder / "optimizer.pt", map_location=self.prm.device))
 
     def fit(self, trajectories: Sequence[Trajectory], *, labels: Sequence[float] | None = None) -> dict[str, float]:
         """One pass of the BCE loss over ``trajectories`` in ``prm_minibatches`` steps.
@@ -433,7 +432,7 @@ class ImplicitPRM:
         self.prm.model.train()
         for lo in range(0, n, size):
             idx = list(range(lo, min(n, lo + size)))
-            self.optimizer.zero_grad(set_to_none=True)
+            self.learner.zero_grad()
             for start in range(0, len(idx), self.config.prm_chunk):  # accumulate: one chunk's graph at a time
                 chunk = idx[start : start + self.config.prm_chunk]
                 logp = self._turn_logprobs(self.prm, [turns[i] for i in chunk], grad=True)
@@ -444,7 +443,7 @@ class ImplicitPRM:
                 (loss * (len(chunk) / len(idx))).backward()
                 for key, value in metrics.items():
                     sums[key] += value * len(chunk) / n
-            step_accumulated(self.optimizer, self._params, max_grad_norm=self.config.max_grad_norm)
+            self.learner.step()
         self.prm.model.eval()
         return {f"prm_{k}": v for k, v in sums.items()}
 
@@ -548,8 +547,7 @@ def policy_rows(trajectories: Sequence[Trajectory], advantages: Sequence[Sequenc
 
 
 def prime_update(
-    policy: HFPolicy,
-    optimizer: torch.optim.Optimizer,
+    learner: Learner,
     prm: ImplicitPRM | None,
     trajectories: Sequence[Trajectory],
     config: PrimeConfig | None = None,
@@ -559,8 +557,8 @@ def prime_update(
     """One PRIME step on a finished rollout batch (steps 1-5 of the module docstring).
 
     Args:
-        policy: The policy that sampled the batch (its turns carry ids and log-probs).
-        optimizer: The policy optimizer.
+        learner: The :class:`~turnkit.learners.learner.Learner` of the policy that sampled the batch (its turns
+            carry ids and log-probs); its optimizer takes the policy steps, clipped by its ``OptimConfig``.
         prm: The implicit PRM, or ``None`` for outcome-only RLOO (no process source).
         trajectories: The batch; ``Trajectory.group`` names each task's group. Errored episodes are dropped.
         config: Settings.
@@ -602,16 +600,14 @@ def prime_update(
         coef = 0.0
     metrics["prm_s"] = time.perf_counter() - t0
     adv = token_advantages(rewards, outcomes, groups, process_coef=coef, gamma=cfg.gamma)
-    metrics.update(_policy_step(policy, optimizer, policy_rows(batch, adv), cfg, temperature))
+    metrics.update(_policy_step(learner, policy_rows(batch, adv), cfg, temperature))
     return metrics
 
 
-def _policy_step(
-    policy: HFPolicy, optimizer: torch.optim.Optimizer, rows: Sequence[TokenRow], cfg: PrimeConfig, temperature: float
-) -> dict[str, float]:
+def _policy_step(learner: Learner, rows: Sequence[TokenRow], cfg: PrimeConfig, temperature: float) -> dict[str, float]:
+    policy = learner.policy
     batch = collate(rows, pad_id=policy.pad_token_id).to(policy.device)
     grpo = GRPOConfig(clip_eps=cfg.clip_eps, estimator="rloo")
-    params = [p for p in policy.model.parameters() if p.requires_grad]
     size = math.ceil(len(batch) / cfg.policy_minibatches)
     sums: dict[str, float] = defaultdict(float)
     weight = 0.0
@@ -621,7 +617,7 @@ def _policy_step(
         logp = gather_token_logprobs(logits, mb.input_ids, mb.loss_mask, temperature=temperature)
         assert mb.old_logprobs is not None  # policy_rows always sets them
         loss, m = policy_loss(logp, mb.old_logprobs, mb.advantages, mb.loss_mask, grpo)
-        optimizer_step(optimizer, params, loss, max_grad_norm=cfg.max_grad_norm)
+        learner.minimize(loss)
         w = m.pop("num_tokens")
         for key, value in m.items():
             sums[f"policy_{key}"] += w * value

@@ -45,7 +45,7 @@ from turnkit.agents.base import Agent
 from turnkit.critics.base import CriticResult
 from turnkit.envs.core import EnvSnapshot, snapshot_env
 from turnkit.errors import ConfigError, CriticError
-from turnkit.learners.optim import optimizer_step
+from turnkit.learners.learner import Learner, OptimConfig
 from turnkit.rollout.collect import Start, clone_env, collect_batch
 from turnkit.types import Message, Step, Trajectory, TrajectoryError, observation_role
 
@@ -698,7 +698,8 @@ class ProgressVerifier:
         if not prefixes:
             raise CriticError("ProgressVerifier.fit got no prefixes to learn from")
         y = torch.tensor(targets, dtype=torch.float32)
-        opt = torch.optim.Adam(self.modules.parameters(), lr=lr)
+        opt = torch.optim.Adam(self.modules.parameters(), lr=lr)  # Adam, no clipping: the verifier's own recipe
+        learner = Learner(self.modules, OptimConfig(lr=lr, max_grad_norm=0.0), optimizer=opt)
         rng = np.random.default_rng(self.seed)
         loss_sum = 0.0
         for _ in range(epochs):
@@ -706,6 +707,6 @@ class ProgressVerifier:
             for s in range(0, len(order), batch_size):
                 idx = order[s : s + batch_size]
                 loss = balanced_soft_bce(self._logits([prefixes[j] for j in idx]), y[idx])
-                optimizer_step(opt, [p for group in opt.param_groups for p in group["params"]], loss)
+                learner.minimize(loss)
                 loss_sum += float(loss.detach()) * len(idx)
         return {"loss": loss_sum / len(prefixes), "examples": float(len(prefixes))}

@@ -60,7 +60,7 @@ from turnkit.agents.hf import HFPolicy, chat_prompt_ids
 from turnkit.configs import check_bool, check_choice, check_float, check_int, check_str
 from turnkit.critics.base import CriticContext, CriticResult
 from turnkit.errors import ConfigError, CriticError, DataError
-from turnkit.learners.optim import optimizer_step
+from turnkit.learners.learner import Learner, LoraConfig, OptimConfig
 from turnkit.rollout.demos import completion_ids, turn_messages
 from turnkit.search.pairs import PreferencePair
 from turnkit.types import AgentTurn, Message, Task, Trajectory
@@ -358,11 +358,13 @@ class SweetCritic:
     def __init__(self, critic: HFPolicy, config: SweetConfig | None = None) -> None:
         self.config = config or SweetConfig()
         self.critic = critic
-        self._adamw: torch.optim.Optimizer | None = None
         self._updates = 0
-        if not critic.has_adapter:
-            cfg = self.config
-            critic.attach_lora(r=cfg.lora_r, alpha=cfg.lora_alpha, target_modules=cfg.lora_targets, seed=cfg.seed)
+        cfg = self.config
+        lora = LoraConfig(r=cfg.lora_r, alpha=cfg.lora_alpha, targets=cfg.lora_targets)
+        self.learner = Learner(
+            critic, OptimConfig(lr=cfg.lr, max_grad_norm=cfg.max_grad_norm), lora=lora, seed=cfg.seed
+        )
+        """The critic's adapter, AdamW (shared by every :meth:`fit`) and clipped step."""
 
     @classmethod
     def from_policy(cls, policy: HFPolicy, config: SweetConfig | None = None) -> SweetCritic:
@@ -538,8 +540,6 @@ class SweetCritic:
         for i in used:
             ref[i] = ref_flat[start : start + len(segments[i])]
             start += len(segments[i])
-        optimizer = self._optimizer()
-        params = [p for group in optimizer.param_groups for p in group["params"]]
         total = steps if steps is not None else cfg.steps
         history: list[dict[str, float]] = []
         t0 = time.perf_counter()
@@ -550,7 +550,7 @@ class SweetCritic:
                 order.extend(rng.permutation(len(pairs)).tolist())
             batch, order = [pairs[k] for k in order[: cfg.batch_size]], order[cfg.batch_size :]
             loss, metrics = self._pair_loss(batch, segments, ref)
-            optimizer_step(optimizer, params, loss, max_grad_norm=cfg.max_grad_norm)
+            self.learner.minimize(loss)
             history.append(metrics)
         self.critic.model.eval()
         tail = history[-max(1, total // 10) :]
@@ -586,19 +586,13 @@ class SweetCritic:
         self.load_optimizer_state(state["optimizer"])
         self._updates = int(state["updates"])
 
-    def _optimizer(self) -> torch.optim.Optimizer:
-        if self._adamw is None:
-            params = [p for p in self.critic.model.parameters() if p.requires_grad]
-            self._adamw = torch.optim.AdamW(params, lr=self.config.lr, weight_decay=0.0)
-        return self._adamw
-
     def optimizer_state(self) -> dict[str, Any]:
         """The state of the optimizer :meth:`fit` uses (for checkpoints)."""
-        return self._optimizer().state_dict()
+        return self.learner.optimizer.state_dict()
 
     def load_optimizer_state(self, state: dict[str, Any]) -> None:
         """Restore :meth:`optimizer_state` (the adapter must be this critic's, loaded in place)."""
-        self._optimizer().load_state_dict(state)
+        self.learner.optimizer.load_state_dict(state)
 
     def _pair_loss(
         self, batch: Sequence[tuple[int, int]], segments: dict[int, list[Segment]], ref: dict[int, list[float]]

@@ -93,7 +93,7 @@ class NamedModel:
     recipe: Callable[[], CachedRecipe]
     """The recipe (imports its module; may raise :class:`~turnkit.errors.ConfigError` if a package is missing)."""
     lora_r: int = 0
-    """``TrainConfig.lora_r`` when the config leaves it unset: ``0`` fine-tunes every weight."""
+    """``TrainConfig.lora.r`` when the config leaves it unset: ``0`` fine-tunes every weight."""
 
 
 SMOLLM2_LORA_R = 8

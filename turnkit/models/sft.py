@@ -22,7 +22,6 @@ Example:
 
 from __future__ import annotations
 
-import math
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -34,8 +33,8 @@ from tqdm.auto import tqdm
 
 from turnkit.configs import check_float, check_int
 from turnkit.errors import ConfigError
+from turnkit.learners.learner import Learner, OptimConfig
 from turnkit.learners.logprobs import gather_token_logprobs
-from turnkit.learners.optim import optimizer_step
 from turnkit.learners.sft import sft_loss
 from turnkit.rollout.batch import TokenRow, collate
 
@@ -75,18 +74,12 @@ class SFTConfig:
         check_float(self, "weight_decay", "max_grad_norm", low=0.0)
         check_float(self, "min_lr_ratio", low=0.0, high=1.0)
 
-
-def lr_factor(step: int, *, total: int, warmup: int, min_ratio: float) -> float:
-    """Learning-rate multiplier at optimizer step ``step`` (0-based): linear warmup, then cosine decay.
-
-    Example:
-        >>> [round(lr_factor(s, total=10, warmup=2, min_ratio=0.0), 3) for s in (0, 1, 2, 6, 9)]
-        [0.5, 1.0, 1.0, 0.5, 0.038]
-    """
-    if step < warmup:
-        return (step + 1) / warmup
-    progress = (step - warmup) / max(1, total - warmup)
-    return min_ratio + (1 - min_ratio) * 0.5 * (1 + math.cos(math.pi * progress))
+    def optim_config(self) -> OptimConfig:
+        """The learner's AdamW and schedule: warmup, then cosine to ``min_lr_ratio * lr``."""
+        return OptimConfig(
+            lr=self.lr, weight_decay=self.weight_decay, max_grad_norm=self.max_grad_norm,
+            warmup_steps=self.warmup_steps, schedule="cosine", min_lr_ratio=self.min_lr_ratio,
+        )  # fmt: skip
 
 
 def batch_order(num_rows: int, batch_size: int, steps: int, rng: np.random.Generator) -> list[list[int]]:
@@ -108,7 +101,7 @@ def batch_order(num_rows: int, batch_size: int, steps: int, rng: np.random.Gener
 
 
 def train_sft(
-    model: torch.nn.Module,
+    model: torch.nn.Module | Learner,
     rows: Sequence[TokenRow],
     cfg: SFTConfig,
     *,
@@ -121,7 +114,9 @@ def train_sft(
 
     Args:
         model: A causal LM (``model(input_ids=..., attention_mask=...).logits``); only parameters with
-            ``requires_grad`` are trained (so a ``peft`` model trains its adapter).
+            ``requires_grad`` are trained (so a ``peft`` model trains its adapter). Or a
+            :class:`~turnkit.learners.learner.Learner` (e.g. one that attached an adapter): its optimizer and
+            schedule are used, ``cfg`` still gives the steps, batches and row order.
         rows: Training rows, e.g. :func:`turnkit.rollout.demos.demo_rows`.
         cfg: Hyper-parameters.
         pad_id: Padding id.
@@ -138,25 +133,23 @@ def train_sft(
     """
     if not rows:
         raise ConfigError("train_sft got no rows")
-    params = [p for p in model.parameters() if p.requires_grad]
-    if not params:
+    if not any(p.requires_grad for p in (model.model if isinstance(model, Learner) else model).parameters()):
         raise ConfigError("train_sft: the model has no trainable parameters")
+    learner = model if isinstance(model, Learner) else Learner(model, cfg.optim_config(), total_steps=cfg.steps)
+    model = learner.model
     device = next(model.parameters()).device
-    optimizer = torch.optim.AdamW(params, lr=cfg.lr, weight_decay=cfg.weight_decay)
     order = batch_order(len(rows), cfg.batch_size, cfg.steps, np.random.default_rng(cfg.seed))
     history: list[dict[str, Any]] = []
     model.train()
     bar = tqdm(order, desc=desc, disable=not progress, unit="step")
     for step, indices in enumerate(bar):
         start = time.perf_counter()
-        lr = cfg.lr * lr_factor(step, total=cfg.steps, warmup=cfg.warmup_steps, min_ratio=cfg.min_lr_ratio)
-        for group in optimizer.param_groups:
-            group["lr"] = lr
+        lr = learner.set_lr(step)
         batch = collate([rows[i] for i in indices], pad_id=pad_id).to(device)
         logits = model(input_ids=batch.input_ids, attention_mask=batch.attention_mask).logits
         logp = gather_token_logprobs(logits, batch.input_ids, batch.loss_mask)
         loss, metrics = sft_loss(logp, batch.loss_mask)
-        norm = optimizer_step(optimizer, params, loss, max_grad_norm=cfg.max_grad_norm)
+        norm = learner.minimize(loss)
         tokens = int(batch.attention_mask.sum())
         record = {
             "step": step + 1,

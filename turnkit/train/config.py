@@ -1,19 +1,22 @@
 """`TrainConfig`: every setting of a GRPO/RLOO run, validated, loadable from JSON/TOML, overridable by flags.
 
 A run is fully described by its config (plus the code version): ``turnkit train --config run.toml --set
-lr=3e-4 --set env_kwargs.difficulty=2 --set grpo.kl_coef=0.05 --set critic.mrt.samples=4``. Keys are the field
-names below; two are nested tables with their own classes: ``grpo`` (the loss, :class:`~turnkit.learners.grpo.
-GRPOConfig`) and ``critic`` (``{name: {weight, ...the critic's own keys}}``, see :mod:`turnkit.critics.registry`).
+optim.lr=3e-4 --set env_kwargs.difficulty=2 --set grpo.kl_coef=0.05 --set critic.mrt.samples=4``. Keys are the
+field names below; four are nested tables with their own classes: ``grpo`` (the loss, :class:`~turnkit.learners.
+grpo.GRPOConfig`), ``optim`` and ``lora`` (the learner's, :class:`~turnkit.learners.learner.OptimConfig` and
+:class:`~turnkit.learners.learner.LoraConfig`) and ``critic`` (``{name: {weight, ...the critic's own keys}}``,
+see :mod:`turnkit.critics.registry`).
 ``--set`` values are parsed as JSON when they parse (``3``, ``0.5``, ``true``, ``null``, ``["q_proj"]``) and are
 strings otherwise; ``a.b=v`` sets key ``b`` of table ``a`` (:mod:`turnkit.configs`).
 
-Files written before the tables existed (flat ``group_size``, ``kl_coef``, ``critic_samples``, ``judge_url`` ...)
-still load: :meth:`TrainConfig.from_dict` moves each flat key into its table and warns once (``FutureWarning``).
+Files written before the tables existed (flat ``group_size``, ``kl_coef``, ``lr``, ``lora_r``, ``critic_samples``,
+``judge_url`` ...) still load: :meth:`TrainConfig.from_dict` moves each flat key into its table and warns once
+(``FutureWarning``).
 
 Example:
     >>> from turnkit.configs import apply_overrides
-    >>> cfg = apply_overrides(TrainConfig(), ["lr=0.01", "env_kwargs.difficulty=2", "grpo.kl_coef=0.05"])
-    >>> cfg.lr, cfg.env_kwargs["difficulty"], cfg.grpo.kl_coef
+    >>> cfg = apply_overrides(TrainConfig(), ["optim.lr=0.01", "env_kwargs.difficulty=2", "grpo.kl_coef=0.05"])
+    >>> cfg.optim.lr, cfg.env_kwargs["difficulty"], cfg.grpo.kl_coef
     (0.01, 2, 0.05)
     >>> apply_overrides(TrainConfig(), ["grpo.group_size=1"])
     Traceback (most recent call last):
@@ -36,6 +39,7 @@ from turnkit.critics.registry import CriticTable, check_table
 from turnkit.distributed.cluster import RayConfig
 from turnkit.errors import ConfigError
 from turnkit.learners.grpo import GRPOConfig
+from turnkit.learners.learner import LoraConfig, OptimConfig
 
 BACKENDS = ("hf", "openai", "vllm")
 """Generation backends :attr:`TrainConfig.backend` accepts (:mod:`turnkit.train.backends`)."""
@@ -43,6 +47,10 @@ KEY_ALIASES = {"async": "async_rollout"}
 """Config keys that are spelled otherwise in Python (``async`` is a keyword)."""
 EVAL_SEED_START = 1_000_000_000
 """Default first held-out evaluation seed; training seeds never fall in the evaluation range."""
+DEFAULT_LORA = LoraConfig(r=None)
+"""Default :attr:`TrainConfig.lora`: the model's own rank (:meth:`TrainConfig.lora_rank`)."""
+DEFAULT_OPTIM = OptimConfig(lr=2e-4)
+"""Default :attr:`TrainConfig.optim`: AdamW at 2e-4, no warmup, constant, clipped at norm 1."""
 MICRO_BATCH_TOKENS = 512
 """Default :attr:`TrainConfig.micro_batch_tokens`: padded tokens per forward + backward of the update."""
 
@@ -55,10 +63,10 @@ class TrainConfig:
         >>> cfg = TrainConfig(steps=5, grpo={"group_size": 4}, critic={"mrt": {"weight": 0.5, "samples": 2}})
         >>> cfg.steps, cfg.grpo.group_size, cfg.critic["mrt"]
         (5, 4, {'weight': 0.5, 'samples': 2})
-        >>> TrainConfig(lr=-1.0)
+        >>> TrainConfig(optim={"lr": -1.0})
         Traceback (most recent call last):
         ...
-        turnkit.errors.ConfigError: TrainConfig.lr must be a finite number > 0, got -1.0
+        turnkit.errors.ConfigError: TrainConfig.optim: OptimConfig.lr must be a finite number > 0, got -1.0
     """
 
     # --- environment
@@ -78,13 +86,11 @@ class TrainConfig:
     """Where the learner runs: ``"cpu"``, ``"cuda"``, ``"cuda:N"`` (``None``: where the start policy already is,
     the CPU for ``model="tiny"`` and local folders). The reference model and critics copied from the start policy
     follow it; critics loaded from a folder (``critic.iqlearn.model``, ``critic.afd.model``) stay on the CPU."""
-    lora_r: int | None = None
-    """LoRA rank; ``0`` fine-tunes every weight (fine for the ~0.5M-parameter tiny model). ``None`` (the default):
-    the model's own default (:meth:`lora_rank`): 8 for ``smollm2``, 0 for the tiny models and local folders."""
-    lora_alpha: int = 16
-    """LoRA scaling numerator (``alpha / r`` scales the update)."""
-    lora_targets: tuple[str, ...] = ("q_proj", "k_proj", "v_proj", "o_proj")
-    """Module names that get LoRA adapters."""
+    lora: LoraConfig = field(default_factory=lambda: DEFAULT_LORA)
+    """The LoRA adapter (:class:`~turnkit.learners.learner.LoraConfig`: ``r``, ``alpha``, ``dropout``,
+    ``targets``). ``r = 0`` fine-tunes every weight (fine for the ~0.5M-parameter tiny model); ``r = null`` (the
+    default): the model's own default (:meth:`lora_rank`): 8 for ``smollm2``, 0 for the tiny models and local
+    folders."""
     temperature: float = 1.0
     """Sampling temperature during training (``> 0``; log-probs are recorded at this temperature)."""
     top_p: float = 1.0
@@ -128,14 +134,9 @@ class TrainConfig:
     # --- optimisation
     steps: int = 40
     """RL steps (each: one rollout batch, then ``ppo_epochs`` passes over it)."""
-    lr: float = 2e-4
-    """AdamW learning rate (constant after ``warmup_steps``)."""
-    warmup_steps: int = 0
-    """Linear learning-rate warmup, in RL steps."""
-    weight_decay: float = 0.0
-    """AdamW weight decay."""
-    max_grad_norm: float = 1.0
-    """Gradient-norm clip (``0`` disables it)."""
+    optim: OptimConfig = field(default_factory=lambda: DEFAULT_OPTIM)
+    """The learner's AdamW and schedule (:class:`~turnkit.learners.learner.OptimConfig`: ``lr``,
+    ``weight_decay``, ``max_grad_norm``, ``warmup_steps`` counted in RL steps, ``schedule`` ...)."""
     ppo_epochs: int = 1
     """Passes over each rollout batch."""
     minibatches: int = 1
@@ -174,20 +175,18 @@ class TrainConfig:
         configs.check_str(self, "env_id", "model", "split", "out_dir")
         if not isinstance(self.env_kwargs, dict):
             raise ConfigError(f"TrainConfig.env_kwargs must be a dict, got {self.env_kwargs!r}")
-        object.__setattr__(self, "lora_targets", tuple(self.lora_targets))
-        if not self.lora_targets or not all(isinstance(t, str) and t for t in self.lora_targets):
-            raise ConfigError(f"TrainConfig.lora_targets must be non-empty module names, got {self.lora_targets!r}")
-        configs.check_int(self, "lora_alpha", "max_new_tokens", "groups_per_step", "steps", "ppo_epochs")
+        configs.table_field(self, "lora", DEFAULT_LORA)  # TrainConfig(optim={"lr": 1e-3}) reads as a file does
+        configs.table_field(self, "optim", DEFAULT_OPTIM)
+        configs.check_int(self, "max_new_tokens", "groups_per_step", "steps", "ppo_epochs")
         configs.check_int(self, "minibatches", "eval_episodes", "max_staleness")
-        configs.check_int(self, "lora_r", low=0, optional=True)
-        configs.check_int(self, "warmup_steps", "seed", "eval_every", "checkpoint_every", "eval_seed", low=0)
+        configs.check_int(self, "seed", "eval_every", "checkpoint_every", "eval_seed", low=0)
         configs.check_int(self, "rollouts_every", "micro_batch_rows", "micro_batch_tokens", low=0)
         configs.check_int(self, "max_turns", optional=True)
         if self.device is not None and not _is_device_name(self.device):
             raise ConfigError(f"TrainConfig.device must be 'cpu', 'cuda' or 'cuda:N' (or null), got {self.device!r}")
-        configs.check_float(self, "lr", "temperature", low=0.0, open_low=True)
+        configs.check_float(self, "temperature", low=0.0, open_low=True)
         configs.check_float(self, "top_p", low=0.0, high=1.0, open_low=True)
-        configs.check_float(self, "weight_decay", "max_grad_norm", "eval_temperature", low=0.0)
+        configs.check_float(self, "eval_temperature", low=0.0)
         configs.check_bool(self, "skip_zero_advantage", "tensorboard", "async_rollout")
         configs.check_choice(self, "backend", BACKENDS)
         configs.check_choice(self, "batch_layout", ("turns", "episodes"))
@@ -210,21 +209,33 @@ class TrainConfig:
         self.loss_config()  # validates the loss as the loop builds it
 
     def lora_rank(self) -> int:
-        """The run's LoRA rank (``0``: full fine-tuning): ``lora_r``, or the model's default when it is ``None``.
+        """The run's LoRA rank (``0``: full fine-tuning): ``lora.r``, or the model's default when it is ``None``.
 
         The default comes from :func:`turnkit.models.names.default_lora_rank`.
 
         Example:
             >>> TrainConfig().lora_rank(), TrainConfig(model="smollm2").lora_rank()
             (0, 8)
-            >>> TrainConfig(model="smollm2", lora_r=0).lora_rank(), TrainConfig(lora_r=4).lora_rank()
+            >>> TrainConfig(model="smollm2", lora={"r": 0}).lora_rank(), TrainConfig(lora={"r": 4}).lora_rank()
             (0, 4)
         """
-        if self.lora_r is not None:
-            return self.lora_r
+        if self.lora.r is not None:
+            return self.lora.r
         from turnkit.models.names import default_lora_rank
 
         return default_lora_rank(self.model)
+
+    def lora_config(self) -> LoraConfig | None:
+        """The learner's LoRA adapter (``None``: full fine-tuning, :meth:`lora_rank` 0).
+
+        Example:
+            >>> TrainConfig(lora={"r": 4}).lora_config().r, TrainConfig(lora={"r": 0}).lora_config()
+            (4, None)
+            >>> TrainConfig(model="smollm2").lora_config().r  # the model's default rank, resolved
+            8
+        """
+        rank = self.lora_rank()
+        return dataclasses.replace(self.lora, r=rank) if rank > 0 else None
 
     def ray_config(self) -> RayConfig | None:
         """The :class:`~turnkit.distributed.cluster.RayConfig` of ``ray`` (``None``: no Ray).
@@ -259,7 +270,7 @@ class TrainConfig:
         """The config as JSON-ready data (tuples become lists, tables dicts).
 
         Example:
-            >>> TrainConfig().to_dict()["lora_targets"], TrainConfig().to_dict()["grpo"]["group_size"]
+            >>> TrainConfig().to_dict()["lora"]["targets"], TrainConfig().to_dict()["grpo"]["group_size"]
             (['q_proj', 'k_proj', 'v_proj', 'o_proj'], 8)
         """
         return configs.to_dict(self)
@@ -291,6 +302,12 @@ LEGACY_GRPO_KEYS = (
     "kl_estimator", "loss_agg",
 )  # fmt: skip
 """Flat keys of old configs that now live in the ``grpo`` table under the same name."""
+LEGACY_LEARNER_KEYS = {
+    "lr": ("optim", "lr"), "warmup_steps": ("optim", "warmup_steps"), "weight_decay": ("optim", "weight_decay"),
+    "max_grad_norm": ("optim", "max_grad_norm"),
+    "lora_r": ("lora", "r"), "lora_alpha": ("lora", "alpha"), "lora_targets": ("lora", "targets"),
+}  # fmt: skip
+"""Flat keys of old configs that now live in the ``optim`` and ``lora`` tables: ``{old: (table, key)}``."""
 LEGACY_CRITIC_KEYS: dict[str, tuple[Any, dict[str, str]]] = {
     "critic_samples": (8, {"mrt": "samples", "pav": "samples"}),
     "critic_temperature": (0.6, {"mrt": "temperature", "pav": "temperature"}),
@@ -309,25 +326,34 @@ default moves into the table of every named critic that has the key."""
 
 
 def migrate_flat_keys(data: Mapping[str, Any], *, source: str = "config") -> dict[str, Any]:
-    """Move the flat GRPO and critic keys of an old config into the ``grpo`` and ``critic`` tables.
+    """Move an old config's flat keys into the ``grpo``, ``optim``, ``lora`` and ``critic`` tables.
+
+    One ``FutureWarning`` names every moved key and where it went.
 
     Example:
         >>> import warnings
         >>> with warnings.catch_warnings(record=True) as seen:
         ...     warnings.simplefilter("always")
-        ...     new = migrate_flat_keys({"kl_coef": 0.1, "critic": {"prime": 0.5}, "critic_lr": 0.01})
+        ...     new = migrate_flat_keys({"kl_coef": 0.1, "critic": {"prime": 0.5}, "critic_lr": 0.01, "lr": 0.1})
         >>> new
-        {'critic': {'prime': {'weight': 0.5, 'prm_lr': 0.01}}, 'grpo': {'kl_coef': 0.1}}
-        >>> "critic.prime.prm_lr" in str(seen[0].message)
-        True
+        {'critic': {'prime': {'weight': 0.5, 'prm_lr': 0.01}}, 'optim': {'lr': 0.1}, 'grpo': {'kl_coef': 0.1}}
+        >>> len(seen), "critic.prime.prm_lr" in str(seen[0].message), "lr -> optim.lr" in str(seen[0].message)
+        (1, True, True)
     """
-    old = [k for k in data if k in LEGACY_GRPO_KEYS or k in LEGACY_CRITIC_KEYS or k == "critic_weight"]
+    legacy = (*LEGACY_GRPO_KEYS, *LEGACY_CRITIC_KEYS, *LEGACY_LEARNER_KEYS, "critic_weight")
+    old = [k for k in data if k in legacy]
     if not old:
         return dict(data)
     new = {k: v for k, v in data.items() if k not in old}
     grpo = dict(new.get("grpo") or {})
     grpo.update({k: data[k] for k in old if k in LEGACY_GRPO_KEYS})
     moved = [f"{k} -> grpo.{k}" for k in old if k in LEGACY_GRPO_KEYS]
+    for key in (k for k in old if k in LEGACY_LEARNER_KEYS):
+        table, option = LEGACY_LEARNER_KEYS[key]
+        if not isinstance(new.get(table, {}), Mapping):
+            raise ConfigError(f"{source}: TrainConfig.{table} must be a table, got {new[table]!r}")
+        new[table] = {**new.get(table, {}), option: data[key]}
+        moved.append(f"{key} -> {table}.{option}")
     critic = data.get("critic")
     if isinstance(critic, str) and "critic_weight" in data:
         critic = {critic: data["critic_weight"]}
@@ -375,6 +401,10 @@ def upgrade_config(saved: Mapping[str, Any]) -> dict[str, Any]:
         data = migrate_flat_keys(saved)
     if isinstance(data.get("grpo"), Mapping):
         data["grpo"] = configs.to_dict(configs.from_dict(GRPOConfig, data["grpo"], source="TrainConfig.grpo"))
+    for name, default in (("lora", DEFAULT_LORA), ("optim", DEFAULT_OPTIM)):
+        if isinstance(data.get(name), Mapping):  # in full, as the live config writes it
+            table = {**configs.to_dict(default), **data[name]}
+            data[name] = configs.to_dict(configs.from_dict(type(default), table, source=f"TrainConfig.{name}"))
     if "critic" in data:
         data["critic"] = check_table(data["critic"])
     return data

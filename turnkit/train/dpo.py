@@ -36,7 +36,7 @@ from torch import Tensor
 from turnkit.configs import check_choice, check_float, check_int
 from turnkit.errors import ConfigError, DataError
 from turnkit.learners.dpo import DPOExample, conservative_epsilon, dpo_loss, split_at_divergence
-from turnkit.learners.optim import optimizer_step
+from turnkit.learners.learner import Learner, LoraConfig, OptimConfig
 
 if TYPE_CHECKING:
     from transformers import PreTrainedTokenizerBase
@@ -111,6 +111,14 @@ class DPOConfig:
     def to_dict(self) -> dict[str, Any]:
         """The config as a JSON-ready dict."""
         return asdict(self)
+
+    def optim_config(self) -> OptimConfig:
+        """The learner's AdamW: constant ``lr``, no weight decay, clipped at ``max_grad_norm``."""
+        return OptimConfig(lr=self.lr, max_grad_norm=self.max_grad_norm)
+
+    def lora_config(self) -> LoraConfig:
+        """The adapter attached to a policy that has none yet."""
+        return LoraConfig(r=self.lora_r, alpha=self.lora_alpha, targets=self.lora_targets)
 
 
 @dataclass(frozen=True)
@@ -380,18 +388,14 @@ def _train_dpo(
     from tqdm.auto import tqdm
 
     rows = [as_segmented(p, policy.tokenizer) for p in pairs]
-    if not policy.has_adapter:
-        policy.attach_lora(
-            r=config.lora_r, alpha=config.lora_alpha, target_modules=config.lora_targets, seed=config.seed
-        )
+    learner = Learner(policy, config.optim_config(), lora=config.lora_config(), seed=config.seed)
+    optimizer = learner.optimizer
     ref_chosen, ref_rejected = reference_logprobs(policy, rows, batch_size=max(config.batch_size, 32))
     confidence = torch.tensor([r.confidence for r in rows], dtype=torch.float32)
     if config.conservative:
         epsilon = conservative_epsilon(confidence, config.max_epsilon)
     else:
         epsilon = torch.full_like(confidence, config.label_smoothing)
-    params = [p for p in policy.model.parameters() if p.requires_grad]
-    optimizer = torch.optim.AdamW(params, lr=config.lr, weight_decay=0.0)
     schedule = list(batch_schedule(len(rows), config))
     start, history = _start(run, policy, optimizer, resume=resume)
     saves = _saves(run, policy, optimizer, checkpoint_every, len(schedule))
@@ -406,7 +410,7 @@ def _train_dpo(
         batch = [rows[i] for i in order]
         ref = (ref_chosen[idx].to(device), ref_rejected[idx].to(device))
         loss, metrics = dpo_batch_loss(policy, batch, ref, epsilon[idx].to(device), config)
-        optimizer_step(optimizer, params, loss, max_grad_norm=config.max_grad_norm)
+        learner.minimize(loss)
         history.append({"step": float(k), "epoch": float(epoch), **metrics, "seconds": time.perf_counter() - t0})
         saves(history[-1])
         bar.update(1)

@@ -51,11 +51,11 @@ from tqdm.auto import tqdm
 import turnkit  # noqa: F401  (registers the built-in envs)
 from turnkit.agents.hf import HFPolicy
 from turnkit.checkpoint import reading
-from turnkit.configs import check_float, check_int, check_str, from_dict
+from turnkit.configs import check_float, check_int, check_str, from_dict, move_flat_keys, table_field, to_dict
 from turnkit.errors import ConfigError, DataError
 from turnkit.learners.irl import iqlearn_loss, token_q_values
-from turnkit.learners.optim import optimizer_step
-from turnkit.models.sft import batch_order, lr_factor
+from turnkit.learners.learner import Learner, LoraConfig, OptimConfig
+from turnkit.models.sft import batch_order
 from turnkit.rollout.batch import TokenRow, TurnBatch, collate
 from turnkit.rollout.collect import collect_batch
 from turnkit.rollout.demos import collect_demos, demo_rows
@@ -66,6 +66,28 @@ from turnkit.train.run import Cadence, Run
 
 RESUMABLE_CHANGES = frozenset({"eval_every", "checkpoint_every", "out_dir", "eval_episodes"})
 """Config fields a resumed run may change; any other difference is a different run (ConfigError)."""
+IQLEARN_OPTIM = OptimConfig(lr=3e-3, warmup_steps=20, schedule="cosine", min_lr_ratio=0.1)
+"""Default :attr:`IQLearnConfig.optim`."""
+LEGACY_KEYS = {
+    "lr": ("optim", "lr"), "warmup_steps": ("optim", "warmup_steps"), "min_lr_ratio": ("optim", "min_lr_ratio"),
+    "weight_decay": ("optim", "weight_decay"), "max_grad_norm": ("optim", "max_grad_norm"),
+    "lora_r": ("lora", "r"), "lora_alpha": ("lora", "alpha"),
+}  # fmt: skip
+"""Flat keys of configs written before the ``optim`` and ``lora`` tables: ``{old: (table, key)}``."""
+
+
+def upgrade_iqlearn_config(saved: Mapping[str, Any]) -> dict[str, Any]:
+    """A checkpoint's saved config in the current shape (flat keys moved quietly, tables in full).
+
+    Example:
+        >>> upgrade_iqlearn_config({"lr": 0.01, "lora_r": 2})["optim"]["lr"], upgrade_iqlearn_config({})
+        (0.01, {})
+    """
+    data = move_flat_keys(saved, LEGACY_KEYS, warn=False)
+    for name, default in (("optim", IQLEARN_OPTIM), ("lora", LoraConfig(r=0))):
+        if isinstance(data.get(name), Mapping):
+            data[name] = to_dict(from_dict(type(default), {**to_dict(default), **data[name]}))
+    return data
 
 
 @dataclass(frozen=True)
@@ -99,10 +121,9 @@ class IQLearnConfig:
     """``"scratch"`` (a fresh tiny model with the embedded recipe's tokenizer and size, seeded by ``seed``: the
     embedded default's recipe with IQLearn instead of SFT), a built-in model's name (``"tiny"``, the embedded SFT
     policy; ``"smollm2"``: :mod:`turnkit.models.names`) or a local HF model folder."""
-    lora_r: int = 0
-    """LoRA rank; ``0`` trains every weight."""
-    lora_alpha: int = 16
-    """LoRA scaling numerator."""
+    lora: LoraConfig = field(default_factory=lambda: LoraConfig(r=0))
+    """The LoRA adapter (:class:`~turnkit.learners.learner.LoraConfig`); rank ``0`` (the default) trains every
+    weight."""
     # --- IQLearn
     lam: float = 0.1
     """TD weight ``λ`` (``0`` is MLE/SFT exactly)."""
@@ -125,16 +146,9 @@ class IQLearnConfig:
     """Optimizer steps."""
     batch_size: int = 32
     """Demonstration rows per step."""
-    lr: float = 3e-3
-    """Peak AdamW learning rate."""
-    warmup_steps: int = 20
-    """Linear warmup steps; cosine decay to ``min_lr_ratio * lr`` after."""
-    min_lr_ratio: float = 0.1
-    """Final learning rate as a fraction of ``lr``."""
-    weight_decay: float = 0.0
-    """AdamW weight decay."""
-    max_grad_norm: float = 1.0
-    """Gradient-norm clip (``0`` disables it)."""
+    optim: OptimConfig = field(default_factory=lambda: IQLEARN_OPTIM)
+    """AdamW and its schedule (:class:`~turnkit.learners.learner.OptimConfig`): peak ``lr`` 3e-3, 20 warmup steps,
+    then cosine to ``min_lr_ratio`` 0.1 of it, as SFT's."""
     seed: int = 0
     """Run seed: model initialisation (``scratch``), row order, online task and sampling seeds."""
     # --- evaluation, checkpoints
@@ -154,11 +168,13 @@ class IQLearnConfig:
         if not isinstance(self.env_kwargs, dict):
             raise ConfigError(f"IQLearnConfig.env_kwargs must be a dict, got {self.env_kwargs!r}")
         check_int(self, "demo_episodes", "online_every", "online_episodes", "max_new_tokens", "steps", "batch_size")
-        check_int(self, "lora_r", "warmup_steps", "eval_episodes", "eval_every", "checkpoint_every", "demo_seed", low=0)
-        check_float(self, "lam", "weight_decay", "max_grad_norm", low=0)
-        check_float(self, "gamma", "min_lr_ratio", low=0, high=1)
+        check_int(self, "eval_episodes", "eval_every", "checkpoint_every", "demo_seed", low=0)
+        check_float(self, "lam", low=0)
+        check_float(self, "gamma", low=0, high=1)
         check_float(self, "alpha", low=0, high=1, open_high=True)
-        check_float(self, "lr", "temperature", low=0, open_low=True)
+        check_float(self, "temperature", low=0, open_low=True)
+        table_field(self, "lora", LoraConfig(r=0))
+        table_field(self, "optim", IQLEARN_OPTIM)
 
     def to_dict(self) -> dict[str, Any]:
         """The config as JSON-ready data."""
@@ -168,13 +184,18 @@ class IQLearnConfig:
     def from_dict(cls, data: Mapping[str, Any], *, source: str = "config") -> IQLearnConfig:
         """Build from a mapping; unknown keys raise :class:`ConfigError` naming them and ``source``.
 
+        Flat keys of configs written before the ``optim`` and ``lora`` tables (``lr``, ``lora_r`` ...) move into
+        them with one ``FutureWarning``.
+
         Example:
             >>> IQLearnConfig.from_dict({"lamda": 1.0})
             Traceback (most recent call last):
             ...
             turnkit.errors.ConfigError: config: unknown IQLearnConfig key 'lamda' (did you mean 'lam'?)
+            >>> IQLearnConfig.from_dict({"optim": {"lr": 1e-3}}).optim.warmup_steps
+            20
         """
-        return from_dict(cls, data, source=source)
+        return from_dict(cls, move_flat_keys(data, LEGACY_KEYS, source=source), source=source)
 
     @property
     def policy_rows_per_step(self) -> int:
@@ -376,7 +397,9 @@ def train_iqlearn(
         RunLockedError: Another process uses ``cfg.out_dir``.
     """
     defaults = IQLearnConfig().to_dict()  # keys newer than a checkpoint take their defaults
-    with Run(cfg.out_dir, cfg.to_dict(), resumable=RESUMABLE_CHANGES, defaults=defaults) as run:
+    with Run(
+        cfg.out_dir, cfg.to_dict(), resumable=RESUMABLE_CHANGES, defaults=defaults, upgrade=upgrade_iqlearn_config
+    ) as run:
         return _train(run, cfg, resume=resume, progress=progress, policy=policy, rows=rows)
 
 
@@ -393,12 +416,8 @@ def _train(
     rows = list(rows) if rows is not None else demonstration_rows(cfg, policy.tokenizer)
     if not rows:
         raise DataError("train_iqlearn got no demonstration rows")
-    if cfg.lora_r > 0 and not policy.has_adapter:
-        policy.attach_lora(r=cfg.lora_r, alpha=cfg.lora_alpha, seed=cfg.seed)
-    params = [p for p in policy.model.parameters() if p.requires_grad]
-    if not params:
-        raise ConfigError("train_iqlearn: the policy has no trainable parameters")
-    optimizer = torch.optim.AdamW(params, lr=cfg.lr, weight_decay=cfg.weight_decay)
+    learner = Learner(policy, cfg.optim, lora=cfg.lora, total_steps=cfg.steps, seed=cfg.seed)
+    optimizer = learner.optimizer
     pad_id, eos_id = int(policy.tokenizer.pad_token_id), policy.tokenizer.eos_token_id
     order = batch_order(len(rows), cfg.batch_size, cfg.steps, np.random.default_rng(cfg.seed))
     start_step, pool = run.start(lambda ckpt, state: _restore(ckpt, state, policy, optimizer), resume=resume)
@@ -411,7 +430,7 @@ def _train(
     bar = tqdm(range(start_step, cfg.steps), desc=f"iqlearn λ={cfg.lam:g}", disable=not progress, unit="step")
     try:
         for step in bar:
-            record = _step(policy, optimizer, params, rows, order[step], pool, envs, cfg, step, pad_id, eos_id)
+            record = _step(learner, rows, order[step], pool, envs, cfg, step, pad_id, eos_id)
             pool = record.pop("_pool")
             run.log(record)
             bar.set_postfix(nll=f"{record['nll']:.3f}", td=f"{record['td_sq']:.3f}")
@@ -430,9 +449,7 @@ def _train(
 
 
 def _step(
-    policy: HFPolicy,
-    optimizer: torch.optim.Optimizer,
-    params: list[torch.nn.Parameter],
+    learner: Learner,
     rows: Sequence[TokenRow],
     indices: Sequence[int],
     pool: list[TokenRow],
@@ -444,6 +461,7 @@ def _step(
 ) -> dict[str, Any]:
     """One optimizer step (0-based ``step``), refreshing the policy-sample pool first when it is due."""
     start = time.perf_counter()
+    policy = learner.policy
     record: dict[str, Any] = {"step": step + 1}
     if envs and (step % cfg.online_every == 0 or not pool):
         policy.model.eval()
@@ -451,9 +469,7 @@ def _step(
         pool = fresh or pool
         record.update(sample_metrics)
     policy.model.train()
-    lr = cfg.lr * lr_factor(step, total=cfg.steps, warmup=cfg.warmup_steps, min_ratio=cfg.min_lr_ratio)
-    for group in optimizer.param_groups:
-        group["lr"] = lr
+    lr = learner.set_lr(step)
     batch_rows = [rows[i] for i in indices]
     expert = None
     if cfg.alpha > 0:
@@ -464,7 +480,7 @@ def _step(
         expert = torch.tensor([True] * len(indices) + [False] * len(picks))
     batch = collate(batch_rows, pad_id=pad_id).to(policy.device)
     loss, metrics = iqlearn_batch_loss(policy.model, batch, cfg, eos_id=eos_id, expert=expert)
-    norm = optimizer_step(optimizer, params, loss, max_grad_norm=cfg.max_grad_norm)
+    norm = learner.minimize(loss)
     record.update(metrics)
     record.update({"loss": float(loss.detach()), "lr": lr, "grad_norm": norm, "step_s": time.perf_counter() - start})
     record["_pool"] = pool

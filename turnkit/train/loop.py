@@ -53,7 +53,6 @@ Example:
 
 from __future__ import annotations
 
-import copy
 import dataclasses
 import math
 import pickle
@@ -78,8 +77,8 @@ from turnkit.errors import ConfigError
 from turnkit.learners.advantages import Estimator, trajectory_advantages
 from turnkit.learners.estimators import SOURCE_ESTIMATORS, Source, env_sources, source_advantages
 from turnkit.learners.grpo import GRPOConfig, aggregation_share, policy_loss
+from turnkit.learners.learner import Learner
 from turnkit.learners.logprobs import logits_fit, model_token_logprobs
-from turnkit.learners.optim import step_accumulated
 from turnkit.rollout.batch import TurnBatch, build_episode_batch, build_turn_batch
 from turnkit.rollout.chat import ChatDelta
 from turnkit.rollout.evaluate import evaluate
@@ -210,36 +209,17 @@ def place_policy(policy: HFPolicy, device: str | None) -> None:
     policy.model.to(device)
 
 
-def prepare_policy(policy: HFPolicy, cfg: TrainConfig) -> torch.nn.Module | None:
-    """Apply the run's sampling and LoRA settings in place; return a frozen reference model if one is needed.
+def prepare_policy(policy: HFPolicy, cfg: TrainConfig) -> Learner:
+    """Apply the run's sampling settings in place and build its :class:`~turnkit.learners.learner.Learner`.
 
-    With a LoRA rank > 0 (:meth:`~turnkit.train.config.TrainConfig.lora_rank`) a fresh adapter is attached (the
-    reference is the adapter-disabled base, no copy).
-    With full fine-tuning and ``grpo.kl_coef > 0`` the reference is a frozen copy of the start model.
+    With a LoRA rank > 0 (:meth:`~turnkit.train.config.TrainConfig.lora_config`) a fresh adapter is attached
+    unless the policy has one (the reference is the adapter-disabled base, no copy). With full fine-tuning and
+    ``grpo.kl_coef > 0`` the reference is a frozen copy of the start model.
     """
     policy.sampling = dataclasses.replace(
         policy.sampling, temperature=cfg.temperature, top_p=cfg.top_p, max_new_tokens=cfg.max_new_tokens
     )
-    if (rank := cfg.lora_rank()) > 0:
-        if not policy.has_adapter:
-            policy.attach_lora(r=rank, alpha=cfg.lora_alpha, target_modules=cfg.lora_targets, seed=cfg.seed)
-        return None
-    for p in policy.model.parameters():
-        p.requires_grad_(True)
-    if cfg.grpo.kl_coef > 0:
-        ref = copy.deepcopy(policy.model).eval()
-        for p in ref.parameters():
-            p.requires_grad_(False)
-        return ref
-    return None
-
-
-def trainable_parameters(policy: HFPolicy) -> list[torch.nn.Parameter]:
-    """The parameters the optimizer updates (the adapter's, or all of them)."""
-    params = [p for p in policy.model.parameters() if p.requires_grad]
-    if not params:
-        raise ConfigError("the policy has no trainable parameters")
-    return params
+    return Learner(policy, cfg.optim, lora=cfg.lora_config(), reference=cfg.grpo.kl_coef > 0, seed=cfg.seed)
 
 
 def token_exact_chat(policy: HFPolicy, cfg: TrainConfig) -> ChatDelta | None:
@@ -381,23 +361,19 @@ def trained_episodes(advantages: Sequence[Sequence[float] | None], cfg: TrainCon
 
 
 def update(
-    policy: HFPolicy,
-    optimizer: torch.optim.Optimizer,
+    learner: Learner,
     trajs: Sequence[Trajectory],
     cfg: TrainConfig,
     *,
-    ref_model: torch.nn.Module | None = None,
     turn_rewards: Sequence[Sequence[float]] | None = None,
     advantages: Sequence[Sequence[float] | None] | None = None,
 ) -> dict[str, float]:
     """Advantages, token batch and ``ppo_epochs × minibatches`` PPO-clip steps on one rollout batch.
 
     Args:
-        policy: The policy to update in place.
-        optimizer: Its optimizer.
+        learner: The learner of the policy to update in place (its reference gives the KL term's).
         trajs: The rollout batch (with group ids).
         cfg: The run's settings.
-        ref_model: Frozen reference model for the KL term (``None``: the adapter-disabled base, or no KL).
         turn_rewards: Dense per-turn rewards (see :func:`step_advantages`).
         advantages: The batch's :func:`step_advantages`, when the caller already has them.
 
@@ -407,6 +383,7 @@ def update(
         ``update_tokens``. Without any informative row the policy is left unchanged (``optimizer_steps`` 0).
     """
     grpo = cfg.loss_config()
+    policy = learner.policy
     if advantages is None:
         advantages = step_advantages(trajs, cfg, turn_rewards)
     scored = [a for a in advantages if a is not None]
@@ -424,13 +401,12 @@ def update(
         raise ConfigError("the policy recorded no sampling log-probs; GRPO needs AgentTurn.logprobs")
     batch = batch.to(policy.device)
     size = math.ceil(len(batch) / cfg.minibatches)
-    params = trainable_parameters(policy)
     sums: dict[str, float] = {}
     weight = 0.0
     policy.model.train()
     for _epoch in range(cfg.ppo_epochs):
         for mb in batch.minibatches(size):
-            metrics, norm = _minibatch_step(policy, optimizer, params, mb, cfg, grpo, ref_model)
+            metrics, norm = _minibatch_step(learner, mb, cfg, grpo)
             w = metrics["num_tokens"]
             for key, value in (*metrics.items(), ("grad_norm", norm)):
                 if key != "num_tokens":
@@ -444,13 +420,7 @@ def update(
 
 
 def _minibatch_step(
-    policy: HFPolicy,
-    optimizer: torch.optim.Optimizer,
-    params: list[torch.nn.Parameter],
-    mb: TurnBatch,
-    cfg: TrainConfig,
-    grpo: GRPOConfig,
-    ref_model: torch.nn.Module | None,
+    learner: Learner, mb: TurnBatch, cfg: TrainConfig, grpo: GRPOConfig
 ) -> tuple[dict[str, float], float]:
     """One optimizer step on ``mb`` in micro-batches (gradients accumulate).
 
@@ -458,12 +428,13 @@ def _minibatch_step(
     log-probs come from :func:`~turnkit.learners.logprobs.model_token_logprobs` (no full-vocabulary logits). A
     minibatch whose whole logits fit :data:`~turnkit.learners.logprobs.PLAIN_LOGITS_BYTES` takes one pass.
     """
-    optimizer.zero_grad(set_to_none=True)
+    policy = learner.policy
+    learner.zero_grad()
     sums: dict[str, float] = {"loss": 0.0}
     tokens = 0.0
     budget = 0 if logits_fit(policy.model, mb.input_ids.shape) else cfg.micro_batch_tokens  # small: one pass
     for part in mb.token_slices(budget, cfg.micro_batch_rows):
-        ref = _reference_logprobs(policy, part, cfg, ref_model) if grpo.kl_coef > 0 else None  # before the graph
+        ref = _reference_logprobs(learner, part, cfg) if grpo.kl_coef > 0 else None  # before the graph
         logp = model_token_logprobs(
             policy.model, part.input_ids, part.attention_mask, part.loss_mask, temperature=cfg.temperature
         )
@@ -480,23 +451,15 @@ def _minibatch_step(
             elif key != "num_tokens":
                 sums[key] = sums.get(key, 0.0) + n * value
         tokens += n
-    norm = step_accumulated(optimizer, params, max_grad_norm=cfg.max_grad_norm)
+    norm = learner.step()
     means = {k: v if k == "loss" or k.endswith("_max") else v / max(tokens, 1.0) for k, v in sums.items()}
     return {**means, "num_tokens": tokens}, norm
 
 
 @torch.no_grad()
-def _reference_logprobs(
-    policy: HFPolicy, mb: TurnBatch, cfg: TrainConfig, ref_model: torch.nn.Module | None
-) -> torch.Tensor:
-    if ref_model is not None:
-        return model_token_logprobs(
-            ref_model, mb.input_ids, mb.attention_mask, mb.loss_mask, temperature=cfg.temperature
-        )
-    with policy.reference():
-        return model_token_logprobs(
-            policy.model, mb.input_ids, mb.attention_mask, mb.loss_mask, temperature=cfg.temperature
-        )
+def _reference_logprobs(learner: Learner, mb: TurnBatch, cfg: TrainConfig) -> torch.Tensor:
+    with learner.reference() as ref:
+        return model_token_logprobs(ref, mb.input_ids, mb.attention_mask, mb.loss_mask, temperature=cfg.temperature)
 
 
 def evaluate_policy(
@@ -645,9 +608,8 @@ def _train(run: Run, cfg: TrainConfig, *, resume: bool, progress: bool, policy: 
     # before the adapter: critics copy the start policy
     critics = build_critics(cfg.critic, critic_context(cfg, policy, scored.sampling_seed))
     estimator = run_estimator(cfg.grpo.estimator, critics)  # "paper" resolved (or refused) before any rollout
-    ref_model = prepare_policy(policy, cfg)
-    params = trainable_parameters(policy)
-    optimizer = torch.optim.AdamW(params, lr=cfg.lr, weight_decay=cfg.weight_decay)
+    learner = prepare_policy(policy, cfg)
+    optimizer = learner.optimizer
     rng = np.random.default_rng(cfg.seed)
     pending: dict[int, RolloutHandle] = {}  # submitted rollouts by the step that will learn from them
 
@@ -666,9 +628,7 @@ def _train(run: Run, cfg: TrainConfig, *, resume: bool, progress: bool, policy: 
     bar = tqdm(range(start_step + 1, cfg.steps + 1), desc="grpo", disable=not progress, unit="step")
     try:
         for step in bar:
-            lr = cfg.lr * min(1.0, step / cfg.warmup_steps) if cfg.warmup_steps else cfg.lr
-            for group in optimizer.param_groups:
-                group["lr"] = lr
+            lr = learner.set_lr(step - 1)  # the schedule counts from 0
             for ahead in range(step, min(step + staleness, cfg.steps) + 1):  # this step's job, and async ones
                 if ahead not in pending:
                     seeds = sample_task_seeds(rng, cfg.groups_per_step, cfg)
@@ -696,7 +656,7 @@ def _train(run: Run, cfg: TrainConfig, *, resume: bool, progress: bool, policy: 
                 rows = learner_records(trajs, advantages, trained_episodes(advantages, cfg), credit=credit)
                 write_step_rollouts(run.dir, step, rows)
             start = time.perf_counter()  # update_s excludes the critics (logged as critic_s)
-            record.update(update(policy, optimizer, trajs, cfg, ref_model=ref_model, advantages=advantages))
+            record.update(update(learner, trajs, cfg, advantages=advantages))
             record["update_s"] = time.perf_counter() - start
             idle = record["optimizer_steps"] == 0 or record["tied_frac"] == 1.0
             idle_steps = idle_steps + 1 if idle else 0

@@ -63,7 +63,7 @@ QUICKSTART_TRAIN: dict[str, Any] = {
     "grpo": {"group_size": 8, "kl_coef": 0.0, "per_turn": True, "gamma": 0.5},
     "groups_per_step": 16,
     "steps": 300,
-    "lr": 5e-4,
+    "optim": {"lr": 5e-4},
     "temperature": 1.0,
     "max_new_tokens": 12,
     "eval_temperature": 0.0,
@@ -138,7 +138,11 @@ class QuickstartConfig:
 
 def quickstart_train_config(qcfg: QuickstartConfig) -> TrainConfig:
     """The :class:`TrainConfig` of one quickstart run."""
-    values = {**QUICKSTART_MODELS[qcfg.model], **qcfg.train_overrides}
+    base = QUICKSTART_MODELS[qcfg.model]
+    values = {**base, **qcfg.train_overrides}
+    for table in ("optim", "lora"):  # a partial table overrides keys of the recipe's, not the whole table
+        if isinstance(qcfg.train_overrides.get(table), dict) and isinstance(base.get(table), dict):
+            values[table] = {**base[table], **qcfg.train_overrides[table]}
     values.update(seed=qcfg.seed, out_dir=str(Path(qcfg.out_dir) / "train"))
     if qcfg.steps is not None:
         values["steps"] = qcfg.steps

@@ -12,7 +12,7 @@ an approximation of the released bf16 model) never writes MathEpisodes' ``ANSWER
 :data:`SMOLLM2_WARM_START` the warm start's settings; docs/training.md has the measured numbers.
 
 Example:
-    >>> SMOLLM2_TRAIN["env_kwargs"]["max_attempts"], SMOLLM2_WARM_START.lora_r == SMOLLM2_TRAIN["lora_r"]
+    >>> SMOLLM2_TRAIN["env_kwargs"]["max_attempts"], SMOLLM2_WARM_START.lora_r == SMOLLM2_TRAIN["lora"]["r"]
     (3, True)
 """
 
@@ -39,12 +39,11 @@ SMOLLM2_TRAIN: dict[str, Any] = {
     "env_id": ENV_ID,
     "env_kwargs": ENV_KWARGS,
     "model": MODEL,
-    "lora_r": 8,
+    "lora": {"r": 8},
     "grpo": {"group_size": 4, "kl_coef": 0.0},
     "groups_per_step": 4,
     "steps": 20,
-    "lr": 3e-4,
-    "warmup_steps": 3,
+    "optim": {"lr": 3e-4, "warmup_steps": 3},
     "temperature": 1.0,
     "max_new_tokens": 24,
     "eval_temperature": 0.0,

@@ -37,6 +37,8 @@ import torch
 from turnkit.agents.hf import HFPolicy
 from turnkit.configs import check_float, check_int
 from turnkit.envs.math.oracle import RetryOracle
+from turnkit.errors import ConfigError
+from turnkit.learners.learner import Learner, LoraConfig
 from turnkit.models.recipe import BUILD_THREADS, write_folder_atomically
 from turnkit.models.sft import SFTConfig, train_sft
 from turnkit.models.threads import torch_threads
@@ -86,6 +88,10 @@ class WarmStartConfig:
         check_int(self, "demos", "steps", "batch_size", "retry_spread", "lora_r", "lora_alpha", low=1)
         check_int(self, "retry_demos", "warmup_steps", "seed", low=0)
         check_float(self, "lr", low=0.0, open_low=True)
+
+    def lora_config(self) -> LoraConfig:
+        """The adapter the warm start trains."""
+        return LoraConfig(r=self.lora_r, alpha=self.lora_alpha)
 
 
 def demonstrations(
@@ -193,13 +199,15 @@ def warm_start(
     start = time.perf_counter()
     plain, retry = demonstrations(env_id, env_kwargs, cfg)
     rows = warm_start_rows(plain, retry, policy.tokenizer)
-    policy.attach_lora(r=cfg.lora_r, alpha=cfg.lora_alpha, seed=cfg.seed)
     sft = SFTConfig(
         steps=cfg.steps, batch_size=cfg.batch_size, lr=cfg.lr, warmup_steps=min(cfg.warmup_steps, cfg.steps),
         seed=cfg.seed,
     )  # fmt: skip
+    if policy.has_adapter:
+        raise ConfigError("warm_start needs a policy without a LoRA adapter: it attaches its own")
+    learner = Learner(policy, sft.optim_config(), lora=cfg.lora_config(), total_steps=sft.steps, seed=cfg.seed)
     with torch_threads(BUILD_THREADS):
-        history = train_sft(policy.model, rows, sft, pad_id=policy.pad_token_id, progress=progress)
+        history = train_sft(learner, rows, sft, pad_id=policy.pad_token_id, progress=progress)
     info = {
         "model": model_id,
         "env_id": env_id,
