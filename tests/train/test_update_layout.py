@@ -41,9 +41,14 @@ def padded_tokens_seen(policy: Any) -> list[int]:
     return seen
 
 
-def step(tokenizer: PreTrainedTokenizerFast, *, sort: bool, budget: int, plain_logits: bool = False) -> Any:
-    """One update on :data:`ANSWERS` with the loop's layout (``sort``) or the rows in rollout order."""
-    policy = make_policy(tokenizer)
+def step(
+    tokenizer: PreTrainedTokenizerFast, *, sort: bool, budget: int, plain_logits: bool = False, policy: Any = None
+) -> Any:
+    """One update on :data:`ANSWERS` with the loop's layout (``sort``) or the rows in rollout order.
+
+    ``policy`` (default: a fresh tiny one on the CPU) is updated in place; the recorded log-probs are its own.
+    """
+    policy = policy if policy is not None else make_policy(tokenizer)
     prompt = chat_prompt_ids(tokenizer, [Message("user", "What is 2 plus 2?")])
     trajs = [
         Trajectory("demo", 0, (Step("q", scored_turn(policy, prompt, completion_ids(tokenizer, a)), r, True),), group=0)
