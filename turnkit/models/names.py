@@ -11,7 +11,7 @@ name              model                                                 train de
 ``tiny-human``    CollabCode's simulated human (:mod:`.tiny_human`)     full fine-tuning
 ``tiny-agent``    a tiny CollabCode coding agent (:mod:`.tiny_agent`)   full fine-tuning
 ``tiny-shopper``  a tiny WebShop shopper (:mod:`.tiny_shopper`)         full fine-tuning
-``smollm2``       SmolLM2-135M-Instruct, float32 (:mod:`.smollm2`)      LoRA r 8, 4 x 4 episodes, 48 tokens, 1 thread
+``smollm2``       SmolLM2-135M-Instruct, float32 (:mod:`.smollm2`)      LoRA r 8, 4 groups x 4 episodes, 1 thread
 ``smollm2-bf16``  SmolLM2-135M-Instruct, bfloat16                       as ``smollm2``
 ================  ====================================================  ==============================================
 
@@ -109,10 +109,11 @@ float32 copies (weights, gradients, two AdamW moments: about 2.2 GB) and updates
 CPU, and a frozen reference for a KL term would be a fifth; a rank-8 adapter on the attention projections
 trains 0.92M weights (0.7%) and its reference is the same model with the adapter off."""
 
-SMOLLM2_TRAIN: Mapping[str, Any] = {"groups_per_step": 4, "grpo.group_size": 4, "max_new_tokens": 48}
-"""``turnkit train``'s batch defaults for SmolLM2: 4 groups x 4 episodes of at most 48 new tokens a turn, where
-the plain defaults (16 groups x 8, tuned for the 0.5M-parameter tiny model) sample 8x the episodes and ran over
-10 minutes a step on 2 threads; these finish a step in about a minute (docs/training.md, "SmolLM2")."""
+SMOLLM2_TRAIN: Mapping[str, Any] = {"groups_per_step": 4, "grpo.group_size": 4}
+"""``turnkit train``'s batch defaults for SmolLM2: 4 groups x 4 episodes (the quickstart recipe's), where the
+plain defaults (16 groups x 8, tuned for the 0.5M-parameter tiny model) sample 8x the episodes and ran over 10
+minutes a step on 2 threads (docs/training.md, "SmolLM2": the measured step). ``max_new_tokens`` stays 24, the
+recipe's too: an untrained SmolLM2 writes prose to the limit on every turn, so its step's time grows with it."""
 SMOLLM2_THREADS = 1
 """``turnkit train``'s thread default for SmolLM2 on a CPU: one. A second thread gained 1.15x on a quiet 2-core
 box and cost 3.2x when another process held a core (BENCHMARKS.md, "Thread counts on a loaded box"); the

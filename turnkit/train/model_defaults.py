@@ -1,7 +1,7 @@
 """Per-model defaults of a run: a built-in model brings the batch and thread settings that fit it.
 
-The plain :class:`~turnkit.train.config.TrainConfig` defaults (16 groups x 8 episodes, 24 new tokens) are tuned
-for the 0.5M-parameter tiny model; on SmolLM2-135M they make a step of over ten minutes on two threads. A name
+The plain :class:`~turnkit.train.config.TrainConfig` defaults (16 groups x 8 episodes) are tuned for the
+0.5M-parameter tiny model; on SmolLM2-135M they make a step of over ten minutes on two threads. A name
 of :data:`turnkit.models.names.MODELS` therefore carries ``train`` defaults (``{"key" or "table.key": value}``)
 and a ``threads`` default, and ``turnkit train`` fills them in for every key the user left out. What the user
 wrote always wins, whatever its value: a key given in the ``--config`` file or by ``--set`` (a table given
@@ -11,8 +11,8 @@ A resumed run keeps its saved config as it is.
 Example:
     >>> from turnkit.train.config import TrainConfig
     >>> cfg = with_model_defaults(TrainConfig(model="smollm2", groups_per_step=16), given={"groups_per_step"})
-    >>> cfg.groups_per_step, cfg.grpo.group_size, cfg.max_new_tokens
-    (16, 4, 48)
+    >>> cfg.groups_per_step, cfg.grpo.group_size
+    (16, 4)
     >>> with_model_defaults(TrainConfig(), given=set()) == TrainConfig()  # the tiny model: the plain defaults
     True
     >>> sorted(given_keys({"steps": 2, "grpo": {"kl_coef": 0.1}, "group_size": 4}, ["lr=0.1", "async=true"]))
