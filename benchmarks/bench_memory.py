@@ -21,14 +21,15 @@ vocabulary in checkpointed chunks) over ``micro_batch_tokens``-token parts.
 hidden 960, 32 layers, 15 heads, 5 KV heads, intermediate 2560, SmolLM2's 49,152-token vocabulary, tied
 embeddings), built locally with SmolLM2's tokenizer; ``135m`` (the default) is the converted SmolLM2-135M. With the
 same LoRA and batch settings the two give the scaling points of docs/training.md. ``--quick`` leaves out the warm
-start and the evaluation (a random model learns no format from two SFT steps; its evaluation measures nothing
-new), so each run is the step's phases: rollout, reference log-probs, update.
+start, the evaluation and the reference pass (a random model learns no format from two SFT steps, its evaluation
+measures nothing new, and the recipe trains without a KL term), so each run is the step's phases: rollout, then
+the update; ``--groups`` sets the step's groups (of 4 episodes; default the recipe's 4).
 
 ``--device cuda`` runs the model on a GPU and adds each phase's allocated GPU memory at its start and its peak
 (``torch.cuda.max_memory_allocated``, reset per phase); ``.ci/gpu_check.sh`` (part ``memory``) runs it so.
 
 Run: TURNKIT_CACHE=/tmp/tk_cache_mem python benchmarks/bench_memory.py [--plain] [--profile] [--threads 1]
-     [--model-shape 135m|360m] [--quick] [--device cuda]
+     [--model-shape 135m|360m] [--quick] [--groups N] [--device cuda]
 """
 
 from __future__ import annotations
@@ -153,7 +154,7 @@ def phase(name: str, sampler: PeakSampler) -> Iterator[None]:
         torch.cuda.reset_peak_memory_stats()
     gpu_start = torch.cuda.memory_allocated() if CUDA["on"] else 0
     start = sampler.reset()
-    t0 = time.perf_counter()
+    t0, c0 = time.perf_counter(), time.process_time()
     yield
     if CUDA["on"]:
         torch.cuda.synchronize()
@@ -162,13 +163,14 @@ def phase(name: str, sampler: PeakSampler) -> Iterator[None]:
     row = next((r for r in ROWS if r["phase"] == name), None)
     if row is None:
         ROWS.append({"phase": name, "start": start, "peak": sampler.peak, "s": time.perf_counter() - t0,
-                     "gpu_start": gpu_start, "gpu_peak": gpu_peak})  # fmt: skip
+                     "cpu_s": time.process_time() - c0, "gpu_start": gpu_start, "gpu_peak": gpu_peak})  # fmt: skip
     else:
         if sampler.peak - start > row["peak"] - row["start"]:
             row.update(start=start, peak=sampler.peak)
         if gpu_peak - gpu_start > row["gpu_peak"] - row["gpu_start"]:
             row.update(gpu_start=gpu_start, gpu_peak=gpu_peak)
         row["s"] += time.perf_counter() - t0
+        row["cpu_s"] += time.process_time() - c0
 
 
 def update_phases(policy: Any, optimizer: Any, batch: Any, cfg: TrainConfig, sampler: PeakSampler, *, plain: bool):
@@ -209,9 +211,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--model-shape", choices=sorted(SHAPES), default="135m", help="the model's size")
     parser.add_argument("--quick", action="store_true", help="no warm start and no evaluation: the step only")
     parser.add_argument("--device", default="cpu", help="where the model runs: cpu, cuda, cuda:N")
+    parser.add_argument("--groups", type=int, default=SMOLLM2_TRAIN["groups_per_step"], help="groups per step")
     args = parser.parse_args(argv)
     torch.set_num_threads(args.threads)
-    cfg = TrainConfig(**{**SMOLLM2_TRAIN, "seed": args.seed, "eval_episodes": 64, "device": args.device})
+    keys = {"seed": args.seed, "eval_episodes": 64, "device": args.device, "groups_per_step": args.groups}
+    cfg = TrainConfig(**{**SMOLLM2_TRAIN, **keys})
     CUDA["on"] = args.device.startswith("cuda")
     sampler = PeakSampler()
     base = rss()
@@ -235,20 +239,21 @@ def main(argv: list[str] | None = None) -> int:
     envs = [gymnasium.make(ENV_ID, **ENV_KWARGS) for _ in range(cfg.grpo.group_size * cfg.groups_per_step)]
     seeds = sample_task_seeds(np.random.default_rng(args.seed), cfg.groups_per_step, cfg)
     policy.sampling = dataclasses.replace(policy.sampling, seed=step_sampling_seed(cfg.seed, 1))
-    with phase("rollout (16 sampled)", sampler):
+    with phase(f"rollout ({len(envs)} sampled)", sampler):
         trajs, _ = rollout(policy, envs, cfg, seeds, chat=chat)
     generated = sum(len(s.action.token_ids) for t in trajs for s in t.steps)
     advantages = step_advantages(trajs, cfg)
     # every row trains here (a tied group would be skipped by the loop): the shape the issue measured
     batch = build_turn_batch(trajs, pad_id=int(policy.pad_token_id), advantages=advantages).to(policy.device)
-    with phase("reference log-probs", sampler), torch.no_grad():
-        if args.plain:
-            with policy.reference():
-                logits = policy.model(input_ids=batch.input_ids, attention_mask=batch.attention_mask).logits
-                gather_token_logprobs(logits, batch.input_ids, batch.loss_mask)
-            del logits
-        else:
-            _reference_logprobs(policy, batch, cfg, None)
+    if not args.quick:  # the recipe has no KL term: the loop runs no reference pass
+        with phase("reference log-probs", sampler), torch.no_grad():
+            if args.plain:
+                with policy.reference():
+                    logits = policy.model(input_ids=batch.input_ids, attention_mask=batch.attention_mask).logits
+                    gather_token_logprobs(logits, batch.input_ids, batch.loss_mask)
+                del logits
+            else:
+                _reference_logprobs(policy, batch, cfg, None)
     if args.profile:
         from torch.profiler import ProfilerActivity, profile
 
@@ -266,13 +271,15 @@ def main(argv: list[str] | None = None) -> int:
     print(f"# update batch: {len(batch)} rows x {batch.input_ids.shape[1]} (padded), {tokens} tokens, "
           f"{batch.num_loss_tokens} loss tokens, {parts} part(s)")  # fmt: skip
     gpu = "| GPU at start (GB) | GPU peak (GB) | GPU peak - start (GB) " if CUDA["on"] else ""
-    print(f"| phase | RSS at start (GB) | peak RSS (GB) | peak - start (GB) {gpu}| seconds |")
-    print("|---|---:|---:|---:|" + ("---:|---:|---:|" if CUDA["on"] else "") + "---:|")
+    print(f"| phase | RSS at start (GB) | peak RSS (GB) | peak - start (GB) {gpu}| seconds | CPU seconds |")
+    print("|---|---:|---:|---:|" + ("---:|---:|---:|" if CUDA["on"] else "") + "---:|---:|")
     for r in ROWS:
         cells = [r["start"], r["peak"], r["peak"] - r["start"]]
         if CUDA["on"]:
             cells += [r["gpu_start"], r["gpu_peak"], r["gpu_peak"] - r["gpu_start"]]
-        print(f"| {r['phase']} | " + " | ".join(f"{c / GB:.2f}" for c in cells) + f" | {r['s']:.1f} |")
+        print(
+            f"| {r['phase']} | " + " | ".join(f"{c / GB:.2f}" for c in cells) + f" | {r['s']:.1f} | {r['cpu_s']:.1f} |"
+        )
     gpu_peak = f" GPU peak **{max(r['gpu_peak'] for r in ROWS) / GB:.2f}** GB" if CUDA["on"] else ""
     print(f"| **whole run** | | **{max(r['peak'] for r in ROWS) / GB:.2f}** |{gpu_peak} | |")
     if args.profile:
