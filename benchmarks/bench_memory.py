@@ -69,6 +69,7 @@ from turnkit.train.loop import (
 )
 from turnkit.train.quickstart_smollm2 import ENV_ID, ENV_KWARGS, MODEL, SMOLLM2_TRAIN, SMOLLM2_WARM_START
 from turnkit.train.rollouts import rollout
+from turnkit.train.update_layout import length_sorted
 from turnkit.train.warmstart import warm_start
 
 GB = 1e9
@@ -180,6 +181,8 @@ def update_phases(policy: Any, optimizer: Any, batch: Any, cfg: TrainConfig, sam
     policy.model.train()
     optimizer.zero_grad(set_to_none=True)
     parts = [batch] if plain else list(batch.token_slices(cfg.micro_batch_tokens, cfg.micro_batch_rows))
+    if len(parts) > 1:  # the loop's layout: a split minibatch runs its rows longest first
+        parts = list(length_sorted(batch).token_slices(cfg.micro_batch_tokens, cfg.micro_batch_rows))
     for part in parts:
         with phase("update forward", sampler):
             if plain:
