@@ -212,7 +212,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--model-shape", choices=sorted(SHAPES), default="135m", help="the model's size")
-    parser.add_argument("--quick", action="store_true", help="no warm start and no evaluation: the step only")
+    parser.add_argument(
+        "--quick", action="store_true", help="no warm start, evaluation or reference pass: the step only"
+    )
     parser.add_argument("--device", default="cpu", help="where the model runs: cpu, cuda, cuda:N")
     parser.add_argument("--groups", type=int, default=SMOLLM2_TRAIN["groups_per_step"], help="groups per step")
     args = parser.parse_args(argv)
