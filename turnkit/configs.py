@@ -300,6 +300,23 @@ def load_config(path: str | Path, cls: Any) -> Any:
         ConfigError: Missing file, unknown suffix, malformed content or invalid values (naming the file).
     """
     path = Path(path)
+    data = read_config_file(path, cls.__name__)
+    build = getattr(cls, "from_dict", None)
+    try:
+        return build(data, source=str(path)) if callable(build) else from_dict(cls, data, source=str(path))
+    except ConfigError as exc:
+        if str(exc).startswith(str(path)):
+            raise
+        raise ConfigError(f"{path}: {exc}") from exc
+
+
+def read_config_file(path: str | Path, kind: str = "config") -> dict[str, Any]:
+    """The table of a ``.json`` or ``.toml`` config file, as written (not validated; ``kind`` names the class).
+
+    Raises:
+        ConfigError: Missing file, unknown suffix, malformed content or a top level that is not a table.
+    """
+    path = Path(path)
     if not path.is_file():
         raise ConfigError(f"config file {path} does not exist")
     text = path.read_text(encoding="utf-8")
@@ -317,14 +334,8 @@ def load_config(path: str | Path, cls: Any) -> Any:
             raise
         raise ConfigError(f"{path}: cannot parse ({exc})") from exc
     if not isinstance(data, dict):
-        raise ConfigError(f"{path}: the top level must be a table/object of {cls.__name__} keys")
-    build = getattr(cls, "from_dict", None)
-    try:
-        return build(data, source=str(path)) if callable(build) else from_dict(cls, data, source=str(path))
-    except ConfigError as exc:
-        if str(exc).startswith(str(path)):
-            raise
-        raise ConfigError(f"{path}: {exc}") from exc
+        raise ConfigError(f"{path}: the top level must be a table/object of {kind} keys")
+    return data
 
 
 def table_field(cfg: object, name: str, default: Any) -> None:
@@ -402,6 +413,7 @@ __all__ = [
     "load_config",
     "move_flat_keys",
     "parse_value",
+    "read_config_file",
     "suggest",
     "table_field",
     "to_dict",

@@ -80,6 +80,26 @@ def test_an_update_on_cuda_matches_the_cpu(tokenizer: PreTrainedTokenizerFast) -
 CUDA = pytest.param("cuda", marks=CUDA_MARKS)
 
 
+@pytest.mark.parametrize("device", ["cpu", CUDA])
+def test_the_memory_path_on_a_device_takes_the_cpu_one_pass_step(
+    tokenizer: PreTrainedTokenizerFast, device: str
+) -> None:
+    """Chunked log-probs in token-budget micro-batches, rows sorted by length (SmolLM2's path; the tiny model takes
+    it when its logits may not fit one pass): the one-pass step on the CPU, on either device."""
+    from .test_update_layout import step
+
+    one, one_metrics, _ = step(tokenizer, sort=True, budget=0, plain_logits=True)
+    policy = make_policy(tokenizer)
+    place_policy(policy, device)
+    micro, metrics, seen = step(tokenizer, sort=True, budget=160, policy=policy)
+    assert micro.device.type == device and len(seen) > 1
+    moved = [
+        (a.cpu() - b).abs().max().item() for a, b in zip(micro.model.parameters(), one.model.parameters(), strict=True)
+    ]
+    assert max(moved) < 1e-5
+    assert metrics["loss"] == pytest.approx(one_metrics["loss"], rel=1e-4, abs=1e-6)
+
+
 SMALL_CRITIC = {"mrt": {"samples": 2}, "pav": {"samples": 2, "best_of": 2}, "prime": {},
                 "sweet": {"steps": 2, "reference_key": None}, "afd": {}}  # fmt: skip
 """Each critic at test size."""

@@ -22,18 +22,20 @@ from typing import Any
 def run_config(args: argparse.Namespace) -> Any:
     """The run's :class:`~turnkit.train.config.TrainConfig` from ``--config``, ``--set`` and ``--out``.
 
-    With ``--resume`` and a run folder that has a ``config.json``, that saved config is the base and the flags
-    only change what they name (the loop refuses changes a resumed run may not make); ``--config`` is then an
-    error, since the run already has one.
+    A built-in model's own defaults (:mod:`turnkit.train.model_defaults`: SmolLM2's batch) fill the keys that
+    neither the file nor ``--set`` names. With ``--resume`` and a run folder that has a ``config.json``, that
+    saved config is the base and the flags only change what they name (the loop refuses changes a resumed run
+    may not make); ``--config`` is then an error, since the run already has one.
 
     Raises:
         ConfigError: ``--resume`` with ``--config`` on a run that has a saved config, or a bad config/override.
     """
     from pathlib import Path
 
-    from turnkit.configs import apply_overrides, load_config
+    from turnkit.configs import apply_overrides, load_config, read_config_file
     from turnkit.errors import ConfigError
     from turnkit.train.config import TrainConfig
+    from turnkit.train.model_defaults import given_keys, with_model_defaults
 
     overrides = list(args.overrides)
     if args.out:
@@ -41,7 +43,8 @@ def run_config(args: argparse.Namespace) -> Any:
     cfg = apply_overrides(load_config(args.config, TrainConfig) if args.config else TrainConfig(), overrides)
     saved = Path(cfg.out_dir) / "config.json"
     if not (args.resume and saved.is_file()):
-        return cfg
+        written = read_config_file(args.config, "TrainConfig") if args.config else {}
+        return with_model_defaults(cfg, given=given_keys(written, overrides))
     if args.config:
         raise ConfigError(
             f"--resume reads the run's saved config {saved}; drop --config (use --set to change what may change)"
@@ -53,9 +56,10 @@ def cmd_train(args: argparse.Namespace) -> int:
     """Run (or resume) a GRPO/RLOO training run from a config file and ``--set`` overrides."""
     from turnkit.models.threads import torch_threads
     from turnkit.train.loop import train
+    from turnkit.train.model_defaults import model_threads
 
     cfg = run_config(args)
-    with torch_threads(args.threads):
+    with torch_threads(args.threads if args.threads is not None else model_threads(cfg.model, cfg.device)):
         result = train(cfg, resume=args.resume, progress=not args.quiet)
     last = next((r for r in reversed(result.history) if "reward_mean" in r), None)
     line = f"trained {result.steps_done} steps -> {result.run_dir}"
@@ -132,7 +136,12 @@ def add_commands(sub: Any) -> None:
         "--resume", action="store_true", help="continue from the run dir's newest checkpoint with its saved config"
     )
     tr.add_argument("--quiet", action="store_true", help="no progress bars")
-    tr.add_argument("--threads", type=_threads, default=None, help="torch CPU threads (default: torch's own)")
+    tr.add_argument(
+        "--threads",
+        type=_threads,
+        default=None,
+        help="torch CPU threads (default: the model's, e.g. 1 for smollm2 on a CPU; else torch's own)",
+    )
     tr.set_defaults(func=cmd_train)
 
     qs = sub.add_parser("quickstart", help="the main job: SFT start policy -> RL -> before/after table")

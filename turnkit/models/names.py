@@ -4,16 +4,16 @@ Every verb that takes a model (``turnkit train --set model=NAME``, ``turnkit eva
 --policy NAME``, ``turnkit iqlearn --set model=NAME``) and the library (``resolve_model("smollm2")`` for TRL's
 ``GRPOTrainer(model=...)``, or ``python -m turnkit.agents.serve``) resolves it here:
 
-================  =========================================================  =====================
-name              model                                                      train default
-================  =========================================================  =====================
-``tiny``          the embedded SFT math policy (:mod:`.embedded`)            full fine-tuning
-``tiny-human``    CollabCode's simulated human (:mod:`.tiny_human`)          full fine-tuning
-``tiny-agent``    a tiny CollabCode coding agent (:mod:`.tiny_agent`)        full fine-tuning
-``tiny-shopper``  a tiny WebShop shopper (:mod:`.tiny_shopper`)              full fine-tuning
-``smollm2``       SmolLM2-135M-Instruct, float32 (:mod:`.smollm2`)           LoRA rank 8
-``smollm2-bf16``  SmolLM2-135M-Instruct, bfloat16                            LoRA rank 8
-================  =========================================================  =====================
+================  ====================================================  ==============================================
+name              model                                                 train defaults
+================  ====================================================  ==============================================
+``tiny``          the embedded SFT math policy (:mod:`.embedded`)       full fine-tuning
+``tiny-human``    CollabCode's simulated human (:mod:`.tiny_human`)     full fine-tuning
+``tiny-agent``    a tiny CollabCode coding agent (:mod:`.tiny_agent`)   full fine-tuning
+``tiny-shopper``  a tiny WebShop shopper (:mod:`.tiny_shopper`)         full fine-tuning
+``smollm2``       SmolLM2-135M-Instruct, float32 (:mod:`.smollm2`)      LoRA r 8, 4 groups x 4 episodes, 1 thread
+``smollm2-bf16``  SmolLM2-135M-Instruct, bfloat16                       as ``smollm2``
+================  ====================================================  ==============================================
 
 A name is built on first use and cached (:mod:`turnkit.models.recipe`); anything else is a local HF model folder
 (write ``./smollm2`` for a folder that happens to be called like a model).
@@ -25,6 +25,8 @@ Example:
     ('tiny', 'tiny-human', 'tiny-agent', 'tiny-shopper', 'smollm2', 'smollm2-bf16')
     >>> default_lora_rank("smollm2"), default_lora_rank("tiny"), default_lora_rank("runs/my-model")
     (8, 0, 0)
+    >>> MODELS["smollm2"].train["groups_per_step"], MODELS["smollm2"].threads, MODELS["tiny"].threads
+    (4, 1, None)
     >>> resolve_model("smollm3")
     Traceback (most recent call last):
     ...
@@ -34,8 +36,8 @@ tiny-shopper, smollm2, smollm2-bf16) nor a folder with a config.json
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -94,6 +96,11 @@ class NamedModel:
     """The recipe (imports its module; may raise :class:`~turnkit.errors.ConfigError` if a package is missing)."""
     lora_r: int = 0
     """``TrainConfig.lora.r`` when the config leaves it unset: ``0`` fine-tunes every weight."""
+    train: Mapping[str, Any] = field(default_factory=dict)
+    """``turnkit train``'s defaults for this model, ``{"key" or "table.key": value}``: what a run gets for each key
+    its config file and ``--set`` leave out (:mod:`turnkit.train.model_defaults`). Empty: the plain defaults."""
+    threads: int | None = None
+    """Torch CPU threads ``turnkit train`` runs it with when ``--threads`` is not given (``None``: torch's own)."""
 
 
 SMOLLM2_LORA_R = 8
@@ -101,6 +108,16 @@ SMOLLM2_LORA_R = 8
 float32 copies (weights, gradients, two AdamW moments: about 2.2 GB) and updates all of them every step on the
 CPU, and a frozen reference for a KL term would be a fifth; a rank-8 adapter on the attention projections
 trains 0.92M weights (0.7%) and its reference is the same model with the adapter off."""
+
+SMOLLM2_TRAIN: Mapping[str, Any] = {"groups_per_step": 4, "grpo.group_size": 4}
+"""``turnkit train``'s batch defaults for SmolLM2: 4 groups x 4 episodes (the quickstart recipe's), where the
+plain defaults (16 groups x 8, tuned for the 0.5M-parameter tiny model) sample 8x the episodes and ran over 10
+minutes a step on 2 threads (docs/training.md, "SmolLM2": the measured step). ``max_new_tokens`` stays 24, the
+recipe's too: an untrained SmolLM2 writes prose to the limit on every turn, so its step's time grows with it."""
+SMOLLM2_THREADS = 1
+"""``turnkit train``'s thread default for SmolLM2 on a CPU: one. A second thread gained 1.15x on a quiet 2-core
+box and cost 3.2x when another process held a core (BENCHMARKS.md, "Thread counts on a loaded box"); the
+rollout's environments and evaluators share the cores. ``--threads N`` on a machine of your own."""
 
 MODELS: dict[str, NamedModel] = {
     m.name: m
@@ -110,9 +127,21 @@ MODELS: dict[str, NamedModel] = {
         NamedModel("tiny-agent", "a tiny CollabCode coding agent (RFT/DPO/SWEET studies)", _tiny_agent),
         NamedModel("tiny-shopper", "a tiny WebShop shopper (SFT on oracle demonstrations)", _tiny_shopper),
         NamedModel(
-            "smollm2", "SmolLM2-135M-Instruct (Q4_1 GGUF dequantised), float32", _smollm2("float32"), SMOLLM2_LORA_R
+            "smollm2",
+            "SmolLM2-135M-Instruct (Q4_1 GGUF dequantised), float32",
+            _smollm2("float32"),
+            SMOLLM2_LORA_R,
+            SMOLLM2_TRAIN,
+            SMOLLM2_THREADS,
         ),
-        NamedModel("smollm2-bf16", "SmolLM2-135M-Instruct, bfloat16", _smollm2("bfloat16"), SMOLLM2_LORA_R),
+        NamedModel(
+            "smollm2-bf16",
+            "SmolLM2-135M-Instruct, bfloat16",
+            _smollm2("bfloat16"),
+            SMOLLM2_LORA_R,
+            SMOLLM2_TRAIN,
+            SMOLLM2_THREADS,
+        ),
     )
 }
 """Every built-in model, by name."""

@@ -87,6 +87,7 @@ from turnkit.train.policy_state import read_policy_state, save_policy_state
 from turnkit.train.rollout_log import learner_records, write_step_rollouts
 from turnkit.train.rollouts import DoneRollout, RolloutHandle, RolloutJob, build_rollouts
 from turnkit.train.run import Cadence, Run
+from turnkit.train.update_layout import length_sorted
 from turnkit.types import Trajectory
 
 SEED_SPACE = 2**31
@@ -426,14 +427,18 @@ def _minibatch_step(
 
     Each part has at most ``cfg.micro_batch_tokens`` padded tokens and ``cfg.micro_batch_rows`` rows, and its
     log-probs come from :func:`~turnkit.learners.logprobs.model_token_logprobs` (no full-vocabulary logits). A
-    minibatch whose whole logits fit :data:`~turnkit.learners.logprobs.PLAIN_LOGITS_BYTES` takes one pass.
+    minibatch whose whole logits fit :data:`~turnkit.learners.logprobs.PLAIN_LOGITS_BYTES` takes one pass;
+    one that takes several is sorted by row length first (:mod:`turnkit.train.update_layout`).
     """
     policy = learner.policy
     learner.zero_grad()
     sums: dict[str, float] = {"loss": 0.0}
     tokens = 0.0
     budget = 0 if logits_fit(policy.model, mb.input_ids.shape) else cfg.micro_batch_tokens  # small: one pass
-    for part in mb.token_slices(budget, cfg.micro_batch_rows):
+    parts = list(mb.token_slices(budget, cfg.micro_batch_rows))
+    if len(parts) > 1:  # several passes: rows of near-equal length share one (little padding)
+        parts = list(length_sorted(mb).token_slices(budget, cfg.micro_batch_rows))
+    for part in parts:
         ref = _reference_logprobs(learner, part, cfg) if grpo.kl_coef > 0 else None  # before the graph
         logp = model_token_logprobs(
             policy.model, part.input_ids, part.attention_mask, part.loss_mask, temperature=cfg.temperature
