@@ -222,7 +222,8 @@ def backfill_agreement(args: argparse.Namespace) -> None:
             if "critic_agreement" in data or not (run_dir / "rollouts").is_dir():
                 continue
             data["critic_agreement"] = critic_agreement(arm, run_dir)
-            file.write_text(json.dumps(data, indent=2) + "\n")
+            started = time.time() - float(data.get("wall_s", 0.0))  # the run's own wall time and machine stay
+            write_result(file, data, started=started, record=data.get("machine"))
             print(f"{arm} {args.path} {file.stem}: {data['critic_agreement']}")
 
 

@@ -124,7 +124,7 @@ def test_train_cli_runs_smollm2_with_its_lora_default(tmp_path: Path, folder: Pa
     argv = ["train", "--quiet", "--threads", "1"] + [arg for s in sets for arg in ("--set", s)]
     assert main(argv) == 0
     saved = json.loads((out / "config.json").read_text())
-    assert saved["model"] == "smollm2" and saved["lora_r"] is None
+    assert saved["model"] == "smollm2" and saved["lora"]["r"] is None
     assert list(out.glob("checkpoints/*/**/adapter_config.json")), "the default run trains a LoRA adapter"
 
 

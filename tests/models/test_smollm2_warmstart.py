@@ -61,7 +61,7 @@ def test_the_smollm2_quickstart_runs_end_to_end(tmp_path) -> None:
     )  # fmt: skip
     summary = run_quickstart(qcfg, progress=False, verbose=False)
     assert summary["model"] == "smollm2" and summary["recipe"] is None
-    assert summary["warm_start"]["rows"] == 16 and summary["train_config"]["lora_r"] == 8
+    assert summary["warm_start"]["rows"] == 16 and summary["train_config"]["lora"]["r"] == 8
     assert summary["env_kwargs"] == ENV_KWARGS and summary["before"]["episodes"] == 2
     out = tmp_path / "qs"
     assert (out / "quickstart.png").stat().st_size > 0

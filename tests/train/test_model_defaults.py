@@ -85,11 +85,11 @@ def test_with_model_defaults_counts_a_whole_table_as_given() -> None:
     [
         ([], 1),  # the model's
         (["--threads", "2"], 2),  # the user's
-        (["--set", "device=cuda"], torch.get_num_threads()),  # a GPU run keeps torch's count
+        (["--set", "device=cuda"], None),  # a GPU run keeps torch's count, whatever it is when the command starts
     ],
 )
 def test_train_runs_with_the_model_thread_count_unless_told(
-    argv: list[str], threads: int, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    argv: list[str], threads: int | None, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """The command's wiring only: the loop itself is replaced by one that records what it was given."""
     import turnkit.train.loop as loop
@@ -101,6 +101,7 @@ def test_train_runs_with_the_model_thread_count_unless_told(
         return argparse.Namespace(history=[], steps_done=0, run_dir=tmp_path, final_eval=None)
 
     monkeypatch.setattr(loop, "train", record)
+    expected = threads if threads is not None else torch.get_num_threads()
     assert main(["train", "--set", "model=smollm2", "--out", str(tmp_path), *argv]) == 0
-    assert seen["threads"] == threads and batch(seen["cfg"]) == (4, 4)
+    assert seen["threads"] == expected and batch(seen["cfg"]) == (4, 4)
     assert MODELS["smollm2"].threads == 1

@@ -10,6 +10,7 @@ from transformers import PreTrainedTokenizerFast
 
 from turnkit.agents.hf import chat_prompt_ids
 from turnkit.learners import logprobs
+from turnkit.learners.learner import Learner
 from turnkit.rollout.batch import TokenRow, collate
 from turnkit.rollout.demos import completion_ids
 from turnkit.train import loop
@@ -55,13 +56,14 @@ def step(
         for a, r in ANSWERS
     ]
     seen = padded_tokens_seen(policy)
-    cfg = TrainConfig(grpo={"group_size": 8}, max_grad_norm=0.0, micro_batch_tokens=budget)
+    cfg = TrainConfig(grpo={"group_size": 8}, optim={"max_grad_norm": 0.0}, micro_batch_tokens=budget)
     with pytest.MonkeyPatch.context() as patch:
         if not sort:
             patch.setattr(loop, "length_sorted", lambda batch: batch)
         if not plain_logits:  # the tiny model's logits would take one pass anyway
             patch.setattr(logprobs, "PLAIN_LOGITS_BYTES", 0)
-        metrics = loop.update(policy, torch.optim.SGD(policy.model.parameters(), lr=0.5), trajs, cfg)
+        learner = Learner(policy, cfg.optim, optimizer=torch.optim.SGD(policy.model.parameters(), lr=0.5))
+        metrics = loop.update(learner, trajs, cfg)
     return policy, metrics, seen
 
 
