@@ -67,7 +67,7 @@ from turnkit.train.loop import (
     token_exact_chat,
 )
 from turnkit.train.quickstart_smollm2 import ENV_ID, ENV_KWARGS, MODEL, SMOLLM2_TRAIN, SMOLLM2_WARM_START
-from turnkit.train.rollouts import rollout
+from turnkit.train.rollouts import RolloutJob, play
 from turnkit.train.update_layout import length_sorted
 from turnkit.train.warmstart import warm_start
 
@@ -243,7 +243,8 @@ def main(argv: list[str] | None = None) -> int:
     seeds = sample_task_seeds(np.random.default_rng(args.seed), cfg.groups_per_step, cfg)
     policy.sampling = dataclasses.replace(policy.sampling, seed=step_sampling_seed(cfg.seed, 1))
     with phase(f"rollout ({len(envs)} sampled)", sampler):
-        trajs, _ = rollout(policy, envs, cfg, seeds, chat=chat)
+        job = RolloutJob(1, seeds, policy.sampling.seed, cfg.grpo.group_size)
+        trajs, _ = play(policy, envs, job, max_turns=cfg.max_turns, chat=chat)
     generated = sum(len(s.action.token_ids) for t in trajs for s in t.steps)
     advantages = step_advantages(trajs, cfg)
     # every row trains here (a tied group would be skipped by the loop): the shape the issue measured

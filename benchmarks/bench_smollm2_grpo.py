@@ -76,6 +76,19 @@ def trl_reward(completions: Sequence[Any], **_: Any) -> list[float]:
     return [reward(c[0]["content"] if isinstance(c, list) else str(c)) for c in completions]
 
 
+def one_turn_trajectories(contexts: Sequence[Context], turns: Sequence[Any], group_size: int) -> list[Trajectory]:
+    """One-turn trajectories of sampled ``turns``, rewarded by :func:`reward`, ``group_size`` per group in order."""
+    return [
+        Trajectory(
+            env_id="bench",
+            seed=c.episode_seed,
+            steps=(Step(observation=c.messages[0].content, action=t, reward=reward(t.text), terminated=True),),
+            group=i // group_size,
+        )
+        for i, (c, t) in enumerate(zip(contexts, turns, strict=True))
+    ]
+
+
 class TurnkitSide:
     """One step: ``HFPolicy.act`` over prompts x group size, trajectories with the trivial reward, ``update``."""
 
@@ -111,15 +124,7 @@ class TurnkitSide:
         start = time.perf_counter()
         turns = self.policy.act(contexts)
         generated = time.perf_counter()
-        trajs = [
-            Trajectory(
-                env_id="bench",
-                seed=c.episode_seed,
-                steps=(Step(observation=c.messages[0].content, action=t, reward=reward(t.text), terminated=True),),
-                group=i // g,
-            )
-            for i, (c, t) in enumerate(zip(contexts, turns, strict=True))
-        ]
+        trajs = one_turn_trajectories(contexts, turns, g)
         metrics = update(self.learner, trajs, self.cfg)
         end = time.perf_counter()
         return {

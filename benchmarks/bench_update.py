@@ -39,11 +39,11 @@ from turnkit.rollout.batch import TurnBatch, build_turn_batch
 from turnkit.train import update_layout
 from turnkit.train.config import TrainConfig
 from turnkit.train.quickstart_smollm2 import ENV_ID, ENV_KWARGS
-from turnkit.train.rollouts import rollout
-from turnkit.types import Message, Step, Trajectory
+from turnkit.train.rollouts import RolloutJob, play
+from turnkit.types import Message, Trajectory
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from bench_smollm2_grpo import LORA, LR, PROMPTS, reward
+from bench_smollm2_grpo import LORA, LR, PROMPTS, one_turn_trajectories
 
 
 def config(args: argparse.Namespace, out_dir: str) -> TrainConfig:
@@ -70,23 +70,15 @@ def sample(policy: Any, cfg: TrainConfig, source: str) -> list[Trajectory]:
     if source == "math":
         envs = [gymnasium.make(ENV_ID, **ENV_KWARGS) for _ in range(k * g)]
         seeds = loop.sample_task_seeds(np.random.default_rng(cfg.seed), k, cfg)
-        trajs, _ = rollout(policy, envs, cfg, seeds, chat=loop.token_exact_chat(policy, cfg))
+        job = RolloutJob(1, seeds, policy.sampling.seed, g)
+        trajs, _ = play(policy, envs, job, max_turns=cfg.max_turns, chat=loop.token_exact_chat(policy, cfg))
         return list(trajs)
     contexts = [
         Context(messages=(Message("user", PROMPTS[i % len(PROMPTS)]),), episode_seed=i)
         for i in range(k)
         for _ in range(g)
     ]
-    turns = policy.act(contexts)
-    return [
-        Trajectory(
-            env_id="bench",
-            seed=c.episode_seed,
-            steps=(Step(observation=c.messages[0].content, action=t, reward=reward(t.text), terminated=True),),
-            group=i // g,
-        )
-        for i, (c, t) in enumerate(zip(contexts, turns, strict=True))
-    ]
+    return one_turn_trajectories(contexts, policy.act(contexts), g)
 
 
 @contextmanager

@@ -92,7 +92,7 @@ from turnkit.train.loop import (
     token_exact_chat,
     update,
 )
-from turnkit.train.rollouts import rollout
+from turnkit.train.rollouts import RolloutJob, play
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # benchmarks/: the house benchmarks' helpers
 from bench_training import TimedEnv
@@ -205,7 +205,8 @@ class TurnkitSide:
         start, cpu = time.perf_counter(), time.thread_time()
         seed = step_sampling_seed(self.cfg.seed, self.steps)  # as train() seeds each step's sampling
         self.policy.sampling = dataclasses.replace(self.policy.sampling, seed=seed)
-        trajs, timing = rollout(self.policy, self.envs, self.cfg, seeds, chat=self.chat)
+        job = RolloutJob(self.steps, list(seeds), seed, self.cfg.grpo.group_size)
+        trajs, timing = play(self.policy, self.envs, job, max_turns=self.cfg.max_turns, chat=self.chat)
         record = rollout_metrics(trajs, self.cfg.max_new_tokens)
         t_update = time.perf_counter()
         metrics = update(self.learner, trajs, self.cfg)
