@@ -12,10 +12,13 @@ Protocol: everything as in ``smollm2_grpo.py`` and ``smollm2_prime.py``, seed fo
 * Arms (:data:`ARMS`), each :data:`~turnkit.train.quickstart_smollm2.SMOLLM2_TRAIN` plus one critic read
   through one estimator:
 
-  - ``grpo``: outcome-only GRPO, the control; not run here, its seeds are ``smollm2_grpo.py``'s files.
+  - ``grpo``: outcome-only GRPO, the control; its seeds are ``smollm2_grpo.py``'s files, and it is run here
+    only at another length (``--steps``, into its own ``--out``, which then is its own ``--control``).
   - ``oracle``: the oracle credit critic (:mod:`turnkit.critics.oracle`, the ceiling of step-wise credit)
     through ``pav``: a progress source read through ``prime`` or ``mrt`` telescopes (the first turn gets
     ``V_end - V_0``), through ``pav`` each turn is credited with its own gain (docs/training.md).
+  - ``oracle-binary``: the same with binary credit (``partial = false``: only the turn with the right answer
+    gains), which tells the partial credit's effect (a close wrong answer is paid) from the estimator's.
   - ``prime``: PRIME's implicit PRM through ``prime`` (RLOO on each source).
   - ``mrt``: MRT's progress (live-policy one-turn samples) through ``mrt`` (progress as rewards-to-go).
   - ``pav``: PAV's prover advantage (frozen-start rollouts) through ``pav``.
@@ -66,6 +69,7 @@ CONTROL = "grpo"
 ARMS: dict[str, tuple[dict[str, Any] | None, str]] = {
     CONTROL: (None, "grpo"),
     "oracle": ({"oracle": {"weight": 1.0}}, "pav"),
+    "oracle-binary": ({"oracle": {"weight": 1.0, "partial": False}}, "pav"),
     "prime": ({"prime": {"weight": 1.0}}, "prime"),
     "mrt": ({"mrt": {"weight": 1.0}}, "mrt"),
     "pav": ({"pav": {"weight": 1.0}}, "pav"),
@@ -95,29 +99,34 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--out", default="studies/results/dense_credit")
     parser.add_argument("--runs", default="runs/dense_credit", help="training run folders")
     args = parser.parse_args(argv)
-    check_arms(args.arms, runnable=args.action in ("run", "seed", "check"))
+    check_arms(args.arms, runnable=args.action in ("run", "seed", "check"), steps=args.steps)
     return args
 
 
-def check_arms(arms: Sequence[str], *, runnable: bool) -> None:
-    """Refuse an unknown arm, and the control where arms are run (its seeds are ``smollm2_grpo.py``'s).
+def check_arms(arms: Sequence[str], *, runnable: bool, steps: int | None = None) -> None:
+    """Refuse an unknown arm, and the control where arms are run at the recipe's length (its seeds are
+    ``smollm2_grpo.py``'s); at another length (``steps``) the control runs here too.
 
     Example:
         >>> check_arms(["oracle", "prime"], runnable=True)
         >>> check_arms(["orcale"], runnable=True)
         Traceback (most recent call last):
         ...
-        SystemExit: unknown arm 'orcale'; the arms are grpo, oracle, prime, mrt, pav
+        SystemExit: unknown arm 'orcale'; the arms are grpo, oracle, oracle-binary, prime, mrt, pav
         >>> check_arms(["grpo"], runnable=True)
         Traceback (most recent call last):
         ...
-        SystemExit: the grpo arm is not run here: its seeds are smollm2_grpo.py's (--control)
+        SystemExit: the grpo arm is run here only with --steps: at the recipe's length its seeds are smollm2_grpo.py's
+        >>> check_arms(["grpo", "oracle"], runnable=True, steps=40)
     """
     for arm in arms:
         if arm not in ARMS:
             raise SystemExit(f"unknown arm {arm!r}; the arms are {', '.join(ARMS)}")
-        if runnable and arm == CONTROL:
-            raise SystemExit(f"the {CONTROL} arm is not run here: its seeds are smollm2_grpo.py's (--control)")
+        if runnable and arm == CONTROL and steps is None:
+            raise SystemExit(
+                f"the {CONTROL} arm is run here only with --steps: at the recipe's length its seeds are "
+                "smollm2_grpo.py's"
+            )
 
 
 def arm_config(
@@ -211,6 +220,9 @@ def run_seed(args: argparse.Namespace, arm: str) -> None:
         "critic_agreement": critic_agreement(arm, Path(out_dir)),
     }
     write_result(seed_file(args.out, arm, args.path, args.seed), result, started=started)
+    start = seed_file(args.out, arm, args.path, args.seed).with_name("start.json")
+    if arm == CONTROL and not start.is_file():  # a control run here is the other arms' --control
+        write_result(start, {"warm_start": info}, started=started)
 
 
 def backfill_agreement(args: argparse.Namespace) -> None:
@@ -444,7 +456,10 @@ def plot(summary: Mapping[str, Any], path: Path) -> None:
 
     paths = sorted({p for per_path in summary.values() for p in per_path}, key=lambda p: (p != "native", p))
     fig, axes = plt.subplots(len(paths), 2, figsize=(10, 3.4 * len(paths)), squeeze=False, sharey=True)
-    colors = {"grpo": "#3a7bd5", "oracle": "#2ca02c", "prime": "#d5793a", "mrt": "#9467bd", "pav": "#8c564b"}
+    colors = {
+        "grpo": "#3a7bd5", "oracle": "#2ca02c", "oracle-binary": "#17becf",
+        "prime": "#d5793a", "mrt": "#9467bd", "pav": "#8c564b",
+    }  # fmt: skip
     for row, fpath in zip(axes, paths, strict=True):
         for ax, decoding in zip(row, DECODINGS, strict=True):
             names = [a for a in summary if fpath in summary[a]]

@@ -14,7 +14,7 @@ import pytest
 
 import turnkit
 from turnkit.agents.base import Context
-from turnkit.critics.oracle import OracleConfig, OracleValue, answer_worth, oracle_critic
+from turnkit.critics.oracle import OracleConfig, OracleValue, answer_worth, from_context, oracle_critic
 from turnkit.critics.registry import CriticSet, built_in_critics, check_table
 from turnkit.envs.collab_code.families import FAMILIES
 from turnkit.envs.collab_code.human import RuleBasedHuman, task_facts
@@ -105,6 +105,17 @@ def test_collab_code_values_count_the_hidden_facts_each_question_uncovered(seed:
 def test_questions_that_uncover_nothing_get_no_credit() -> None:
     traj = collab_episode(lambda task: ["What is your favourite colour?", "Do you like tea?"])
     assert OracleValue().values(traj).tolist() == [0.0, 0.0, 0.0, 0.0]
+
+
+def test_binary_oracle_credits_only_the_right_answer() -> None:
+    """``partial = false`` from the run's table: wrong attempts gain nothing, however close."""
+    traj = math_episode([5, None, 2, 8, 0])
+    critic = from_context(None, OracleConfig(partial=False))  # type: ignore[arg-type]
+    assert critic.source_values(critic.score(traj).step_rewards) == pytest.approx([0.0, 0.0, 0.0, 0.0, 1.0])
+    partial = oracle_critic()
+    assert partial.source_values(partial.score(traj).step_rewards)[0] > 0  # the default credits closeness
+    with pytest.raises(ConfigError, match="partial must be true or false, got 'no'"):
+        OracleConfig(partial="no")  # type: ignore[arg-type]
 
 
 # ---------------------------------------------------------------------------------------------- estimators

@@ -28,13 +28,15 @@ def study() -> ModuleType:
 
 
 def test_each_arm_reads_its_critic_through_its_paper_estimator(study: ModuleType, tmp_path: Path) -> None:
-    expected = {"oracle": ("oracle", "pav"), "prime": ("prime", "prime"), "mrt": ("mrt", "mrt"), "pav": ("pav", "pav")}
+    expected = {"oracle": ("oracle", "pav"), "oracle-binary": ("oracle", "pav"), "prime": ("prime", "prime")}
+    expected |= {"mrt": ("mrt", "mrt"), "pav": ("pav", "pav")}
     assert set(study.ARMS) == {study.CONTROL, *expected}
     for arm, (critic, estimator) in expected.items():
         cfg = study.arm_config(arm, 2, str(tmp_path / arm))
         assert list(cfg.critic) == [critic] and cfg.grpo.estimator == estimator in RUN_ESTIMATORS
         # the control's recipe otherwise: same groups, no KL, the held-out seeds kept out of training
         assert (cfg.grpo.group_size, cfg.grpo.kl_coef, cfg.steps, cfg.eval_episodes) == (4, 0.0, 20, 200)
+    assert study.arm_config("oracle-binary", 0, str(tmp_path)).critic == {"oracle": {"weight": 1.0, "partial": False}}
 
 
 def test_the_control_and_unknown_arms_are_refused(study: ModuleType) -> None:
@@ -43,6 +45,7 @@ def test_the_control_and_unknown_arms_are_refused(study: ModuleType) -> None:
     with pytest.raises(SystemExit, match=r"smollm2_grpo\.py"):
         study.parse_args(["run", "--arms", "grpo"])
     assert study.parse_args(["report", "--arms", "grpo"]).arms == ["grpo"]  # reading it is fine
+    assert study.parse_args(["run", "--arms", "grpo", "--steps", "40"]).steps == 40  # at another length it runs
 
 
 MICRO = {

@@ -18,7 +18,8 @@ as :class:`~turnkit.critics.progress.ProgressCritic` does for MRT's and PAV's va
 
 Its source is ``"progress"``: read through ``pav`` each turn is credited with its own gain, through ``mrt``
 with the gains from there on, through ``prime`` and ``sweet`` with its gain against the task's other episodes.
-In a run: ``critic = {"oracle": {"weight": 1.0}}`` (the key ``alpha`` scales it too).
+In a run: ``critic = {"oracle": {"weight": 1.0}}`` (the key ``alpha`` scales it too; ``partial = false`` makes
+the math credit binary: only the right answer gains).
 
 Example:
     >>> import gymnasium, turnkit
@@ -48,7 +49,7 @@ from turnkit.critics.base import CriticContext
 from turnkit.critics.progress import ProgressCritic
 from turnkit.envs.collab_code.human import task_facts
 from turnkit.envs.math.answers import answers_equal, extract_answer, parse_answer
-from turnkit.errors import CriticError
+from turnkit.errors import ConfigError, CriticError
 from turnkit.types import Task, Trajectory
 
 FAMILIES = ("math", "collab_code")
@@ -71,29 +72,39 @@ class OracleConfig:
     alpha: float = 1.0
     """Weight of the progress term inside the critic (the table's ``weight`` scales it again)."""
 
+    partial: bool = True
+    """Whether a wrong numeric math answer earns closeness credit; ``False``: only the right answer counts (binary)."""
+
     def __post_init__(self) -> None:
         check_float(self, "alpha")
+        if not isinstance(self.partial, bool):
+            raise ConfigError(f"OracleConfig.partial must be true or false, got {self.partial!r}")
 
 
 Config = OracleConfig
 """The table keys of ``critic.oracle`` (see :mod:`turnkit.critics.registry`)."""
 
 
-def answer_worth(answer: str | None, reference: str) -> float | None:
+def answer_worth(answer: str | None, reference: str, *, partial: bool = True) -> float | None:
     """What one math answer is worth: ``1`` if right, ``0.5 / (1 + relative error)`` if numeric, else ``0``.
 
-    ``None`` (a turn without an answer) stays ``None``: it changes nothing.
+    ``None`` (a turn without an answer) stays ``None``: it changes nothing. With ``partial=False`` every wrong
+    answer is worth ``0`` (binary credit).
 
     Example:
         >>> answer_worth("11", "11"), round(answer_worth("10", "11"), 4), round(answer_worth("-9", "11"), 4)
         (1.0, 0.4583, 0.1774)
         >>> answer_worth("banana", "11"), answer_worth(None, "11")
         (0.0, None)
+        >>> answer_worth("10", "11", partial=False), answer_worth("11", "11", partial=False)
+        (0.0, 1.0)
     """
     if answer is None:
         return None
     if answers_equal(answer, reference):
         return 1.0
+    if not partial:
+        return 0.0
     a, r = parse_answer(answer), parse_answer(reference)
     try:
         fa, fr = float(a), float(r)  # type: ignore[arg-type]
@@ -120,8 +131,10 @@ def _task(trajectory: Trajectory) -> Task:
     return trajectory.task
 
 
-def math_values(trajectory: Trajectory) -> np.ndarray:
+def math_values(trajectory: Trajectory, *, partial: bool = True) -> np.ndarray:
     """``[len(steps) + 1]`` values of a MathEpisodes trajectory: the worth of the latest answer after each turn.
+
+    ``partial`` is :func:`answer_worth`'s: ``False`` gives ``1`` from the right answer on and ``0`` before it.
 
     Example:
         >>> from turnkit.types import AgentTurn, Step
@@ -129,6 +142,8 @@ def math_values(trajectory: Trajectory) -> np.ndarray:
         >>> steps = tuple(Step("q", AgentTurn(t), 0.0) for t in ("ANSWER: 5", "hmm", "ANSWER: 10", "ANSWER: 11"))
         >>> math_values(Trajectory("d", 0, steps, task=task)).round(4).tolist()
         [0.0, 0.3235, 0.3235, 0.4583, 1.0]
+        >>> math_values(Trajectory("d", 0, steps, task=task), partial=False).tolist()
+        [0.0, 0.0, 0.0, 0.0, 1.0]
     """
     task = _task(trajectory)
     if "answer" not in task.privileged:
@@ -136,7 +151,7 @@ def math_values(trajectory: Trajectory) -> np.ndarray:
     reference = str(task.privileged["answer"])
     values = [0.0]
     for step in trajectory.steps:
-        worth = answer_worth(extract_answer(step.action.text), reference)
+        worth = answer_worth(extract_answer(step.action.text), reference, partial=partial)
         values.append(values[-1] if worth is None else worth)
     return np.asarray(values, dtype=np.float64)
 
@@ -167,6 +182,9 @@ def collab_code_values(trajectory: Trajectory) -> np.ndarray:
 class OracleValue:
     """The oracle's value after each turn (a :class:`~turnkit.critics.progress.ValueFn`), by the task's family.
 
+    Args:
+        partial: Whether a wrong math answer earns closeness credit (:func:`answer_worth`).
+
     Example:
         >>> from turnkit.types import AgentTurn, Step
         >>> web = Trajectory("d", 0, (Step("q", AgentTurn("a"), 0.0),), task=Task("t", "p", family="web"))
@@ -176,29 +194,34 @@ class OracleValue:
         turnkit.errors.CriticError: the oracle critic reads families ('math', 'collab_code'), not 'web'
     """
 
+    def __init__(self, *, partial: bool = True) -> None:
+        self.partial = partial
+
     def values(self, trajectory: Trajectory) -> np.ndarray:
         """``[len(steps) + 1]`` values (module docstring)."""
         family = _task(trajectory).family
         if family == "math":
-            return math_values(trajectory)
+            return math_values(trajectory, partial=self.partial)
         if family == "collab_code":
             return collab_code_values(trajectory)
         raise CriticError(f"the oracle critic reads families {FAMILIES}, not {family!r}")
 
 
-def oracle_critic(alpha: float = 1.0) -> ProgressCritic:
+def oracle_critic(alpha: float = 1.0, *, partial: bool = True) -> ProgressCritic:
     """The oracle credit as a progress critic named ``"oracle"`` (its source is ``"progress"``).
+
+    ``partial=False`` is the binary oracle: on math, only the turn that gives the right answer gains (``α``).
 
     Example:
         >>> oracle_critic().source, oracle_critic().estimator  # it has no paper, so no estimator of its own
         ('progress', None)
     """
-    return ProgressCritic(OracleValue(), alpha=alpha, name="oracle")
+    return ProgressCritic(OracleValue(partial=partial), alpha=alpha, name="oracle")
 
 
 def from_context(ctx: CriticContext, config: OracleConfig) -> ProgressCritic:
     """The oracle in a training run (it needs nothing of the run: the trajectories carry their tasks)."""
-    return oracle_critic(config.alpha)
+    return oracle_critic(config.alpha, partial=config.partial)
 
 
 __all__ = [
