@@ -46,54 +46,9 @@ from torch import Tensor
 
 from turnkit.errors import ConfigError, DataError
 from turnkit.learners.grpo import LossAggregation, aggregate_tokens
+from turnkit.learners.logprobs import token_q_values as token_q_values  # IQLearn reads the logits as Q
 
 # ---------------------------------------------------------------------------------------------- IQLearn
-
-
-def token_q_values(
-    logits: Tensor, input_ids: Tensor, loss_mask: Tensor, *, temperature: float = 1.0
-) -> tuple[Tensor, Tensor]:
-    """Soft Q-value of each taken token and the state value, in token coordinates.
-
-    ``q[b, t] = logits[b, t − 1, input_ids[b, t]] / T`` and ``v[b, t] = logsumexp(logits[b, t − 1] / T)`` at
-    loss tokens, ``0`` elsewhere; ``q − v`` is then bit-for-bit :func:`~turnkit.rollout.batch.
-    gather_token_logprobs`. Only the logit rows that predict loss tokens are touched, in float32.
-
-    Args:
-        logits: ``[B, T, V]`` causal-LM logits for ``input_ids``.
-        input_ids: ``[B, T]`` token ids.
-        loss_mask: ``[B, T]`` bool mask of the transitions (the agent's tokens).
-        temperature: Divide the logits by this first.
-
-    Returns:
-        ``(q, v)``, both ``[B, T]`` float32 with gradients.
-
-    Raises:
-        ValueError: Mismatched shapes, a non-positive temperature, or a loss token at position 0.
-
-    Example:
-        >>> import torch
-        >>> q, v = token_q_values(torch.zeros(1, 2, 4), torch.tensor([[0, 3]]), torch.tensor([[False, True]]))
-        >>> q.tolist(), [round(x, 4) for x in v[0].tolist()]  # V = log 4
-        ([[0.0, 0.0]], [0.0, 1.3863])
-    """
-    if logits.dim() != 3 or logits.shape[:2] != input_ids.shape or loss_mask.shape != input_ids.shape:
-        raise ValueError(
-            f"need logits [B, T, V], input_ids [B, T] and loss_mask [B, T]; got {tuple(logits.shape)}, "
-            f"{tuple(input_ids.shape)}, {tuple(loss_mask.shape)}"
-        )
-    if not temperature > 0:
-        raise ValueError(f"temperature must be positive, got {temperature}")
-    mask = loss_mask.bool()
-    if bool(mask[:, 0].any()):
-        raise ValueError("loss_mask[:, 0] must be False: no logit predicts the first token")
-    targets = mask[:, 1:]
-    picked = logits[:, :-1][targets].float() / temperature  # [N, V]
-    token_ids = input_ids[:, 1:][targets]
-    q_taken = picked.gather(-1, token_ids[:, None]).squeeze(-1)
-    v_state = torch.logsumexp(picked, dim=-1)
-    zeros = torch.zeros(input_ids.shape, dtype=torch.float32, device=logits.device)
-    return zeros.masked_scatter(mask, q_taken), zeros.masked_scatter(mask, v_state)
 
 
 def next_state_values(v: Tensor, loss_mask: Tensor, *, terminal: Tensor | None = None) -> Tensor:

@@ -27,8 +27,6 @@ import torch
 from torch import Tensor
 from torch.utils.checkpoint import checkpoint
 
-from turnkit.learners.irl import token_q_values
-
 CHUNK_ROWS = 256
 """Loss tokens projected onto the vocabulary at a time (SmolLM2: a ``[256, 49152]`` float32 chunk is 50 MB)."""
 PLAIN_LOGITS_BYTES = 64 << 20
@@ -50,11 +48,58 @@ def logits_fit(model: torch.nn.Module, shape: tuple[int, ...] | torch.Size) -> b
     return shape[0] * shape[1] * vocab * 4 <= PLAIN_LOGITS_BYTES
 
 
+def token_q_values(
+    logits: Tensor, input_ids: Tensor, loss_mask: Tensor, *, temperature: float = 1.0
+) -> tuple[Tensor, Tensor]:
+    """Soft Q-value of each taken token and the state value, in token coordinates.
+
+    ``q[b, t] = logits[b, t − 1, input_ids[b, t]] / T`` and ``v[b, t] = logsumexp(logits[b, t − 1] / T)`` at
+    loss tokens, ``0`` elsewhere; ``q − v`` is then bit-for-bit :func:`gather_token_logprobs`. Only the logit
+    rows that predict loss tokens are touched, in float32. IQLearn (:mod:`turnkit.learners.irl`) reads these as
+    its soft Q-values.
+
+    Args:
+        logits: ``[B, T, V]`` causal-LM logits for ``input_ids``.
+        input_ids: ``[B, T]`` token ids.
+        loss_mask: ``[B, T]`` bool mask of the transitions (the agent's tokens).
+        temperature: Divide the logits by this first.
+
+    Returns:
+        ``(q, v)``, both ``[B, T]`` float32 with gradients.
+
+    Raises:
+        ValueError: Mismatched shapes, a non-positive temperature, or a loss token at position 0.
+
+    Example:
+        >>> import torch
+        >>> q, v = token_q_values(torch.zeros(1, 2, 4), torch.tensor([[0, 3]]), torch.tensor([[False, True]]))
+        >>> q.tolist(), [round(x, 4) for x in v[0].tolist()]  # V = log 4
+        ([[0.0, 0.0]], [0.0, 1.3863])
+    """
+    if logits.dim() != 3 or logits.shape[:2] != input_ids.shape or loss_mask.shape != input_ids.shape:
+        raise ValueError(
+            f"need logits [B, T, V], input_ids [B, T] and loss_mask [B, T]; got {tuple(logits.shape)}, "
+            f"{tuple(input_ids.shape)}, {tuple(loss_mask.shape)}"
+        )
+    if not temperature > 0:
+        raise ValueError(f"temperature must be positive, got {temperature}")
+    mask = loss_mask.bool()
+    if bool(mask[:, 0].any()):
+        raise ValueError("loss_mask[:, 0] must be False: no logit predicts the first token")
+    targets = mask[:, 1:]
+    picked = logits[:, :-1][targets].float() / temperature  # [N, V]
+    token_ids = input_ids[:, 1:][targets]
+    q_taken = picked.gather(-1, token_ids[:, None]).squeeze(-1)
+    v_state = torch.logsumexp(picked, dim=-1)
+    zeros = torch.zeros(input_ids.shape, dtype=torch.float32, device=logits.device)
+    return zeros.masked_scatter(mask, q_taken), zeros.masked_scatter(mask, v_state)
+
+
 def gather_token_logprobs(logits: Tensor, input_ids: Tensor, loss_mask: Tensor, *, temperature: float = 1.0) -> Tensor:
     """Log-prob of each loss token under ``logits``, in token coordinates.
 
     ``out[b, t] = log_softmax(logits[b, t − 1])[input_ids[b, t]]`` where ``loss_mask[b, t]``, else ``0``
-    (position 0 is always ``0``): ``Q − V`` of :func:`~turnkit.learners.irl.token_q_values`, the taken token's
+    (position 0 is always ``0``): ``Q − V`` of :func:`token_q_values`, the taken token's
     logit minus the logsumexp. Only the ``N`` logit rows that predict loss tokens are normalised, in float32
     (an ``[N, V]`` temporary rather than ``[B, T, V]``); gradients reach ``logits[b, t − 1]`` only for loss
     tokens ``t``.
