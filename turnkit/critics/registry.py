@@ -51,7 +51,7 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from types import ModuleType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import gymnasium
 
@@ -68,8 +68,10 @@ from turnkit.critics.base import (
 )
 from turnkit.critics.rules import EnvReward
 from turnkit.errors import ConfigError
-from turnkit.learners.estimators import Source, env_sources
 from turnkit.types import Trajectory
+
+if TYPE_CHECKING:  # the estimators (torch) load when a run scores, not when its config is validated
+    from turnkit.learners.estimators import Source
 
 CriticTable = dict[str, dict[str, Any]]
 """``{name: {"weight": w, ...options}}``, the normal form of a run's critics."""
@@ -378,6 +380,8 @@ class CriticSet:
             >>> {name: (s.kind, s.values) for name, s in critics.sources([traj], critics.score([traj])).items()}
             {'env': ('reward', [(1.0,)]), 'short': ('reward', [(-1.0,)])}
         """
+        from turnkit.learners.estimators import Source, env_sources
+
         out = env_sources(trajs)
         for name, _, critic in self.parts:
             rows = []
