@@ -158,7 +158,17 @@ def critic_module(name: str) -> ModuleType:
         Traceback (most recent call last):
         ...
         turnkit.errors.ConfigError: critic: unknown critic 'mtr' (did you mean 'mrt'?); use one of [...
+        >>> critic_module("rules")  # doctest: +ELLIPSIS
+        Traceback (most recent call last):
+        ...
+        turnkit.errors.ConfigError: critic: 'rules' is not a critic (turnkit.critics.rules is code the critics \
+share); use one of ['afd', ...
     """
+    if name in _HELPERS:
+        raise ConfigError(
+            f"critic: {name!r} is not a critic (turnkit.critics.{name} is code the critics share); "
+            f"use one of {built_in_critics() + sorted(installed_critics())}"
+        )
     dotted = name if "." in name else f"turnkit.critics.{name}"
     module = None if "." in name else _import_if_found(dotted)
     if module is None and "." not in name:
