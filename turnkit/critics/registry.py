@@ -13,7 +13,10 @@ and ``"my_critic"`` also the module an installed package names in the ``turnkit.
 The registry imports the module and reads its attributes (a re-exported or decorated ``from_context``, a
 ``.pyc``-only or zipped install all work); an unknown name is a :class:`~turnkit.errors.ConfigError` with the
 closest built-in or installed name. Validating a table imports the critic's module, so keep its top level
-light (the model code of ``mrt`` and ``pav`` is imported only for type checking).
+light: validating a run's config imports neither torch nor transformers. ``mrt`` and ``pav`` import the model
+code only for type checking; the learned critics (``prime``, ``sweet``, ``afd``, ``iqlearn``) are packages
+whose ``__init__`` holds ``Config`` and ``from_context`` and whose ``model`` module (torch) is imported when
+the critic is built. The helper modules (``base``, ``progress``, ``registry``, ``rules``) are not critics.
 A critic module is one room: it defines
 
 * ``Config``: a frozen dataclass of its table keys (validated by :mod:`turnkit.configs`; a ``seed`` key
