@@ -21,6 +21,18 @@ def test_parser_building_does_not_import_torch() -> None:
     assert out.strip() == "False"
 
 
+def test_a_bad_key_is_refused_before_torch_loads(tmp_path: Path) -> None:
+    """``turnkit train --set`` validates the whole config (a critic table too) before the model code loads."""
+    code = (
+        "import sys; from turnkit.cli import main; "
+        f"rc = main(['train', '--set', 'critic.prime.beta=0.1', '--set', 'optim.lrr=1', '--out', {str(tmp_path)!r}]); "
+        "print(rc, sorted(m for m in ('torch', 'transformers') if m in sys.modules))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "2 []"
+    assert "unknown OptimConfig key 'lrr' (did you mean 'lr'?)" in out.stderr
+
+
 @pytest.mark.parametrize("quiet", [True, False])
 def test_train_command_runs_a_config_file_with_overrides(
     quiet: bool, tokenizer: PreTrainedTokenizerFast, tmp_path: Path, capsys: pytest.CaptureFixture

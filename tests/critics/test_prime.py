@@ -228,7 +228,7 @@ def _trained_prm(tok) -> ImplicitPRM:
 
 
 def test_episode_layout_scores_each_turn_as_the_turn_by_turn_pass_does(tok) -> None:
-    from turnkit.critics.prime import _turn_ids, episode_layout
+    from turnkit.critics.prime.model import _turn_ids, episode_layout
 
     batch = _multi_turn_batch(tok)
     assert any(len(t.steps) > 1 for t in batch)

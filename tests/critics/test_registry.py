@@ -7,6 +7,8 @@ leaves), so the registry meets them the way it meets a user's.
 
 from __future__ import annotations
 
+import ast
+import importlib
 import os
 import py_compile
 import subprocess
@@ -93,8 +95,14 @@ def test_every_listed_built_in_is_a_critic_module() -> None:
         module = critic_module(name)
         assert module.__name__ == f"turnkit.critics.{name}" and callable(module.from_context)
     for helper in registry._HELPERS:
-        with pytest.raises(ConfigError, match="defines no Config dataclass and from_context"):
-            critic_module(helper)
+        with pytest.raises(ConfigError, match=rf"'{helper}' is not a critic \(turnkit\.critics\.{helper} is code"):
+            check_table({helper: 1.0})
+
+
+def test_a_module_without_config_and_from_context_says_so(critic_folder: Path) -> None:
+    (critic_folder / "tk_plain.py").write_text("VALUE = 1\n")
+    with pytest.raises(ConfigError, match=r"module turnkit\.critics\.tk_plain defines no Config dataclass"):
+        check_table({"tk_plain": 1.0})
 
 
 def test_a_decorated_and_re_exported_factory_is_found(critic_folder: Path) -> None:
@@ -140,12 +148,17 @@ def test_a_critic_whose_own_import_fails_says_what_is_missing(critic_folder: Pat
         check_table({"tk_broken": 1.0})
 
 
-def test_validating_a_config_does_not_load_the_model_code() -> None:
-    """``TrainConfig(critic=...)`` checks the keys of ``mrt`` and ``pav`` without importing transformers."""
+def test_validating_a_config_loads_neither_torch_nor_the_model_code() -> None:
+    """``TrainConfig.from_dict`` checks every built-in critic's table in a process that never imports torch."""
     code = (
         "import sys; from turnkit.train.config import TrainConfig; "
-        "TrainConfig(critic={'mrt': {'samples': 2}, 'pav': 0.5, 'length': 1.0, 'judge': {'url': 'http://x'}}); "
-        "print(sorted(m for m in ('transformers', 'peft', 'turnkit.agents.hf') if m in sys.modules))"
+        "from turnkit.critics.registry import built_in_critics; "
+        "names = built_in_critics(); "
+        "TrainConfig.from_dict({'critic': {n: {'weight': 0.5} for n in names}}); "
+        "TrainConfig.from_dict({'critic': {'prime': {'beta': 0.1}, 'sweet': {'steps': 2}, 'mrt': {'samples': 2}, "
+        "'afd': {'model': 'runs/afd/rm/sft'}, 'iqlearn': {'model': 'runs/iqlearn'}, 'judge': {'url': 'http://x'}}}); "
+        "print(names); print(sorted(m for m in ('torch', 'transformers', 'peft', 'turnkit.agents.hf') "
+        "if m in sys.modules))"
     )
     out = subprocess.run(
         [sys.executable, "-c", code],
@@ -155,4 +168,20 @@ def test_validating_a_config_does_not_load_the_model_code() -> None:
         text=True,
     )
     assert out.returncode == 0, out.stderr
-    assert out.stdout.strip() == "[]"
+    names, loaded = out.stdout.strip().splitlines()
+    assert {"afd", "iqlearn", "judge", "length", "mrt", "oracle", "pav", "prime", "sweet"} <= set(
+        ast.literal_eval(names)
+    )
+    assert loaded == "[]"
+
+
+@pytest.mark.parametrize("name", ["afd", "iqlearn", "prime", "sweet"])
+def test_a_critic_package_re_exports_its_model_code(name: str) -> None:
+    """``from turnkit.critics.<name> import X`` works for every public name of its ``model`` module."""
+    package = critic_module(name)
+    model = importlib.import_module(f"{package.__name__}.model")
+    assert sorted(package._MODEL) == sorted(model.__all__)
+    assert all(getattr(package, n) is getattr(model, n) for n in model.__all__)
+    assert set(model.__all__) <= set(dir(package))
+    with pytest.raises(AttributeError, match=f"module 'turnkit.critics.{name}' has no attribute 'no_such_name'"):
+        package.no_such_name  # noqa: B018

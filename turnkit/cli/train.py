@@ -54,11 +54,12 @@ def run_config(args: argparse.Namespace) -> Any:
 
 def cmd_train(args: argparse.Namespace) -> int:
     """Run (or resume) a GRPO/RLOO training run from a config file and ``--set`` overrides."""
+    cfg = run_config(args)  # a bad key fails here, before torch and the model code load
+
     from turnkit.models.threads import torch_threads
     from turnkit.train.loop import train
     from turnkit.train.model_defaults import model_threads
 
-    cfg = run_config(args)
     with torch_threads(args.threads if args.threads is not None else model_threads(cfg.model, cfg.device)):
         result = train(cfg, resume=args.resume, progress=not args.quiet)
     last = next((r for r in reversed(result.history) if "reward_mean" in r), None)

@@ -45,7 +45,6 @@ from turnkit.agents.base import Agent
 from turnkit.critics.base import CriticResult
 from turnkit.envs.core import EnvSnapshot, snapshot_env
 from turnkit.errors import ConfigError, CriticError
-from turnkit.learners.learner import Learner, OptimConfig
 from turnkit.rollout.collect import Start, clone_env, collect_batch
 from turnkit.types import Message, Step, Trajectory, TrajectoryError, observation_role
 
@@ -699,6 +698,8 @@ class ProgressVerifier:
             raise CriticError("ProgressVerifier.fit got no prefixes to learn from")
         y = torch.tensor(targets, dtype=torch.float32)
         opt = torch.optim.Adam(self.modules.parameters(), lr=lr)  # Adam, no clipping: the verifier's own recipe
+        from turnkit.learners.learner import Learner, OptimConfig
+
         learner = Learner(self.modules, OptimConfig(lr=lr, max_grad_norm=0.0), optimizer=opt)
         rng = np.random.default_rng(self.seed)
         loss_sum = 0.0

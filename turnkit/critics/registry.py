@@ -13,7 +13,10 @@ and ``"my_critic"`` also the module an installed package names in the ``turnkit.
 The registry imports the module and reads its attributes (a re-exported or decorated ``from_context``, a
 ``.pyc``-only or zipped install all work); an unknown name is a :class:`~turnkit.errors.ConfigError` with the
 closest built-in or installed name. Validating a table imports the critic's module, so keep its top level
-light (the model code of ``mrt`` and ``pav`` is imported only for type checking).
+light: validating a run's config imports neither torch nor transformers. ``mrt`` and ``pav`` import the model
+code only for type checking; the learned critics (``prime``, ``sweet``, ``afd``, ``iqlearn``) are packages
+whose ``__init__`` holds ``Config`` and ``from_context`` and whose ``model`` module (torch) is imported when
+the critic is built. The helper modules (``base``, ``progress``, ``registry``, ``rules``) are not critics.
 A critic module is one room: it defines
 
 * ``Config``: a frozen dataclass of its table keys (validated by :mod:`turnkit.configs`; a ``seed`` key
@@ -51,7 +54,7 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from types import ModuleType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import gymnasium
 
@@ -68,8 +71,10 @@ from turnkit.critics.base import (
 )
 from turnkit.critics.rules import EnvReward
 from turnkit.errors import ConfigError
-from turnkit.learners.estimators import Source, env_sources
 from turnkit.types import Trajectory
+
+if TYPE_CHECKING:  # the estimators (torch) load when a run scores, not when its config is validated
+    from turnkit.learners.estimators import Source
 
 CriticTable = dict[str, dict[str, Any]]
 """``{name: {"weight": w, ...options}}``, the normal form of a run's critics."""
@@ -156,7 +161,17 @@ def critic_module(name: str) -> ModuleType:
         Traceback (most recent call last):
         ...
         turnkit.errors.ConfigError: critic: unknown critic 'mtr' (did you mean 'mrt'?); use one of [...
+        >>> critic_module("rules")  # doctest: +ELLIPSIS
+        Traceback (most recent call last):
+        ...
+        turnkit.errors.ConfigError: critic: 'rules' is not a critic (turnkit.critics.rules is code the critics \
+share); use one of ['afd', ...
     """
+    if name in _HELPERS:
+        raise ConfigError(
+            f"critic: {name!r} is not a critic (turnkit.critics.{name} is code the critics share); "
+            f"use one of {built_in_critics() + sorted(installed_critics())}"
+        )
     dotted = name if "." in name else f"turnkit.critics.{name}"
     module = None if "." in name else _import_if_found(dotted)
     if module is None and "." not in name:
@@ -378,6 +393,8 @@ class CriticSet:
             >>> {name: (s.kind, s.values) for name, s in critics.sources([traj], critics.score([traj])).items()}
             {'env': ('reward', [(1.0,)]), 'short': ('reward', [(-1.0,)])}
         """
+        from turnkit.learners.estimators import Source, env_sources
+
         out = env_sources(trajs)
         for name, _, critic in self.parts:
             rows = []

@@ -16,10 +16,12 @@ Example:
 from __future__ import annotations
 
 from dataclasses import dataclass
-
-import torch
+from typing import TYPE_CHECKING
 
 from turnkit.errors import ConfigError
+
+if TYPE_CHECKING:  # torch loads with a model, not with turnkit.distributed (RayConfig validates a run's config)
+    import torch
 
 
 @dataclass(frozen=True)
@@ -46,16 +48,18 @@ def snapshot_weights(model: torch.nn.Module, *, version: int) -> WeightsSnapshot
     return WeightsSnapshot(version, {n: p.detach().to("cpu", copy=True) for n, p in named})
 
 
-@torch.no_grad()
 def load_weights(model: torch.nn.Module, snapshot: WeightsSnapshot) -> None:
     """Write ``snapshot`` into ``model``'s parameters of the same names, in place.
 
     Raises:
         ConfigError: A name is not a parameter of ``model`` or a shape differs (a different architecture).
     """
+    import torch
+
     params = dict(model.named_parameters())
     for name, tensor in snapshot.tensors.items():
         param = params.get(name)
         if param is None or param.shape != tensor.shape:
             raise ConfigError(f"weights snapshot v{snapshot.version}: {name!r} does not fit this model")
-        param.copy_(tensor.to(param.device))
+        with torch.no_grad():
+            param.copy_(tensor.to(param.device))

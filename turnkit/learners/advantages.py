@@ -37,18 +37,13 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Literal, get_args
 
 import torch
 from torch import Tensor
 
 from turnkit.errors import ConfigError, DataError
+from turnkit.learners.config import ESTIMATORS, Estimator
 from turnkit.types import Trajectory
-
-Estimator = Literal["grpo", "dr_grpo", "rloo"]
-"""Group baseline: ``"grpo"`` (mean, divided by std), ``"dr_grpo"`` (mean only) or ``"rloo"`` (leave-one-out)."""
-
-ESTIMATORS: tuple[str, ...] = get_args(Estimator)
 
 
 @dataclass(frozen=True)

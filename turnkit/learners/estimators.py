@@ -59,7 +59,8 @@ import torch
 from torch import Tensor
 
 from turnkit.errors import ConfigError, DataError
-from turnkit.learners.advantages import ESTIMATORS, _as_float, _group_stats, returns_to_go, turn_advantages
+from turnkit.learners.advantages import _as_float, _group_stats, returns_to_go, turn_advantages
+from turnkit.learners.config import RUN_ESTIMATORS, SOURCE_ESTIMATORS, SourceEstimator
 from turnkit.types import Trajectory
 
 SourceKind = Literal["reward", "process", "progress", "turn_advantage"]
@@ -68,17 +69,6 @@ penalty: summed into the outcome), ``"process"`` (PRIME's implicit process rewar
 (the per-turn progress ``ΔJ`` or ``A^μ`` of MRT and PAV), ``"turn_advantage"`` (SWEET's critic advantage)."""
 
 SOURCE_KINDS: tuple[str, ...] = get_args(SourceKind)
-
-SourceEstimator = Literal["prime", "mrt", "pav", "sweet"]
-"""An estimator over rewards by source (module docstring): the values of ``grpo.estimator`` that a run computes
-with :func:`source_advantages`. ``grpo``, ``dr_grpo`` and ``rloo`` keep the summed-reward path of
-:func:`~turnkit.learners.advantages.turn_advantages`, so existing runs stay bit-identical."""
-
-SOURCE_ESTIMATORS: tuple[str, ...] = get_args(SourceEstimator)
-
-RUN_ESTIMATORS: tuple[str, ...] = (*ESTIMATORS, *SOURCE_ESTIMATORS, "paper")
-"""Every value of ``grpo.estimator``: the group baselines (``grpo``, ``dr_grpo``, ``rloo``) over summed rewards,
-the by-source estimators, and ``"paper"`` (the estimator the run's critics' papers use)."""
 
 
 def _check(rows: Tensor, mask: Tensor, what: str) -> tuple[Tensor, Tensor]:

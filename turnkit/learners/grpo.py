@@ -28,87 +28,12 @@ Example:
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Literal, get_args
-
 import torch
 from torch import Tensor
 
-from turnkit.configs import check_bool, check_choice, check_float, check_int
 from turnkit.errors import ConfigError
-from turnkit.learners.estimators import RUN_ESTIMATORS
-from turnkit.learners.kl import KL_ESTIMATORS, KLEstimator, kl_estimate
-
-LossAggregation = Literal["token_mean", "seq_mean", "seq_sum_norm"]
-"""How per-token losses become one scalar; see the module docstring."""
-
-LOSS_AGGREGATIONS: tuple[str, ...] = get_args(LossAggregation)
-
-
-@dataclass(frozen=True)
-class GRPOConfig:
-    """Hyper-parameters of the GRPO policy loss and its advantages. Validated on construction.
-
-    Example:
-        >>> GRPOConfig(clip_eps=0.1).clip_high
-        0.1
-        >>> GRPOConfig(clip_eps=0.2, clip_eps_high=0.28).clip_high  # DAPO "clip-higher"
-        0.28
-        >>> GRPOConfig(group_size=1)
-        Traceback (most recent call last):
-        ...
-        turnkit.errors.ConfigError: GRPOConfig.group_size must be an int >= 2 (a lone sample has no baseline), got 1
-    """
-
-    group_size: int = 8
-    """Episodes per group (same task and seed); advantages compare members of a group."""
-    estimator: str = "grpo"
-    """Group baseline over the summed rewards: ``"grpo"`` (mean and std), ``"dr_grpo"`` (mean only) or ``"rloo"``
-    (leave-one-out); or a method's own estimator over the rewards by source, ``"prime"``, ``"mrt"``, ``"pav"``,
-    ``"sweet"``, or ``"paper"`` (the one the run's critics' papers use; :mod:`turnkit.learners.estimators`)."""
-    per_turn: bool = False
-    """Credit each turn with its return-to-go (dense rewards) instead of the whole episode's return."""
-    gamma: float = 1.0
-    """Turn discount for ``per_turn`` returns-to-go, in ``[0, 1]``."""
-    adv_eps: float = 1e-6
-    """Added to the group std (``"grpo"``), so that all-equal groups give advantage 0."""
-    clip_eps: float = 0.2
-    """PPO ratio clip ``ε_low``: ratios below ``1 − clip_eps`` stop pushing down negative advantages."""
-    clip_eps_high: float | None = None
-    """Upper clip ``ε_high`` (DAPO clip-higher); ``None`` uses ``clip_eps``."""
-    kl_coef: float = 0.0
-    """Weight ``β`` of the per-token KL to the reference policy; ``0`` needs no reference model."""
-    kl_estimator: KLEstimator = "k3"
-    """Per-token KL estimator: ``"k1"``, ``"k2"`` or ``"k3"``."""
-    loss_agg: LossAggregation = "token_mean"
-    """Reduction of per-token losses: ``"token_mean"``, ``"seq_mean"`` or ``"seq_sum_norm"``."""
-    max_tokens: int | None = None
-    """Constant per-row token budget for ``"seq_sum_norm"`` (e.g. the generation limit); required there."""
-
-    def __post_init__(self) -> None:
-        try:
-            check_int(self, "group_size", low=2)
-        except ConfigError:
-            raise ConfigError(
-                f"GRPOConfig.group_size must be an int >= 2 (a lone sample has no baseline), got {self.group_size!r}"
-            ) from None
-        check_choice(self, "estimator", RUN_ESTIMATORS)
-        check_choice(self, "kl_estimator", KL_ESTIMATORS)
-        check_choice(self, "loss_agg", LOSS_AGGREGATIONS)
-        check_bool(self, "per_turn")
-        check_float(self, "gamma", low=0.0, high=1.0)
-        check_float(self, "clip_eps", low=0.0, high=1.0, open_low=True, open_high=True)
-        check_float(self, "clip_eps_high", low=0.0, open_low=True, optional=True)
-        check_float(self, "kl_coef", low=0.0)
-        check_float(self, "adv_eps", low=0.0, high=1.0, open_low=True)
-        check_int(self, "max_tokens", optional=True)
-        if self.loss_agg == "seq_sum_norm" and self.max_tokens is None:
-            raise ConfigError("GRPOConfig.max_tokens is required when loss_agg='seq_sum_norm'")
-
-    @property
-    def clip_high(self) -> float:
-        """The upper clip ``ε_high`` in effect."""
-        return self.clip_eps if self.clip_eps_high is None else self.clip_eps_high
+from turnkit.learners.config import LOSS_AGGREGATIONS, GRPOConfig, LossAggregation
+from turnkit.learners.kl import kl_estimate
 
 
 def aggregate_tokens(

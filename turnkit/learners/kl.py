@@ -19,17 +19,11 @@ Example:
 
 from __future__ import annotations
 
-from typing import Literal, get_args
-
 import torch
 from torch import Tensor
 
 from turnkit.errors import ConfigError
-
-KLEstimator = Literal["k1", "k2", "k3"]
-"""Name of a per-token KL estimator: ``"k1"``, ``"k2"`` or ``"k3"``."""
-
-KL_ESTIMATORS: tuple[str, ...] = get_args(KLEstimator)
+from turnkit.learners.config import KL_ESTIMATORS, KLEstimator
 
 
 def kl_estimate(logprobs: Tensor, ref_logprobs: Tensor, kind: KLEstimator = "k3") -> Tensor:

@@ -31,134 +31,18 @@ from __future__ import annotations
 
 import contextlib
 import copy
-import math
 from collections.abc import Iterator
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 import torch
 
-from turnkit.configs import check_choice, check_float, check_int
 from turnkit.errors import ConfigError
+from turnkit.learners.config import DEFAULT_TARGETS as DEFAULT_TARGETS
+from turnkit.learners.config import LoraConfig, OptimConfig, lr_factor
 from turnkit.learners.optim import step_accumulated
 
 __all__ = ["Learner", "LoraConfig", "OptimConfig", "lr_factor"]
-
-DEFAULT_TARGETS: tuple[str, ...] = ("q_proj", "k_proj", "v_proj", "o_proj")
-
-
-@dataclass(frozen=True)
-class LoraConfig:
-    """A LoRA adapter's shape. Validated on construction.
-
-    Example:
-        >>> LoraConfig(r=4).alpha, LoraConfig(targets=["q_proj"]).targets
-        (16, ('q_proj',))
-        >>> LoraConfig(r=-1)
-        Traceback (most recent call last):
-        ...
-        turnkit.errors.ConfigError: LoraConfig.r must be null or an int >= 0, got -1
-    """
-
-    r: int | None = 8
-    """Adapter rank; ``0``: no adapter (full fine-tuning). ``None`` leaves the rank to the run's model
-    (:meth:`turnkit.train.config.TrainConfig.lora_rank`); a :class:`Learner` needs it resolved."""
-    alpha: int = 16
-    """LoRA scaling numerator (the update is scaled by ``alpha / r``)."""
-    dropout: float = 0.0
-    """Dropout on the adapter's input."""
-    targets: tuple[str, ...] = DEFAULT_TARGETS
-    """Module names the adapter wraps."""
-
-    def __post_init__(self) -> None:
-        if isinstance(self.targets, list):
-            object.__setattr__(self, "targets", tuple(self.targets))
-        check_int(self, "r", low=0, optional=True)
-        check_int(self, "alpha")
-        check_float(self, "dropout", low=0.0, high=1.0, open_high=True)
-        if not isinstance(self.targets, tuple) or not self.targets:
-            raise ConfigError(f"LoraConfig.targets must be a non-empty list of module names, got {self.targets!r}")
-        bad = [t for t in self.targets if not isinstance(t, str) or not t]
-        if bad:
-            raise ConfigError(f"LoraConfig.targets must hold module names (non-empty strings), got {bad[0]!r}")
-
-
-@dataclass(frozen=True)
-class OptimConfig:
-    """AdamW and its learning-rate schedule. Validated on construction.
-
-    The rate at 0-based step ``s`` is ``lr * lr_factor(s)``: a linear warmup ``(s + 1) / warmup_steps`` over
-    the first ``warmup_steps`` steps, then ``1`` (``schedule="constant"``) or a cosine decay to
-    ``min_lr_ratio * lr`` at the last step (``"cosine"``, which needs the run's total steps).
-
-    Example:
-        >>> OptimConfig(lr=1e-3).max_grad_norm
-        1.0
-        >>> OptimConfig(schedule="linear")
-        Traceback (most recent call last):
-        ...
-        turnkit.errors.ConfigError: OptimConfig.schedule must be one of ['constant', 'cosine'], got 'linear'
-    """
-
-    lr: float = 1e-4
-    """Peak AdamW learning rate."""
-    weight_decay: float = 0.0
-    """AdamW weight decay."""
-    max_grad_norm: float = 1.0
-    """Clip the global gradient norm to this (``0`` disables clipping)."""
-    warmup_steps: int = 0
-    """Linear warmup steps (``0``: none)."""
-    schedule: Literal["constant", "cosine"] = "constant"
-    """The rate after warmup: constant, or a cosine decay to ``min_lr_ratio * lr``."""
-    min_lr_ratio: float = 0.1
-    """Final rate of the cosine schedule as a fraction of ``lr``."""
-    betas: tuple[float, float] = (0.9, 0.999)
-    """AdamW's moment decay rates."""
-    eps: float = 1e-8
-    """AdamW's denominator term."""
-
-    def __post_init__(self) -> None:
-        if isinstance(self.betas, list):
-            object.__setattr__(self, "betas", tuple(self.betas))
-        check_float(self, "lr", low=0.0, open_low=True)
-        check_float(self, "weight_decay", "max_grad_norm", low=0.0)
-        check_int(self, "warmup_steps", low=0)
-        check_choice(self, "schedule", ("constant", "cosine"))
-        check_float(self, "min_lr_ratio", low=0.0, high=1.0)
-        check_float(self, "eps", low=0.0, open_low=True)
-        ok = isinstance(self.betas, tuple) and len(self.betas) == 2
-        if not ok or not all(
-            isinstance(b, (int, float)) and not isinstance(b, bool) and 0 <= b < 1 for b in self.betas
-        ):
-            raise ConfigError(f"OptimConfig.betas must be two numbers in [0, 1), got {self.betas!r}")
-
-    def factor(self, step: int, total: int = 0) -> float:
-        """The learning-rate multiplier at 0-based ``step`` of ``total`` (see the class docstring).
-
-        Example:
-            >>> cfg = OptimConfig(warmup_steps=2, schedule="cosine", min_lr_ratio=0.0)
-            >>> [round(cfg.factor(s, 10), 3) for s in (0, 1, 2, 6, 9)]
-            [0.5, 1.0, 1.0, 0.5, 0.038]
-            >>> [OptimConfig(warmup_steps=4).factor(s) for s in (0, 3, 50)]
-            [0.25, 1.0, 1.0]
-        """
-        if self.schedule == "cosine":
-            return lr_factor(step, total=total, warmup=self.warmup_steps, min_ratio=self.min_lr_ratio)
-        return min(1.0, (step + 1) / self.warmup_steps) if self.warmup_steps else 1.0
-
-
-def lr_factor(step: int, *, total: int, warmup: int, min_ratio: float) -> float:
-    """Learning-rate multiplier at optimizer step ``step`` (0-based): linear warmup, then cosine decay.
-
-    Example:
-        >>> [round(lr_factor(s, total=10, warmup=2, min_ratio=0.0), 3) for s in (0, 1, 2, 6, 9)]
-        [0.5, 1.0, 1.0, 0.5, 0.038]
-    """
-    if step < warmup:
-        return (step + 1) / warmup
-    progress = (step - warmup) / max(1, total - warmup)
-    return min_ratio + (1 - min_ratio) * 0.5 * (1 + math.cos(math.pi * progress))
 
 
 class Learner:

@@ -9,7 +9,7 @@ discriminator between two samplers is a reward model), on the embedded tiny worl
 2. **Data** (:func:`rm_training_data`, :data:`DATA_CHOICES`): the discriminator's (negatives, positives) are
    (init samples, SFT samples) for ``init_sft`` (the paper's best: both sides come from one model family),
    (init samples, demonstrations) for ``init_demo``, (SFT samples, demonstrations) for ``sft_demo``.
-3. **Reward model**: :class:`~turnkit.critics.afd.AfDCritic` started from the SFT policy's weights, trained
+3. **Reward model**: :class:`~turnkit.critics.afd.model.AfDCritic` started from the SFT policy's weights, trained
    with the discriminator loss; its reward is the logit. :func:`train_afd` saves one per data choice to
    ``<out_dir>/rm/<choice>/``; ``critic.afd.model=<that folder>`` loads it into training, and
    :func:`best_of_n` ranks sampled episodes with it.
@@ -316,7 +316,7 @@ class AfDRunConfig:
         self.afd_config()  # validates the reward-model settings
 
     def afd_config(self) -> AfDConfig:
-        """The reward model's :class:`~turnkit.critics.afd.AfDConfig`."""
+        """The reward model's :class:`~turnkit.critics.afd.model.AfDConfig`."""
         return AfDConfig(
             steps=self.rm_steps, batch_size=self.rm_batch_size, lr=self.rm_lr, lora_r=self.rm_lora_r, seed=self.seed
         )

@@ -38,8 +38,7 @@ from turnkit.critics.progress import FORCE_ANSWER
 from turnkit.critics.registry import CriticTable, check_table
 from turnkit.distributed.cluster import RayConfig
 from turnkit.errors import ConfigError
-from turnkit.learners.grpo import GRPOConfig
-from turnkit.learners.learner import LoraConfig, OptimConfig
+from turnkit.learners.config import GRPOConfig, LoraConfig, OptimConfig
 
 BACKENDS = ("hf", "openai", "vllm")
 """Generation backends :attr:`TrainConfig.backend` accepts (:mod:`turnkit.train.backends`)."""

@@ -22,15 +22,13 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
-from dataclasses import dataclass
 from pathlib import Path
 
 import torch
 
-from turnkit import configs
 from turnkit.agents.hf import HFPolicy
 from turnkit.checkpoint import check_manifest, checkpoint_candidates
-from turnkit.critics.base import CriticContext, CriticResult
+from turnkit.critics.base import CriticResult
 from turnkit.errors import ConfigError, DataError
 from turnkit.learners.irl import extracted_rewards, token_q_values
 from turnkit.rollout.batch import TokenRow, collate
@@ -129,39 +127,7 @@ def load_reward(path: str | Path, *, batch_size: int = 32) -> IQLearnReward:
     raise ConfigError(f"{path} is neither an IQLearn run folder (config.json + checkpoints/) nor an HF model folder")
 
 
-@dataclass(frozen=True)
-class IQLearnCriticConfig:
-    """Keys of ``critic.iqlearn`` in a run's config.
-
-    Example:
-        >>> IQLearnCriticConfig(model="runs/iqlearn").batch_size
-        32
-    """
-
-    model: str | None = None
-    """An IQLearn run folder (its newest intact checkpoint is used) or a model folder (required to build it)."""
-    batch_size: int = 32
-    """Turns scored per forward pass."""
-
-    def __post_init__(self) -> None:
-        configs.check_str(self, "model", optional=True)
-        configs.check_int(self, "batch_size")
-
-
-Config = IQLearnCriticConfig
-"""The table keys of ``critic.iqlearn`` (see :mod:`turnkit.critics.registry`)."""
-
-
-def from_context(ctx: CriticContext, config: IQLearnCriticConfig) -> IQLearnReward:
-    """IQLearn's extracted reward from a trained run, summed per turn; frozen.
-
-    Raises:
-        ConfigError: No ``model`` was given, or its tokenizer is not the policy's (it could not score its ids).
-    """
-    if not config.model:
-        raise ConfigError("critic.iqlearn needs model, the folder of an IQLearn run (turnkit iqlearn --out)")
-    critic = load_reward(config.model, batch_size=config.batch_size)
-    if critic.policy.tokenizer.get_vocab() != ctx.policy.tokenizer.get_vocab():
-        raise ConfigError(f"critic.iqlearn model {config.model} has another tokenizer than the policy: it cannot "
-                          "score its ids")  # fmt: skip
-    return critic
+__all__ = [
+    "IQLearnReward",
+    "load_reward",
+]

@@ -46,7 +46,6 @@ import math
 import time
 from collections import defaultdict
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -57,16 +56,13 @@ from torch import Tensor
 
 from turnkit.agents.base import Context
 from turnkit.agents.hf import HFPolicy, chat_prompt_ids
-from turnkit.configs import check_bool, check_choice, check_float, check_int, check_str
-from turnkit.critics.base import CriticContext, CriticResult
+from turnkit.critics.base import CriticResult
+from turnkit.critics.sweet import SweetConfig
 from turnkit.errors import ConfigError, CriticError, DataError
 from turnkit.learners.learner import Learner, LoraConfig, OptimConfig
 from turnkit.rollout.demos import completion_ids, turn_messages
 from turnkit.search.pairs import PreferencePair
 from turnkit.types import AgentTurn, Message, Task, Trajectory
-
-PRIVILEGED_TEMPLATE = "In light that the final answer is: {reference}."
-"""How the training-time information is glued in front of the critic's conversation (from the paper's code)."""
 
 Segment = tuple[tuple[int, ...], tuple[int, ...]]
 """One scored span: ``(prompt_ids, completion_ids)``."""
@@ -256,77 +252,6 @@ def render_reference(value: Any) -> str:
 
 
 # ---------------------------------------------------------------------------------------------- critic
-
-
-@dataclass(frozen=True)
-class SweetConfig:
-    """Settings of :class:`SweetCritic`. Validated on construction.
-
-    Example:
-        >>> SweetConfig().beta, SweetConfig(reference_key=None).privileged
-        (0.1, False)
-        >>> SweetConfig(template="no field")
-        Traceback (most recent call last):
-        ...
-        turnkit.errors.ConfigError: SweetConfig.template must contain '{reference}', got 'no field'
-    """
-
-    reference_key: str | None = "answer"
-    """Key of ``Task.privileged`` shown to the critic (rendered by :func:`render_reference`); ``None`` is the ablation
-    without training-time info."""
-    template: str = PRIVILEGED_TEMPLATE
-    """How the reference is written (must contain ``{reference}``)."""
-    placement: str = "prefix"
-    """``"prefix"``: the reference line opens the first message (the paper's code); ``"suffix"``: it closes the
-    last message, right before the turn being scored (easier for very small critics to attend to)."""
-    beta: float = 0.1
-    """Bradley–Terry ``β``."""
-    length_normalize: bool = True
-    """Mean (not sum) of the token log-ratios per turn."""
-    trajectory_score: str = "sum"
-    """How turn advantages make a trajectory's Bradley–Terry score: ``"sum"`` (the paper) or ``"mean"`` over
-    turns (removes a turn-count shortcut in envs where success ends the episode early; see docs)."""
-    steps: int = 200
-    """Critic optimizer steps in :meth:`SweetCritic.fit`."""
-    batch_size: int = 16
-    """Trajectory pairs per step."""
-    lr: float = 1e-3
-    """AdamW learning rate of the critic's LoRA adapter."""
-    max_grad_norm: float = 1.0
-    """Gradient clipping norm."""
-    lora_r: int = 16
-    """Critic LoRA rank."""
-    lora_alpha: int = 32
-    """Critic LoRA alpha."""
-    lora_targets: tuple[str, ...] = ("q_proj", "k_proj", "v_proj", "o_proj")
-    """Module names that get LoRA adapters."""
-    max_pairs_per_task: int | None = 4
-    """Trajectory pairs per task (``None``: all)."""
-    require_success: float | None = 1.0
-    """Only tasks whose best rollout reaches this reward give pairs (``None``: every task)."""
-    score_batch_size: int = 64
-    """Turns per forward pass when scoring."""
-    seed: int = 0
-    """LoRA initialisation, pair subsampling and batch order."""
-
-    def __post_init__(self) -> None:
-        check_choice(self, "trajectory_score", ("sum", "mean"))
-        check_choice(self, "placement", ("prefix", "suffix"))
-        if not isinstance(self.template, str) or "{reference}" not in self.template:
-            raise ConfigError(f"SweetConfig.template must contain '{{reference}}', got {self.template!r}")
-        check_float(self, "beta", "lr", "max_grad_norm", low=0.0, open_low=True)
-        check_int(self, "steps", "batch_size", "lora_r", "lora_alpha", "score_batch_size")
-        check_int(self, "max_pairs_per_task", optional=True)
-        check_int(self, "seed", low=0)
-        check_float(self, "require_success", optional=True)
-        check_str(self, "reference_key", optional=True)
-        check_bool(self, "length_normalize")
-        object.__setattr__(self, "lora_targets", tuple(self.lora_targets))
-
-    @property
-    def privileged(self) -> bool:
-        """Whether the critic sees training-time information."""
-        return self.reference_key is not None
 
 
 class SweetCritic:
@@ -699,13 +624,14 @@ def sweet_pairs(
     return out
 
 
-Config = SweetConfig
-"""The table keys of ``critic.sweet`` (see :mod:`turnkit.critics.registry`); ``seed`` defaults to the run's."""
-
-LOOP_DEFAULTS = {"steps": 4, "require_success": None}
-"""Inside training: 4 critic steps per rollout batch, and pairs from every task with two different rewards."""
-
-
-def from_context(ctx: CriticContext, config: SweetConfig) -> SweetCritic:
-    """SWEET-RL in a training run: a LoRA copy of the start policy that reads the task's privileged reference."""
-    return SweetCritic.from_policy(ctx.start_policy(), config)
+__all__ = [
+    "Segment",
+    "SweetCritic",
+    "bradley_terry_loss",
+    "outcome_pairs",
+    "ranking_accuracy",
+    "render_reference",
+    "sweet_pairs",
+    "top_bottom_pairs",
+    "turn_advantage",
+]

@@ -43,7 +43,6 @@ import math
 import time
 from collections import defaultdict
 from collections.abc import Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -52,8 +51,8 @@ import torch.nn.functional as F
 from torch import Tensor
 
 from turnkit.agents.hf import HFPolicy
-from turnkit.configs import check_float, check_int
-from turnkit.critics.base import CriticContext, CriticResult
+from turnkit.critics.base import CriticResult
+from turnkit.critics.prime import PrimeConfig
 from turnkit.errors import ConfigError, DataError
 from turnkit.learners.advantages import prime_advantages
 from turnkit.learners.grpo import GRPOConfig, policy_loss
@@ -171,64 +170,6 @@ def group_ranking_accuracy(
 
 
 # ---------------------------------------------------------------------------------------------- the PRM
-
-
-@dataclass(frozen=True)
-class PrimeConfig:
-    """Settings of :class:`ImplicitPRM` and :func:`prime_update`. Validated on construction.
-
-    Example:
-        >>> PrimeConfig().beta, PrimeConfig().acc_low, PrimeConfig().acc_high
-        (0.05, 0.2, 0.8)
-        >>> PrimeConfig(acc_low=0.9, acc_high=0.1)
-        Traceback (most recent call last):
-        ...
-        turnkit.errors.ConfigError: PrimeConfig needs acc_low <= acc_high, got 0.9, 0.1
-    """
-
-    beta: float = 0.05
-    """Implicit reward scale ``β``."""
-    prm_lr: float = 1e-3
-    """AdamW learning rate of the PRM's LoRA adapter."""
-    prm_minibatches: int = 1
-    """PRM optimizer steps per rollout batch (one pass over the batch)."""
-    lora_r: int = 16
-    """PRM LoRA rank."""
-    lora_alpha: int = 32
-    """PRM LoRA alpha."""
-    acc_low: float = 0.2
-    """Lowest group accuracy kept by the prompt filter."""
-    acc_high: float = 0.8
-    """Highest group accuracy kept by the prompt filter."""
-    process_coef: float = 1.0
-    """Weight of the process-reward source in the advantage (``0``: outcome-only RLOO)."""
-    gamma: float = 1.0
-    """Discount of the returns-to-go."""
-    policy_minibatches: int = 1
-    """Policy optimizer steps per rollout batch (PRIME: 1 epoch)."""
-    clip_eps: float = 0.2
-    """PPO clip."""
-    max_grad_norm: float = 1.0
-    """Gradient clipping norm of the PRM (the policy's learner clips by its own ``OptimConfig``)."""
-    score_batch_size: int = 64
-    """Sequences (an episode, or a turn where the context is not token-exact) per PRM forward pass when scoring."""
-    prm_chunk: int = 8
-    """Episodes per forward + backward inside one PRM step (gradients accumulate over chunks: the same loss, and
-    memory bounded by the chunk, not the batch)."""
-    seed: int = 0
-    """PRM LoRA initialisation."""
-
-    def __post_init__(self) -> None:
-        check_float(self, "beta", "prm_lr", "max_grad_norm", low=0.0, open_low=True)
-        check_float(self, "acc_low", "acc_high", "gamma", low=0.0, high=1.0)
-        if self.acc_low > self.acc_high:
-            raise ConfigError(f"PrimeConfig needs acc_low <= acc_high, got {self.acc_low}, {self.acc_high}")
-        check_int(
-            self, "prm_minibatches", "policy_minibatches", "lora_r", "lora_alpha", "score_batch_size", "prm_chunk"
-        )
-        check_int(self, "seed", low=0)
-        check_float(self, "process_coef", low=0.0)
-        check_float(self, "clip_eps", low=0.0, high=1.0, open_low=True, open_high=True)
 
 
 _Segment = tuple[tuple[int, ...], tuple[int, ...]]
@@ -452,15 +393,6 @@ def _group(trajectory: Trajectory) -> Any:
     return trajectory.group if trajectory.group is not None else (trajectory.env_id, trajectory.seed)
 
 
-Config = PrimeConfig
-"""The table keys of ``critic.prime`` (see :mod:`turnkit.critics.registry`); ``seed`` defaults to the run's."""
-
-
-def from_context(ctx: CriticContext, config: PrimeConfig) -> ImplicitPRM:
-    """PRIME in a training run: a PRM started from a LoRA copy of the start policy (its base is ``π_ref``)."""
-    return ImplicitPRM.from_policy(ctx.start_policy(), config)
-
-
 def _pad(rows: Sequence[Tensor]) -> tuple[Tensor, Tensor]:
     """Right-pad 1-D tensors into ``[N, T]`` values and a bool mask (keeps gradients)."""
     width = max(int(r.shape[0]) for r in rows)
@@ -624,3 +556,16 @@ def _policy_step(learner: Learner, rows: Sequence[TokenRow], cfg: PrimeConfig, t
         weight += w
     policy.model.eval()
     return {k: v / max(weight, 1.0) for k, v in sums.items()}
+
+
+__all__ = [
+    "ImplicitPRM",
+    "accuracy_filter",
+    "episode_layout",
+    "group_ranking_accuracy",
+    "implicit_token_rewards",
+    "policy_rows",
+    "prime_update",
+    "prm_bce_loss",
+    "token_advantages",
+]

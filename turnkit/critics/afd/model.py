@@ -55,7 +55,7 @@ from transformers import AutoModelForSequenceClassification, AutoTokenizer, PreT
 
 from turnkit import configs
 from turnkit.agents.hf import HFPolicy
-from turnkit.critics.base import CriticContext, CriticResult
+from turnkit.critics.base import CriticResult
 from turnkit.errors import ConfigError, DataError
 from turnkit.learners.irl import closed_form_reward, discriminator_loss, discriminator_reward
 from turnkit.learners.learner import Learner, OptimConfig
@@ -577,38 +577,14 @@ def _results(per_traj: Sequence[Sequence[Sample]], rewards: Tensor) -> list[Crit
     return out
 
 
-@dataclass(frozen=True)
-class AfDCriticConfig:
-    """Keys of ``critic.afd`` in a run's config.
-
-    Example:
-        >>> AfDCriticConfig(model="runs/afd/rm/sft").model
-        'runs/afd/rm/sft'
-    """
-
-    model: str | None = None
-    """A reward-model folder written by ``turnkit afd --out DIR`` (``DIR/rm/<data>``; required to build it)."""
-
-    def __post_init__(self) -> None:
-        configs.check_str(self, "model", optional=True)
-
-
-Config = AfDCriticConfig
-"""The table keys of ``critic.afd`` (see :mod:`turnkit.critics.registry`)."""
-
-
-def from_context(ctx: CriticContext, config: AfDCriticConfig) -> AfDCritic:
-    """AfD's IRL reward model from a folder written by ``turnkit afd``; frozen.
-
-    Raises:
-        ConfigError: No ``model``, not a reward-model folder, or another tokenizer than the policy's.
-    """
-    if not config.model:
-        raise ConfigError("critic.afd needs model, a reward-model folder (turnkit afd --out DIR: DIR/rm/<data>)")
-    path = Path(config.model)
-    if not (path / "config.json").is_file():
-        raise ConfigError(f"critic.afd model {path} is not a reward-model folder (no config.json)")
-    critic = AfDCritic.load(path)
-    if critic.tokenizer.get_vocab() != ctx.policy.tokenizer.get_vocab():
-        raise ConfigError(f"critic.afd model {path} has another tokenizer than the policy: it cannot score its ids")
-    return critic
+__all__ = [
+    "CONFIG_FILE",
+    "AfDConfig",
+    "AfDCritic",
+    "ClosedFormCritic",
+    "RewardModel",
+    "Sample",
+    "collate_samples",
+    "trajectory_samples",
+    "turn_samples",
+]

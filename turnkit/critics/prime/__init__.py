@@ -1,0 +1,120 @@
+"""PRIME's implicit process reward as a critic: its table (:class:`PrimeConfig`) and :func:`from_context`.
+
+This module is what the registry imports to validate ``critic.prime``, so it loads no torch. The PRM, its loss
+and PRIME's update live in :mod:`turnkit.critics.prime.model` (see there for the method); their names import
+from here too (``from turnkit.critics.prime import ImplicitPRM``), loading the model code on first use.
+
+Example:
+    >>> from turnkit.critics.registry import critic_config
+    >>> critic_config("prime", {"beta": 0.1}, seed=3)
+    PrimeConfig(beta=0.1, prm_lr=0.001, prm_minibatches=1, lora_r=16, lora_alpha=32, acc_low=0.2, acc_high=0.8, \
+process_coef=1.0, gamma=1.0, policy_minibatches=1, clip_eps=0.2, max_grad_norm=1.0, score_batch_size=64, \
+prm_chunk=8, seed=3)
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from turnkit.configs import check_float, check_int
+from turnkit.critics.base import CriticContext
+from turnkit.errors import ConfigError
+
+if TYPE_CHECKING:
+    from turnkit.critics.prime.model import ImplicitPRM
+
+
+@dataclass(frozen=True)
+class PrimeConfig:
+    """Settings of the PRM and its update (:mod:`turnkit.critics.prime.model`). Validated on construction.
+
+    Example:
+        >>> PrimeConfig().beta, PrimeConfig().acc_low, PrimeConfig().acc_high
+        (0.05, 0.2, 0.8)
+        >>> PrimeConfig(acc_low=0.9, acc_high=0.1)
+        Traceback (most recent call last):
+        ...
+        turnkit.errors.ConfigError: PrimeConfig needs acc_low <= acc_high, got 0.9, 0.1
+    """
+
+    beta: float = 0.05
+    """Implicit reward scale ``β``."""
+    prm_lr: float = 1e-3
+    """AdamW learning rate of the PRM's LoRA adapter."""
+    prm_minibatches: int = 1
+    """PRM optimizer steps per rollout batch (one pass over the batch)."""
+    lora_r: int = 16
+    """PRM LoRA rank."""
+    lora_alpha: int = 32
+    """PRM LoRA alpha."""
+    acc_low: float = 0.2
+    """Lowest group accuracy kept by the prompt filter."""
+    acc_high: float = 0.8
+    """Highest group accuracy kept by the prompt filter."""
+    process_coef: float = 1.0
+    """Weight of the process-reward source in the advantage (``0``: outcome-only RLOO)."""
+    gamma: float = 1.0
+    """Discount of the returns-to-go."""
+    policy_minibatches: int = 1
+    """Policy optimizer steps per rollout batch (PRIME: 1 epoch)."""
+    clip_eps: float = 0.2
+    """PPO clip."""
+    max_grad_norm: float = 1.0
+    """Gradient clipping norm of the PRM (the policy's learner clips by its own ``OptimConfig``)."""
+    score_batch_size: int = 64
+    """Sequences (an episode, or a turn where the context is not token-exact) per PRM forward pass when scoring."""
+    prm_chunk: int = 8
+    """Episodes per forward + backward inside one PRM step (gradients accumulate over chunks: the same loss, and
+    memory bounded by the chunk, not the batch)."""
+    seed: int = 0
+    """PRM LoRA initialisation."""
+
+    def __post_init__(self) -> None:
+        check_float(self, "beta", "prm_lr", "max_grad_norm", low=0.0, open_low=True)
+        check_float(self, "acc_low", "acc_high", "gamma", low=0.0, high=1.0)
+        if self.acc_low > self.acc_high:
+            raise ConfigError(f"PrimeConfig needs acc_low <= acc_high, got {self.acc_low}, {self.acc_high}")
+        check_int(
+            self, "prm_minibatches", "policy_minibatches", "lora_r", "lora_alpha", "score_batch_size", "prm_chunk"
+        )
+        check_int(self, "seed", low=0)
+        check_float(self, "process_coef", low=0.0)
+        check_float(self, "clip_eps", low=0.0, high=1.0, open_low=True, open_high=True)
+
+
+Config = PrimeConfig
+"""The table keys of ``critic.prime`` (see :mod:`turnkit.critics.registry`); ``seed`` defaults to the run's."""
+
+
+def from_context(ctx: CriticContext, config: PrimeConfig) -> ImplicitPRM:
+    """PRIME in a training run: a PRM started from a LoRA copy of the start policy (its base is ``π_ref``)."""
+    from turnkit.critics.prime.model import ImplicitPRM
+
+    return ImplicitPRM.from_policy(ctx.start_policy(), config)
+
+
+_MODEL = (
+    "ImplicitPRM",
+    "accuracy_filter",
+    "episode_layout",
+    "group_ranking_accuracy",
+    "implicit_token_rewards",
+    "policy_rows",
+    "prime_update",
+    "prm_bce_loss",
+    "token_advantages",
+)
+"""The names of :mod:`turnkit.critics.prime.model`, importable from here as well; the first use imports it."""
+
+
+def __getattr__(attr: str) -> Any:
+    if attr in _MODEL:
+        from turnkit.critics.prime import model
+
+        return getattr(model, attr)
+    raise AttributeError(f"module {__name__!r} has no attribute {attr!r}")
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *_MODEL})
