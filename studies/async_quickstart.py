@@ -46,7 +46,7 @@ def run_pair(seed: int, runs: Path, steps: int | None, threads: int) -> dict[str
     Both modes first run 2 untimed steps (imports, caches, the policy's first forward passes), so the first
     timed run does not pay the process's warm-up.
     """
-    modes = (("sync", {}), ("async", {"async_rollout": True}))
+    modes = (("sync", {}), ("async", {"rollout": {"async_rollout": True}}))
     for mode, overrides in modes:
         warm = QuickstartConfig(out_dir=str(runs / f"warmup-{mode}"), seed=seed, steps=2, eval_episodes=10,
                                 threads=threads, train_overrides=overrides)  # fmt: skip

@@ -26,8 +26,9 @@ def policy() -> HFPolicy:
 
 def config(out: Path, steps: int, **changes: object) -> TrainConfig:
     return TrainConfig(
-        env_id=LETTERS, env_kwargs={}, steps=steps, grpo={"group_size": 4}, groups_per_step=3, max_new_tokens=8,
-        optim={"lr": 3e-3}, checkpoint_every=0, out_dir=str(out), seed=7, **changes,  # type: ignore[arg-type]
+        env_id=LETTERS, env_kwargs={}, steps=steps, grpo={"group_size": 4}, groups_per_step=3,
+        sampling={"max_new_tokens": 8}, optim={"lr": 3e-3}, log={"checkpoint_every": 0}, out_dir=str(out), seed=7,
+        **changes,  # type: ignore[arg-type]
     )  # fmt: skip
 
 

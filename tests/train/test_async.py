@@ -21,9 +21,18 @@ from .test_loop import training_records
 
 def config(out: Path, steps: int, **changes: object) -> TrainConfig:
     base = TrainConfig(
-        env_id=LETTER_ENV, env_kwargs={}, steps=steps, grpo={"group_size": 4}, groups_per_step=3, max_new_tokens=8,
-        optim={"lr": 3e-3}, checkpoint_every=1, out_dir=str(out), seed=7, async_rollout=True,
-    )  # fmt: skip
+        env_id=LETTER_ENV,
+        env_kwargs={},
+        steps=steps,
+        grpo={"group_size": 4},
+        groups_per_step=3,
+        optim={"lr": 3e-3},
+        out_dir=str(out),
+        seed=7,
+        sampling={"max_new_tokens": 8},
+        rollout={"async_rollout": True},
+        log={"checkpoint_every": 1},
+    )
     return dataclasses.replace(base, **changes)
 
 
@@ -65,8 +74,8 @@ def test_async_resume_after_a_crash_continues_the_same_run(tokenizer: PreTrained
 
 
 def test_async_is_set_by_its_config_name_and_needs_the_hf_backend() -> None:
-    assert apply_overrides(TrainConfig(), ["async=true", "max_staleness=2"]).async_rollout
+    assert apply_overrides(TrainConfig(), ["rollout.async=true", "rollout.max_staleness=2"]).rollout.async_rollout
     with pytest.raises(ConfigError, match="backend='openai'"):
-        apply_overrides(TrainConfig(), ["async=true", "backend=openai"])
+        apply_overrides(TrainConfig(), ["rollout.async=true", "rollout.backend=openai"])
     with pytest.raises(ConfigError, match="max_staleness must be an int >= 1"):
-        TrainConfig(max_staleness=0)
+        TrainConfig(rollout={"max_staleness": 0})

@@ -217,10 +217,18 @@ def test_grpo_with_critic_rewards_normalises_by_the_episode_returns(
 
 
 def loop_config(out: Path, **changes: Any) -> TrainConfig:
-    base = TrainConfig(env_id=SECOND_TURN_ENV, env_kwargs={}, steps=2, grpo={"group_size": 2, "estimator": "rloo"},
-                       groups_per_step=2, max_new_tokens=6, checkpoint_every=1, out_dir=str(out),
-                       seed=5,
-optim={"lr": 1e-3},)  # fmt: skip
+    base = TrainConfig(
+        env_id=SECOND_TURN_ENV,
+        env_kwargs={},
+        steps=2,
+        grpo={"group_size": 2, "estimator": "rloo"},
+        groups_per_step=2,
+        out_dir=str(out),
+        seed=5,
+        optim={"lr": 1e-3},
+        sampling={"max_new_tokens": 6},
+        log={"checkpoint_every": 1},
+    )
     return dataclasses.replace(base, **changes)
 
 

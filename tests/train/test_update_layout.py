@@ -56,7 +56,7 @@ def step(
         for a, r in ANSWERS
     ]
     seen = padded_tokens_seen(policy)
-    cfg = TrainConfig(grpo={"group_size": 8}, optim={"max_grad_norm": 0.0}, micro_batch_tokens=budget)
+    cfg = TrainConfig(grpo={"group_size": 8}, optim={"max_grad_norm": 0.0}, update={"micro_batch_tokens": budget})
     with pytest.MonkeyPatch.context() as patch:
         if not sort:
             patch.setattr(loop, "length_sorted", lambda batch: batch)
