@@ -9,7 +9,7 @@ MathEpisodes, the quickstart's GRPO recipe) runs twice back to back from the sam
 synchronous loop, then ``async_rollout=true`` (``max_staleness=1``: a background thread generates step t+1's
 batch with the step-(t−1) weights while the learner updates). Both use one torch thread (the quickstart's
 default), so the synchronous run uses one core and the async one can use two: the measured speed-up is what a
-user of ``--set async=true`` on a 2-core machine gets. Recorded per mode: held-out success before and after
+user of ``--set rollout.async=true`` on a 2-core machine gets. Recorded per mode: held-out success before and after
 (greedy and sampled at T = 1) and the wall time of the training loop alone (``train_wall``).
 
 ``--summarize`` merges result files per float path: async − sync success after training (paired by seed,
