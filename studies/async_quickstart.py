@@ -6,7 +6,7 @@
 
 For one training seed, the quickstart (``turnkit quickstart``: the embedded tiny SFT policy, 300 held-out
 MathEpisodes, the quickstart's GRPO recipe) runs twice back to back from the same cached start policy: the
-synchronous loop, then ``async_rollout=true`` (``max_staleness=1``: a background thread generates step t+1's
+synchronous loop, then ``rollout.async=true`` (``rollout.max_staleness=1``: a background thread generates step t+1's
 batch with the step-(t−1) weights while the learner updates). Both use one torch thread (the quickstart's
 default), so the synchronous run uses one core and the async one can use two: the measured speed-up is what a
 user of ``--set rollout.async=true`` on a 2-core machine gets. Recorded per mode: held-out success before and after

@@ -233,7 +233,11 @@ def loop_config(out: Path, **changes: Any) -> TrainConfig:
 
 
 def test_train_feeds_critic_rewards_and_logs_its_metrics(tokenizer: PreTrainedTokenizerFast, tmp_path: Path) -> None:
-    cfg = loop_config(tmp_path, critic={"mrt": {"weight": 0.5, "samples": 2, "force": ""}}, rollouts_every=1)
+    cfg = loop_config(
+        tmp_path,
+        critic={"mrt": {"weight": 0.5, "samples": 2, "force": ""}},
+        log={"checkpoint_every": 1, "rollouts_every": 1},
+    )
     train(cfg, policy=make_policy(tokenizer), progress=False)
     records = read_metrics(tmp_path / "metrics.jsonl")
     assert len(records) == 2

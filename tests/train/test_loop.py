@@ -272,7 +272,7 @@ def test_default_token_budget_takes_the_one_pass_step(
         Trajectory("demo", 0, (Step("q", scored_turn(whole, prompt, completion_ids(tokenizer, a)), r, True),), group=0)
         for a, r in answers
     ]
-    budget = TrainConfig().micro_batch_tokens
+    budget = TrainConfig().update.micro_batch_tokens
     assert budget > 0 and len(answers) * len(prompt) > budget  # the default does split this batch
     metrics = {}
     for policy, tokens in ((whole, 0), (micro, budget)):

@@ -43,7 +43,11 @@ def test_each_estimator_combines_the_sources_in_the_loop(
 ) -> None:
     critic = {"mrt": {"weight": 0.5, "samples": 2, "force": ""}}
     cfg = loop_config(
-        tmp_path, steps=1, critic=critic, rollouts_every=1, grpo={"group_size": 2, "estimator": estimator}
+        tmp_path,
+        steps=1,
+        critic=critic,
+        log={"checkpoint_every": 1, "rollouts_every": 1},
+        grpo={"group_size": 2, "estimator": estimator},
     )
     train(cfg, policy=make_policy(tokenizer), progress=False)
     lines = (tmp_path / "rollouts" / "step-000001" / "trajectories.jsonl").read_text().splitlines()

@@ -76,4 +76,4 @@ def test_a_template_that_rewrites_turns_is_refused_for_episode_rows(tmp_path: Pa
     with pytest.raises(ConfigError, match="batch_layout='episodes' needs token-exact contexts"):
         train(run_config(tmp_path), policy=policy, progress=False)
     with pytest.warns(UserWarning, match="rendered again from text"):
-        train(run_config(tmp_path / "turns", batch_layout="turns", steps=1), policy=policy, progress=False)
+        train(run_config(tmp_path / "turns", update={"batch_layout": "turns"}, steps=1), policy=policy, progress=False)
