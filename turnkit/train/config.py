@@ -1,17 +1,19 @@
 """`TrainConfig`: every setting of a GRPO/RLOO run, validated, loadable from JSON/TOML, overridable by flags.
 
 A run is fully described by its config (plus the code version): ``turnkit train --config run.toml --set
-optim.lr=3e-4 --set env_kwargs.difficulty=2 --set grpo.kl_coef=0.05 --set critic.mrt.samples=4``. Keys are the
-field names below; four are nested tables with their own classes: ``grpo`` (the loss, :class:`~turnkit.learners.
-grpo.GRPOConfig`), ``optim`` and ``lora`` (the learner's, :class:`~turnkit.learners.learner.OptimConfig` and
-:class:`~turnkit.learners.learner.LoraConfig`) and ``critic`` (``{name: {weight, ...the critic's own keys}}``,
-see :mod:`turnkit.critics.registry`).
+optim.lr=3e-4 --set env_kwargs.difficulty=2 --set grpo.kl_coef=0.05 --set eval.every=10``. Keys are the field
+names below (19 at the top level). Each part of a step is a table with its own class: ``sampling``, ``rollout``,
+``update``, ``eval`` and ``log`` (:mod:`turnkit.train.tables`), ``grpo`` (the loss,
+:class:`~turnkit.learners.grpo.GRPOConfig`), ``optim`` and ``lora`` (the learner's,
+:class:`~turnkit.learners.learner.OptimConfig` and :class:`~turnkit.learners.learner.LoraConfig`) and ``critic``
+(``{name: {weight, ...the critic's own keys}}``, see :mod:`turnkit.critics.registry`).
 ``--set`` values are parsed as JSON when they parse (``3``, ``0.5``, ``true``, ``null``, ``["q_proj"]``) and are
 strings otherwise; ``a.b=v`` sets key ``b`` of table ``a`` (:mod:`turnkit.configs`).
 
-Files written before the tables existed (flat ``group_size``, ``kl_coef``, ``lr``, ``lora_r``, ``critic_samples``,
-``judge_url`` ...) still load: :meth:`TrainConfig.from_dict` moves each flat key into its table and warns once
-(``FutureWarning``).
+Files and flags written before the tables existed (flat ``group_size``, ``lr``, ``lora_r``, ``temperature``,
+``eval_every``, ``micro_batch_rows``, ``async``, ``critic_samples`` ...) still load: :meth:`TrainConfig.from_dict`
+moves each flat key into its table and warns once (``FutureWarning``), and :func:`upgrade_config` does the same
+quietly for a saved run's config, so old runs resume.
 
 Example:
     >>> from turnkit.configs import apply_overrides
