@@ -28,7 +28,8 @@ def test_train_command_runs_a_config_file_with_overrides(
     model_dir = save_tiny(build_tiny_model(tokenizer, SMALL), tokenizer, tmp_path / "model")
     config = tmp_path / "run.toml"
     config.write_text(
-        f'model = "{model_dir}"\nsteps = 5\ngroups_per_step = 2\nmax_new_tokens = 4\n\n[grpo]\ngroup_size = 2\n'
+        f'model = "{model_dir}"\nsteps = 5\ngroups_per_step = 2\n\n[grpo]\ngroup_size = 2\n'
+        "\n[sampling]\nmax_new_tokens = 4\n"
     )
     argv = [
         "train",
