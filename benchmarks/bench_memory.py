@@ -87,7 +87,9 @@ SHAPES: dict[str, dict[str, int] | None] = {
 
 def shaped_policy(shape: str, cfg: TrainConfig) -> Any:
     """The policy of ``--model-shape``: SmolLM2-135M itself, or a random model of a bigger shape, same tokenizer."""
-    policy = load_policy(MODEL, progress=False, temperature=cfg.temperature, max_new_tokens=cfg.max_new_tokens)
+    policy = load_policy(
+        MODEL, progress=False, temperature=cfg.sampling.temperature, max_new_tokens=cfg.sampling.max_new_tokens
+    )
     changes = SHAPES[shape]
     if changes is None:
         return policy
@@ -100,7 +102,11 @@ def shaped_policy(shape: str, cfg: TrainConfig) -> Any:
     model = LlamaForCausalLM(config).float()
     del policy.model
     return HFPolicy(
-        model, policy.tokenizer, temperature=cfg.temperature, max_new_tokens=cfg.max_new_tokens, max_batch_size=64
+        model,
+        policy.tokenizer,
+        temperature=cfg.sampling.temperature,
+        max_new_tokens=cfg.sampling.max_new_tokens,
+        max_batch_size=64,
     )
 
 
@@ -179,17 +185,23 @@ def update_phases(learner: Learner, batch: Any, cfg: TrainConfig, sampler: PeakS
     policy = learner.policy
     policy.model.train()
     learner.zero_grad()
-    parts = [batch] if plain else list(batch.token_slices(cfg.micro_batch_tokens, cfg.micro_batch_rows))
+    parts = [batch] if plain else list(batch.token_slices(cfg.update.micro_batch_tokens, cfg.update.micro_batch_rows))
     if len(parts) > 1:  # the loop's layout: a split minibatch runs its rows longest first
-        parts = list(length_sorted(batch).token_slices(cfg.micro_batch_tokens, cfg.micro_batch_rows))
+        parts = list(length_sorted(batch).token_slices(cfg.update.micro_batch_tokens, cfg.update.micro_batch_rows))
     for part in parts:
         with phase("update forward", sampler):
             if plain:
                 logits = policy.model(input_ids=part.input_ids, attention_mask=part.attention_mask).logits
-                logp = gather_token_logprobs(logits, part.input_ids, part.loss_mask, temperature=cfg.temperature)
+                logp = gather_token_logprobs(
+                    logits, part.input_ids, part.loss_mask, temperature=cfg.sampling.temperature
+                )
             else:
                 logp = model_token_logprobs(
-                    policy.model, part.input_ids, part.attention_mask, part.loss_mask, temperature=cfg.temperature
+                    policy.model,
+                    part.input_ids,
+                    part.attention_mask,
+                    part.loss_mask,
+                    temperature=cfg.sampling.temperature,
                 )
             loss, _ = policy_loss(logp, part.old_logprobs, part.advantages, part.loss_mask, grpo)
             share = aggregation_share(part.loss_mask, batch.loss_mask, grpo.loss_agg)
@@ -218,7 +230,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--groups", type=int, default=SMOLLM2_TRAIN["groups_per_step"], help="groups per step")
     args = parser.parse_args(argv)
     torch.set_num_threads(args.threads)
-    keys = {"seed": args.seed, "eval_episodes": 64, "device": args.device, "groups_per_step": args.groups}
+    keys = {"seed": args.seed, "device": args.device, "groups_per_step": args.groups}
+    keys["eval"] = {**SMOLLM2_TRAIN["eval"], "episodes": 64}
     cfg = TrainConfig(**{**SMOLLM2_TRAIN, **keys})
     CUDA["on"] = args.device.startswith("cuda")
     sampler = PeakSampler()
@@ -267,7 +280,7 @@ def main(argv: list[str] | None = None) -> int:
         parts = update_phases(learner, batch, cfg, sampler, plain=args.plain)
     sampler.close()
     tokens = int(batch.attention_mask.sum())
-    mode = "plain one-pass" if args.plain else f"chunked, micro_batch_tokens {cfg.micro_batch_tokens}"
+    mode = "plain one-pass" if args.plain else f"chunked, micro_batch_tokens {cfg.update.micro_batch_tokens}"
     print(f"# SmolLM2 fp32 LoRA r8, {mode} update; threads {args.threads}; base RSS {base / GB:.2f} GB; "
           f"eval success {metrics['eval_success']:.2f}")  # fmt: skip
     print(f"# model shape {args.model_shape}: {params:,} parameters, {lora:,} trained (LoRA); "

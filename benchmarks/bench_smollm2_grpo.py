@@ -97,13 +97,11 @@ class TurnkitSide:
             model="smollm2",
             grpo={"group_size": args.group_size, "kl_coef": 0.0, "clip_eps": 0.2},
             groups_per_step=args.prompts,
-            max_new_tokens=args.max_new_tokens,
-            temperature=1.0,
-            top_p=1.0,
-            skip_zero_advantage=False,  # TRL trains zero-advantage rows too: the same tokens on both sides
             out_dir=str(out_dir),
             optim={"lr": LR, "weight_decay": 0.0, "max_grad_norm": 1.0},
             lora={"r": LORA["r"], "alpha": LORA["alpha"], "targets": LORA["targets"]},
+            sampling={"max_new_tokens": args.max_new_tokens, "temperature": 1.0, "top_p": 1.0},
+            update={"skip_zero_advantage": False},  # TRL trains zero-advantage rows too: the same tokens on both sides
         )
         self.policy = build_policy(self.cfg, progress=False)
         self.learner = prepare_policy(self.policy, self.cfg)  # AdamW at lr=LR, no weight decay

@@ -110,7 +110,7 @@ def rollout_overhead(
 
 
 def training_tps(policy, trajs, repeats: int) -> float:
-    cfg = TrainConfig(grpo={"group_size": 8}, skip_zero_advantage=False, optim={"lr": 1e-6})
+    cfg = TrainConfig(grpo={"group_size": 8}, optim={"lr": 1e-6}, update={"skip_zero_advantage": False})
     learner = prepare_policy(policy, cfg)
     rates = []
     for _ in range(repeats):

@@ -56,10 +56,10 @@ def config(args: argparse.Namespace, out_dir: str) -> TrainConfig:
         lora_targets=LORA["targets"],
         grpo={"group_size": args.group_size, "kl_coef": 0.0, "clip_eps": 0.2},
         groups_per_step=args.prompts,
-        max_new_tokens=args.max_new_tokens,
         lr=LR,
-        skip_zero_advantage=False,
         out_dir=out_dir,
+        sampling={"max_new_tokens": args.max_new_tokens},
+        update={"skip_zero_advantage": False},
     )
 
 
@@ -96,7 +96,10 @@ def layout(name: str) -> Iterator[None]:
 
 
 def padded_tokens(batch: TurnBatch, cfg: TrainConfig) -> int:
-    return sum(part.input_ids.numel() for part in batch.token_slices(cfg.micro_batch_tokens, cfg.micro_batch_rows))
+    return sum(
+        part.input_ids.numel()
+        for part in batch.token_slices(cfg.update.micro_batch_tokens, cfg.update.micro_batch_rows)
+    )
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -122,8 +125,8 @@ def main(argv: list[str] | None = None) -> int:
     tokens = int(batch.attention_mask.sum())
     padded = {"as-is": padded_tokens(batch, cfg), "sorted": padded_tokens(update_layout.length_sorted(batch), cfg)}
     passes = {
-        "as-is": len(list(batch.token_slices(cfg.micro_batch_tokens))),
-        "sorted": len(list(update_layout.length_sorted(batch).token_slices(cfg.micro_batch_tokens))),
+        "as-is": len(list(batch.token_slices(cfg.update.micro_batch_tokens))),
+        "sorted": len(list(update_layout.length_sorted(batch).token_slices(cfg.update.micro_batch_tokens))),
     }
     print(f"# {args.source}: {len(batch)} rows, {tokens} tokens, {batch.num_loss_tokens} loss tokens; padded tokens "
           f"per update: {padded}, passes {passes}; load {os.getloadavg()[0]:.1f}")  # fmt: skip

@@ -6,10 +6,10 @@
 
 For one training seed, the quickstart (``turnkit quickstart``: the embedded tiny SFT policy, 300 held-out
 MathEpisodes, the quickstart's GRPO recipe) runs twice back to back from the same cached start policy: the
-synchronous loop, then ``async_rollout=true`` (``max_staleness=1``: a background thread generates step t+1's
+synchronous loop, then ``rollout.async=true`` (``rollout.max_staleness=1``: a background thread generates step t+1's
 batch with the step-(t−1) weights while the learner updates). Both use one torch thread (the quickstart's
 default), so the synchronous run uses one core and the async one can use two: the measured speed-up is what a
-user of ``--set async=true`` on a 2-core machine gets. Recorded per mode: held-out success before and after
+user of ``--set rollout.async=true`` on a 2-core machine gets. Recorded per mode: held-out success before and after
 (greedy and sampled at T = 1) and the wall time of the training loop alone (``train_wall``).
 
 ``--summarize`` merges result files per float path: async − sync success after training (paired by seed,
@@ -46,7 +46,7 @@ def run_pair(seed: int, runs: Path, steps: int | None, threads: int) -> dict[str
     Both modes first run 2 untimed steps (imports, caches, the policy's first forward passes), so the first
     timed run does not pay the process's warm-up.
     """
-    modes = (("sync", {}), ("async", {"async_rollout": True}))
+    modes = (("sync", {}), ("async", {"rollout": {"async_rollout": True}}))
     for mode, overrides in modes:
         warm = QuickstartConfig(out_dir=str(runs / f"warmup-{mode}"), seed=seed, steps=2, eval_episodes=10,
                                 threads=threads, train_overrides=overrides)  # fmt: skip

@@ -119,7 +119,7 @@ def evaluate_both(policy: Any, cfg: Any) -> dict[str, Any]:
 
     from turnkit.train.loop import evaluate_policy
 
-    sampled = dataclasses.replace(cfg, eval_temperature=cfg.temperature)
+    sampled = dataclasses.replace(cfg, eval=dataclasses.replace(cfg.eval, temperature=cfg.sampling.temperature))
     return {"sampled": success(evaluate_policy(policy, sampled)), "greedy": success(evaluate_policy(policy, cfg))}
 
 
@@ -141,7 +141,11 @@ def run_one(job: tuple[str, int, dict[str, Any]]) -> dict[str, Any]:
         quickstart_train_config,
     )
 
-    overrides: dict[str, Any] = {**SINGLE_TURN_TRAIN, "eval_episodes": opts["eval_episodes"], "checkpoint_every": 0}
+    overrides: dict[str, Any] = {
+        **SINGLE_TURN_TRAIN,
+        "eval": {"episodes": opts["eval_episodes"]},
+        "log": {"checkpoint_every": 0},
+    }
     if opts["max_turns"]:
         overrides["max_turns"] = opts["max_turns"]
     if ARMS[arm] is not None:

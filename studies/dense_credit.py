@@ -145,7 +145,7 @@ def arm_config(
 
     Example:
         >>> cfg = arm_config("oracle", 3, "/tmp/x")
-        >>> cfg.critic, cfg.grpo.estimator, cfg.seed, cfg.micro_batch_rows, cfg.eval_episodes
+        >>> cfg.critic, cfg.grpo.estimator, cfg.seed, cfg.update.micro_batch_rows, cfg.eval.episodes
         ({'oracle': {'weight': 1.0}}, 'pav', 3, 8, 200)
         >>> arm_config("prime", 0, "/tmp/x", steps=2).steps
         2
@@ -153,9 +153,10 @@ def arm_config(
     critic, estimator = ARMS[arm]
     values = {**base, "seed": seed, "out_dir": out_dir, "critic": critic}
     values["grpo"] = {**base.get("grpo", {}), "estimator": estimator}
-    values.update(micro_batch_rows=MICRO_BATCH_ROWS, eval_episodes=eval_episodes)
+    values["update"] = {**base.get("update", {}), "micro_batch_rows": MICRO_BATCH_ROWS}
+    values["eval"] = {**base.get("eval", {}), "episodes": eval_episodes}
     if steps is not None:
-        values.update(steps=steps, checkpoint_every=steps)
+        values.update(steps=steps, log={**base.get("log", {}), "checkpoint_every": steps})
     return TrainConfig.from_dict(values, source=f"dense_credit:{arm}")
 
 

@@ -82,16 +82,13 @@ def train_config(args: argparse.Namespace, seed: int, mrt: bool, out: Path) -> T
         grpo={"group_size": args.group_size, "kl_coef": args.kl_coef, "estimator": "grpo"},
         groups_per_step=args.groups,
         steps=args.steps,
-        temperature=1.0,
-        max_new_tokens=MAX_NEW_TOKENS,
-        eval_every=0,
-        eval_episodes=args.episodes,
-        eval_seed=HELD_OUT,
-        checkpoint_every=0,
         seed=seed,
         out_dir=str(out),
         **extra,
         optim={"lr": args.lr},
+        sampling={"temperature": 1.0, "max_new_tokens": MAX_NEW_TOKENS},
+        eval={"every": 0, "episodes": args.episodes, "seed": HELD_OUT},
+        log={"checkpoint_every": 0},
     )
 
 

@@ -165,12 +165,14 @@ def evaluate_child(work: Path, models: list[str], out: Path) -> None:
     started = time.time()
     torch.set_num_threads(1)
     cfg = quickstart_train_config(QuickstartConfig(train_overrides=SINGLE_TURN_TRAIN))
-    seeds = list(range(cfg.eval_seed, cfg.eval_seed + cfg.eval_episodes))
+    seeds = list(range(cfg.eval.seed, cfg.eval.seed + cfg.eval.episodes))
     results: dict[str, Any] = {}
     for model_name in models:
         model, tokenizer = load_tiny(work / model_name)
         policy = HFPolicy(model, tokenizer, max_new_tokens=DEFAULT_RECIPE.max_new_tokens, max_batch_size=64)
-        sampled = evaluate_policy(policy, dataclasses.replace(cfg, eval_temperature=cfg.temperature))
+        sampled = evaluate_policy(
+            policy, dataclasses.replace(cfg, eval=dataclasses.replace(cfg.eval, temperature=cfg.sampling.temperature))
+        )
         # greedy: the quickstart's evaluation (same seeds, blocks of 64), played here to keep replies and margins
         envs = [gymnasium.make(cfg.env_id, split=cfg.split, **cfg.env_kwargs) for _ in range(64)]
         replies, margins, success = [], [], []

@@ -144,9 +144,10 @@ def run_seed(args: argparse.Namespace) -> None:
     started = time.time()
     policy, info = smollm2_start_policy(progress=False)
     values = {**SMOLLM2_TRAIN, "seed": args.seed, "out_dir": str(Path(args.runs) / args.path / f"seed-{args.seed}")}
-    values["eval_episodes"] = args.eval_episodes  # training task seeds stay out of the study's held-out seeds
+    # training task seeds stay out of the study's held-out seeds
+    values["eval"] = {**SMOLLM2_TRAIN["eval"], "episodes": args.eval_episodes}
     if args.steps is not None:
-        values.update(steps=args.steps, checkpoint_every=args.steps)
+        values.update(steps=args.steps, log={**SMOLLM2_TRAIN["log"], "checkpoint_every": args.steps})
     cfg = TrainConfig.from_dict(values, source="smollm2_grpo")
     t0 = time.time()
     run = train(cfg, progress=False, policy=policy)

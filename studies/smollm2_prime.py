@@ -103,13 +103,14 @@ def prime_config(
 
     Example:
         >>> cfg = prime_config(3, 1.0, "/tmp/x")
-        >>> cfg.critic, cfg.seed, cfg.steps == SMOLLM2_TRAIN["steps"], cfg.micro_batch_rows, cfg.eval_episodes
+        >>> cfg.critic, cfg.seed, cfg.steps == SMOLLM2_TRAIN["steps"], cfg.update.micro_batch_rows, cfg.eval.episodes
         ({'prime': {'weight': 1.0}}, 3, True, 8, 200)
     """
     values = {**SMOLLM2_TRAIN, "seed": seed, "out_dir": out_dir, "critic": {"prime": {"weight": weight}}}
-    values.update(micro_batch_rows=MICRO_BATCH_ROWS, eval_episodes=eval_episodes)
+    values["update"] = {**SMOLLM2_TRAIN.get("update", {}), "micro_batch_rows": MICRO_BATCH_ROWS}
+    values["eval"] = {**SMOLLM2_TRAIN.get("eval", {}), "episodes": eval_episodes}
     if steps is not None:
-        values.update(steps=steps, checkpoint_every=steps)
+        values.update(steps=steps, log={**SMOLLM2_TRAIN.get("log", {}), "checkpoint_every": steps})
     return TrainConfig.from_dict(values, source="smollm2_prime")
 
 

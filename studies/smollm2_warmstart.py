@@ -279,18 +279,16 @@ def main(argv: list[str] | None = None) -> int:
             env_id=ENV_ID,
             env_kwargs=env_kwargs(args),
             model="smollm2",  # the adapter is already attached (the warm start): training goes on in it
-            max_new_tokens=args.max_new_tokens,
             grpo={"group_size": args.group_size},
             groups_per_step=args.groups_per_step,
             steps=args.grpo_steps,
             seed=args.seed,
-            eval_every=0,
-            eval_episodes=args.eval_episodes,
-            checkpoint_every=args.grpo_steps,
-            rollouts_every=0,
             out_dir=str(Path(args.runs) / (f"seed{args.seed}" + ("-check" if args.check else ""))),
             optim={"lr": args.grpo_lr},
             lora={"r": 8},
+            sampling={"max_new_tokens": args.max_new_tokens},
+            eval={"every": 0, "episodes": args.eval_episodes},
+            log={"checkpoint_every": args.grpo_steps, "rollouts_every": 0},
         )
         t0 = time.time()
         run = train(cfg, progress=False, policy=policy)

@@ -60,8 +60,10 @@ def evaluate(policy: Any, cfg: TrainConfig) -> dict[str, Any]:
     """Greedy and sampled held-out success and mean reward, with intervals."""
     out = {}
     for name, temperature in (("greedy", 0.0), ("sampled", 1.0)):
-        m = evaluate_policy(policy, dataclasses.replace(cfg, eval_temperature=temperature))
-        n = cfg.eval_episodes
+        m = evaluate_policy(
+            policy, dataclasses.replace(cfg, eval=dataclasses.replace(cfg.eval, temperature=temperature))
+        )
+        n = cfg.eval.episodes
         wins = round(m["eval_success"] * n)
         out[name] = {
             "success": m["eval_success"],
@@ -85,16 +87,15 @@ def main(argv: list[str] | None = None) -> int:
             env_id="turnkit/WebShop-v0",
             env_kwargs={},
             model=str(folder),
-            max_new_tokens=DEFAULT_SHOPPER_RECIPE.max_new_tokens,
             grpo={"group_size": args.group_size},
             groups_per_step=args.groups_per_step,
             steps=args.steps,
             seed=seed,
-            eval_every=0,
-            eval_episodes=args.eval_episodes,
-            checkpoint_every=max(1, args.steps // 2),
             out_dir=str(Path(args.runs) / f"seed{seed}"),
             optim={"lr": args.lr},
+            sampling={"max_new_tokens": DEFAULT_SHOPPER_RECIPE.max_new_tokens},
+            eval={"every": 0, "episodes": args.eval_episodes},
+            log={"checkpoint_every": max(1, args.steps // 2)},
         )
         t0 = time.time()
         before = evaluate(tiny_shopper(progress=False), cfg)

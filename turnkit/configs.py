@@ -198,7 +198,8 @@ def from_dict(cls: Any, data: Mapping[str, Any], *, source: str = "config", alia
         cls: The config dataclass.
         data: Its keys (a nested table may be a dict or already an instance).
         source: Where the data came from (a file, ``--set``), for the error message.
-        aliases: Other spellings of field names (``{"async": "async_rollout"}``).
+        aliases: Other spellings of field names (``{"async": "async_rollout"}``); a class's own
+            ``KEY_ALIASES`` class attribute adds to them (a nested table's too).
 
     Raises:
         ConfigError: An unknown key (with the closest name), or an invalid value (from the class's checks).
@@ -206,6 +207,7 @@ def from_dict(cls: Any, data: Mapping[str, Any], *, source: str = "config", alia
     if not isinstance(data, Mapping):
         raise ConfigError(f"{source}: {cls.__name__} must be a table of keys, got {data!r}")
     names = {f.name for f in dataclasses.fields(cls)}
+    aliases = {**getattr(cls, "KEY_ALIASES", {}), **aliases}
     nested = _nested_types(cls)
     kwargs: dict[str, Any] = {}
     for key, value in data.items():

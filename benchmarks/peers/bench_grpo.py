@@ -176,13 +176,13 @@ class TurnkitSide:
             max_turns=1,
             grpo={"group_size": args.group_size, "kl_coef": 0.0},
             groups_per_step=args.groups,
-            max_new_tokens=args.max_new_tokens,
-            temperature=1.0,
-            top_p=1.0,
-            skip_zero_advantage=False,  # TRL trains on zero-advantage rows too: the same tokens on both sides
             out_dir=str(out_dir),
             optim={"lr": args.lr, "weight_decay": 0.0, "max_grad_norm": 1.0},
             lora={"r": 0},
+            sampling={"max_new_tokens": args.max_new_tokens, "temperature": 1.0, "top_p": 1.0},
+            update={
+                "skip_zero_advantage": False
+            },  # TRL trains on zero-advantage rows too: the same tokens on both sides
         )
         self.policy = build_policy(self.cfg, progress=False)
         if max_batch_size is not None:  # train(cfg, policy=HFPolicy(..., max_batch_size=n)) does the same
@@ -207,7 +207,7 @@ class TurnkitSide:
         self.policy.sampling = dataclasses.replace(self.policy.sampling, seed=seed)
         job = RolloutJob(self.steps, list(seeds), seed, self.cfg.grpo.group_size)
         trajs, timing = play(self.policy, self.envs, job, max_turns=self.cfg.max_turns, chat=self.chat)
-        record = rollout_metrics(trajs, self.cfg.max_new_tokens)
+        record = rollout_metrics(trajs, self.cfg.sampling.max_new_tokens)
         t_update = time.perf_counter()
         metrics = update(self.learner, trajs, self.cfg)
         update_s = time.perf_counter() - t_update

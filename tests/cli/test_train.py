@@ -40,7 +40,8 @@ def test_train_command_runs_a_config_file_with_overrides(
     model_dir = save_tiny(build_tiny_model(tokenizer, SMALL), tokenizer, tmp_path / "model")
     config = tmp_path / "run.toml"
     config.write_text(
-        f'model = "{model_dir}"\nsteps = 5\ngroups_per_step = 2\nmax_new_tokens = 4\n\n[grpo]\ngroup_size = 2\n'
+        f'model = "{model_dir}"\nsteps = 5\ngroups_per_step = 2\n\n[grpo]\ngroup_size = 2\n'
+        "\n[sampling]\nmax_new_tokens = 4\n"
     )
     argv = [
         "train",
@@ -68,7 +69,7 @@ def test_quiet_in_a_fresh_process_shows_no_bars_and_no_warning(
 ) -> None:
     """As a user runs it: transformers is first imported by the command, under ``--quiet``."""
     model_dir = save_tiny(build_tiny_model(tokenizer, SMALL), tokenizer, tmp_path / "model")
-    sets = [f"model={model_dir}", "steps=1", "grpo.group_size=2", "groups_per_step=2", "max_new_tokens=4"]
+    sets = [f"model={model_dir}", "steps=1", "grpo.group_size=2", "groups_per_step=2", "sampling.max_new_tokens=4"]
     sets.append("max_turns=1")
     argv = ["train", "--out", str(tmp_path / "run"), "--quiet", *[a for s in sets for a in ("--set", s)]]
     code = f"import sys; from turnkit.cli import main; sys.exit(main({argv!r}))"

@@ -1,4 +1,4 @@
-"""The GRPO loop with its rollouts on Ray workers (``TrainConfig.ray``), synchronous and one-step-off."""
+"""The GRPO loop with its rollouts on Ray workers (``TrainConfig.rollout.ray``), synchronous and one-step-off."""
 
 from __future__ import annotations
 
@@ -26,8 +26,9 @@ def policy() -> HFPolicy:
 
 def config(out: Path, steps: int, **changes: object) -> TrainConfig:
     return TrainConfig(
-        env_id=LETTERS, env_kwargs={}, steps=steps, grpo={"group_size": 4}, groups_per_step=3, max_new_tokens=8,
-        optim={"lr": 3e-3}, checkpoint_every=0, out_dir=str(out), seed=7, **changes,  # type: ignore[arg-type]
+        env_id=LETTERS, env_kwargs={}, steps=steps, grpo={"group_size": 4}, groups_per_step=3,
+        sampling={"max_new_tokens": 8}, optim={"lr": 3e-3}, log={"checkpoint_every": 0}, out_dir=str(out), seed=7,
+        **changes,  # type: ignore[arg-type]
     )  # fmt: skip
 
 
@@ -41,7 +42,7 @@ def test_a_ray_run_plays_the_local_run_s_episodes(ray_cluster: object, tmp_path:
     try:
         train(config(tmp_path / "local", 3), policy=policy(), progress=False)
         ray = {"address": "local", "workers": 1, "cpus_per_worker": 2}
-        train(config(tmp_path / "ray", 3, ray=ray), policy=policy(), progress=False)
+        train(config(tmp_path / "ray", 3, rollout={"ray": ray}), policy=policy(), progress=False)
     finally:
         torch.set_num_threads(threads)
     on_ray, local = steps_of(tmp_path / "ray"), steps_of(tmp_path / "local")
@@ -52,7 +53,7 @@ def test_a_ray_run_plays_the_local_run_s_episodes(ray_cluster: object, tmp_path:
 
 def test_one_step_off_on_ray_workers(ray_cluster: object, tmp_path: Path) -> None:
     ray = {"address": "local", "workers": 2}
-    train(config(tmp_path, 3, ray=ray, async_rollout=True), policy=policy(), progress=False)
+    train(config(tmp_path, 3, rollout={"ray": ray, "async": True}), policy=policy(), progress=False)
     records = steps_of(tmp_path)
     assert [r["policy_lag"] for r in records] == [0, 1, 1]
     assert all(r["episodes"] == 12 and r["masked_errors"] == 0 for r in records)

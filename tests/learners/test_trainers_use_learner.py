@@ -38,9 +38,18 @@ def test_grpo(tok, tmp_path, steps):
     from turnkit.train.config import TrainConfig
     from turnkit.train.loop import train
 
-    cfg = TrainConfig(env_id=LETTER_ENV, env_kwargs={}, steps=2, grpo={"group_size": 4}, groups_per_step=2,
-                      max_new_tokens=6, optim={"lr": 3e-3}, checkpoint_every=0, out_dir=str(tmp_path),
-                      seed=7)  # fmt: skip
+    cfg = TrainConfig(
+        env_id=LETTER_ENV,
+        env_kwargs={},
+        steps=2,
+        grpo={"group_size": 4},
+        groups_per_step=2,
+        optim={"lr": 3e-3},
+        out_dir=str(tmp_path),
+        seed=7,
+        sampling={"max_new_tokens": 6},
+        log={"checkpoint_every": 0},
+    )
     result = train(cfg, policy=make_policy(tok), progress=False)
     assert len(steps) == sum(r["optimizer_steps"] for r in result.history if "optimizer_steps" in r) > 0
     assert all(s.policy is result.policy for s in steps)

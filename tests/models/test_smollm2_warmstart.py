@@ -57,7 +57,8 @@ def test_four_lora_steps_teach_the_real_model_the_answer_format(tmp_path) -> Non
 def test_the_smollm2_quickstart_runs_end_to_end(tmp_path) -> None:
     qcfg = QuickstartConfig(
         out_dir=str(tmp_path / "qs"), model="smollm2", steps=1, eval_episodes=2, threads=1, warm_start=MICRO,
-        train_overrides={"groups_per_step": 1, "grpo": {"group_size": 2}, "max_new_tokens": 8, "rollouts_every": 1},
+        train_overrides={"groups_per_step": 1, "grpo": {"group_size": 2},
+                         "sampling": {"max_new_tokens": 8}, "log": {"rollouts_every": 1}},
     )  # fmt: skip
     summary = run_quickstart(qcfg, progress=False, verbose=False)
     assert summary["model"] == "smollm2" and summary["recipe"] is None

@@ -35,7 +35,7 @@ def test_each_arm_reads_its_critic_through_its_paper_estimator(study: ModuleType
         cfg = study.arm_config(arm, 2, str(tmp_path / arm))
         assert list(cfg.critic) == [critic] and cfg.grpo.estimator == estimator in RUN_ESTIMATORS
         # the control's recipe otherwise: same groups, no KL, the held-out seeds kept out of training
-        assert (cfg.grpo.group_size, cfg.grpo.kl_coef, cfg.steps, cfg.eval_episodes) == (4, 0.0, 20, 200)
+        assert (cfg.grpo.group_size, cfg.grpo.kl_coef, cfg.steps, cfg.eval.episodes) == (4, 0.0, 20, 200)
     assert study.arm_config("oracle-binary", 0, str(tmp_path)).critic == {"oracle": {"weight": 1.0, "partial": False}}
 
 
@@ -54,8 +54,8 @@ MICRO = {
     "grpo": {"group_size": 2},
     "groups_per_step": 1,
     "steps": 1,
-    "max_new_tokens": 6,
-    "checkpoint_every": 1,
+    "sampling": {"max_new_tokens": 6},
+    "log": {"checkpoint_every": 1},
 }
 
 

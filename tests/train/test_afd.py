@@ -262,9 +262,9 @@ def test_a_saved_reward_model_drives_the_grpo_loop_as_critic_afd(tmp_path):
         critic={"afd": {"model": str(folder)}},
         steps=1,
         groups_per_step=2,
-        max_new_tokens=4,
         max_turns=1,
         out_dir=str(tmp_path / "grpo"),
+        sampling={"max_new_tokens": 4},
     )
     policy = HFPolicy(build_tiny_model(tok, small, seed=2), tok, max_new_tokens=4)
     result = train(cfg, policy=policy, progress=False)

@@ -21,9 +21,18 @@ from .test_loop import training_records
 
 def config(out: Path, steps: int, **changes: object) -> TrainConfig:
     base = TrainConfig(
-        env_id=LETTER_ENV, env_kwargs={}, steps=steps, grpo={"group_size": 4}, groups_per_step=3, max_new_tokens=8,
-        optim={"lr": 3e-3}, checkpoint_every=1, out_dir=str(out), seed=7, async_rollout=True,
-    )  # fmt: skip
+        env_id=LETTER_ENV,
+        env_kwargs={},
+        steps=steps,
+        grpo={"group_size": 4},
+        groups_per_step=3,
+        optim={"lr": 3e-3},
+        out_dir=str(out),
+        seed=7,
+        sampling={"max_new_tokens": 8},
+        rollout={"async_rollout": True},
+        log={"checkpoint_every": 1},
+    )
     return dataclasses.replace(base, **changes)
 
 
@@ -33,7 +42,7 @@ def steps_of(path: Path) -> list[dict]:
 
 def test_async_trains_on_data_one_update_old(tokenizer: PreTrainedTokenizerFast, tmp_path: Path) -> None:
     train(config(tmp_path / "async", 4), policy=make_policy(tokenizer, max_new_tokens=8), progress=False)
-    train(config(tmp_path / "sync", 1, async_rollout=False), policy=make_policy(tokenizer, max_new_tokens=8),
+    train(config(tmp_path / "sync", 1, rollout={"async": False}), policy=make_policy(tokenizer, max_new_tokens=8),
           progress=False)  # fmt: skip
     records = steps_of(tmp_path / "async" / "metrics.jsonl")
     assert [r["policy_lag"] for r in records] == [0, 1, 1, 1]
@@ -47,13 +56,13 @@ def test_async_trains_on_data_one_update_old(tokenizer: PreTrainedTokenizerFast,
 
 
 def test_staleness_two_keeps_two_batches_ahead(tokenizer: PreTrainedTokenizerFast, tmp_path: Path) -> None:
-    cfg = config(tmp_path, 4, max_staleness=2, checkpoint_every=0)
+    cfg = config(tmp_path, 4, rollout={"async": True, "max_staleness": 2}, log={"checkpoint_every": 0})
     train(cfg, policy=make_policy(tokenizer, max_new_tokens=8), progress=False)
     assert [r["policy_lag"] for r in steps_of(tmp_path / "metrics.jsonl")] == [0, 1, 2, 2]
 
 
 def test_async_resume_after_a_crash_continues_the_same_run(tokenizer: PreTrainedTokenizerFast, tmp_path: Path) -> None:
-    run = config(tmp_path, 4, checkpoint_every=2)
+    run = config(tmp_path, 4, log={"checkpoint_every": 2})
     train(run, policy=make_policy(tokenizer, max_new_tokens=8), progress=False)
     expected = training_records(tmp_path / "metrics.jsonl")
     ckpts = tmp_path / "checkpoints"
@@ -65,8 +74,8 @@ def test_async_resume_after_a_crash_continues_the_same_run(tokenizer: PreTrained
 
 
 def test_async_is_set_by_its_config_name_and_needs_the_hf_backend() -> None:
-    assert apply_overrides(TrainConfig(), ["async=true", "max_staleness=2"]).async_rollout
+    assert apply_overrides(TrainConfig(), ["rollout.async=true", "rollout.max_staleness=2"]).rollout.async_rollout
     with pytest.raises(ConfigError, match="backend='openai'"):
-        apply_overrides(TrainConfig(), ["async=true", "backend=openai"])
+        apply_overrides(TrainConfig(), ["rollout.async=true", "rollout.backend=openai"])
     with pytest.raises(ConfigError, match="max_staleness must be an int >= 1"):
-        TrainConfig(max_staleness=0)
+        TrainConfig(rollout={"max_staleness": 0})

@@ -235,7 +235,7 @@ def test_a_url_for_another_backend_and_options_for_hf_are_config_errors(tokenize
 
 @pytest.mark.parametrize("name", ["openai", "vllm"])
 def test_adapter_sync_without_an_adapter_asks_for_lora(tokenizer, tmp_path, name):
-    with pytest.raises(ConfigError, match=rf"backend={name} .*; set lora_r > 0"):
+    with pytest.raises(ConfigError, match=rf"backend={name} .*; set lora.r > 0"):
         build_backend(name, make_policy(tokenizer), run_dir=tmp_path)
     assert not (tmp_path / "generator").exists()
 
@@ -349,10 +349,20 @@ def test_turnkit_train_through_the_server_backend_equals_training_in_process(tok
     from turnkit.train.loop import train
 
     def run(backend: str) -> list[dict]:
-        cfg = TrainConfig(env_id=LETTER_ENV, env_kwargs={}, steps=3, grpo={"group_size": 4}, groups_per_step=2,
-                          lora={"r": 4}, max_new_tokens=6, optim={"lr": 5e-3}, checkpoint_every=0, eval_every=3,
-                          eval_episodes=8, temperature=1.0, out_dir=str(tmp_path / backend),
-                          backend=backend)  # fmt: skip
+        cfg = TrainConfig(
+            env_id=LETTER_ENV,
+            env_kwargs={},
+            steps=3,
+            grpo={"group_size": 4},
+            groups_per_step=2,
+            lora={"r": 4},
+            optim={"lr": 5e-3},
+            out_dir=str(tmp_path / backend),
+            sampling={"max_new_tokens": 6, "temperature": 1.0},
+            rollout={"backend": backend},
+            eval={"every": 3, "episodes": 8},
+            log={"checkpoint_every": 0},
+        )
         result = train(cfg, policy=make_policy(tokenizer), progress=False)
         return result.history
 

@@ -45,9 +45,17 @@ from .conftest import LETTER_ENV, make_policy
 
 def run_config(out: Path, steps: int, **changes: object) -> TrainConfig:
     cfg = TrainConfig(
-        env_id=LETTER_ENV, env_kwargs={}, steps=steps, grpo={"group_size": 4}, groups_per_step=2, max_new_tokens=8,
-        optim={"lr": 3e-3}, checkpoint_every=1, out_dir=str(out), seed=11,
-    )  # fmt: skip
+        env_id=LETTER_ENV,
+        env_kwargs={},
+        steps=steps,
+        grpo={"group_size": 4},
+        groups_per_step=2,
+        optim={"lr": 3e-3},
+        out_dir=str(out),
+        seed=11,
+        sampling={"max_new_tokens": 8},
+        log={"checkpoint_every": 1},
+    )
     return dataclasses.replace(cfg, **changes)  # type: ignore[arg-type]
 
 

@@ -8,7 +8,7 @@ import pytest
 from turnkit.configs import apply_overrides
 from turnkit.configs import load_config as load_any
 from turnkit.errors import ConfigError
-from turnkit.train.config import TrainConfig
+from turnkit.train.config import LEGACY_TABLE_KEYS, TrainConfig
 
 
 def load_config(path: Path) -> TrainConfig:
@@ -23,8 +23,8 @@ def load_config(path: Path) -> TrainConfig:
         ({"lora": {"r": -1}}, "TrainConfig.lora: LoraConfig.r"),
         ({"steps": 0}, "TrainConfig.steps"),
         ({"grpo": {"group_size": 1}}, "TrainConfig.grpo: GRPOConfig.group_size"),
-        ({"temperature": 0.0}, "TrainConfig.temperature"),
-        ({"top_p": 1.5}, "TrainConfig.top_p"),
+        ({"sampling": {"temperature": 0.0}}, "TrainConfig.sampling: TrainSampling.temperature"),
+        ({"sampling": {"top_p": 1.5}}, "TrainConfig.sampling: TrainSampling.top_p"),
         ({"grpo": {"estimator": "ppo"}}, "TrainConfig.grpo: GRPOConfig.estimator"),
         ({"grpo": {"clip_eps": 1.0}}, "TrainConfig.grpo: GRPOConfig.clip_eps"),
         ({"env_kwargs": [1]}, "TrainConfig.env_kwargs"),
@@ -33,7 +33,10 @@ def load_config(path: Path) -> TrainConfig:
         ({"critic": {"mrt": {"samples": 0}}}, "TrainConfig.critic.mrt: MRTConfig.samples"),
         ({"critic": {"prm": 1.0}}, "TrainConfig.critic: unknown critic 'prm'"),
         ({"max_turns": 0}, "TrainConfig.max_turns"),
-        ({"minibatches": True}, "TrainConfig.minibatches"),
+        ({"update": {"minibatches": True}}, "TrainConfig.update: UpdateConfig.minibatches"),
+        ({"eval": {"episodes": 0}}, "TrainConfig.eval: EvalConfig.episodes"),
+        ({"log": {"tensorboard": 1}}, "TrainConfig.log: LogConfig.tensorboard"),
+        ({"rollout": {"backend": "tgi"}}, "TrainConfig.rollout: RolloutConfig.backend"),
     ],
 )
 def test_invalid_values_name_the_field(changes: dict, field: str) -> None:
@@ -152,7 +155,7 @@ def test_a_saved_flat_config_upgrades_to_the_live_shape() -> None:
 
 
 def test_a_checkpoint_saved_with_flat_learner_keys_resumes(tokenizer, tmp_path: Path) -> None:
-    """A run checkpointed before the optim/lora tables (flat keys in state.json) resumes to the same end."""
+    """A run checkpointed before the tables (flat keys in state.json and config.json) resumes to the same end."""
     from turnkit.checkpoint import MANIFEST
     from turnkit.train.loop import train
     from turnkit.train.metrics import read_metrics
@@ -160,9 +163,19 @@ def test_a_checkpoint_saved_with_flat_learner_keys_resumes(tokenizer, tmp_path: 
     from .conftest import LETTER_ENV, make_policy
 
     def run(out: Path, steps: int) -> TrainConfig:
-        return TrainConfig(env_id=LETTER_ENV, env_kwargs={}, steps=steps, grpo={"group_size": 4}, groups_per_step=2,
-                           max_new_tokens=6, optim={"lr": 3e-3, "warmup_steps": 1}, lora={"r": 2},
-                           checkpoint_every=1, out_dir=str(out), seed=3)  # fmt: skip
+        return TrainConfig(
+            env_id=LETTER_ENV,
+            env_kwargs={},
+            steps=steps,
+            grpo={"group_size": 4},
+            groups_per_step=2,
+            optim={"lr": 3e-3, "warmup_steps": 1},
+            lora={"r": 2},
+            out_dir=str(out),
+            seed=3,
+            sampling={"max_new_tokens": 6},
+            log={"checkpoint_every": 1},
+        )
 
     train(run(tmp_path / "full", 2), policy=make_policy(tokenizer), progress=False)
     train(run(tmp_path / "part", 1), policy=make_policy(tokenizer), progress=False)
@@ -170,6 +183,11 @@ def test_a_checkpoint_saved_with_flat_learner_keys_resumes(tokenizer, tmp_path: 
     for path in (ckpt / "state.json", tmp_path / "part" / "config.json"):  # as a41f245 wrote them
         data = json.loads(path.read_text())
         config = data.get("config", data)
+        for key, (table, option) in LEGACY_TABLE_KEYS.items():  # flat sampling, rollout, update, eval, log keys
+            if key != "async":
+                config[key] = config[table][option]
+        for table in ("sampling", "rollout", "update", "eval", "log"):
+            del config[table]
         optim, lora = config.pop("optim"), config.pop("lora")
         config.update({k: optim[k] for k in ("lr", "warmup_steps", "weight_decay", "max_grad_norm")})
         config.update(lora_r=lora["r"], lora_alpha=lora["alpha"], lora_targets=lora["targets"])

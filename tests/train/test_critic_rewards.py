@@ -217,15 +217,27 @@ def test_grpo_with_critic_rewards_normalises_by_the_episode_returns(
 
 
 def loop_config(out: Path, **changes: Any) -> TrainConfig:
-    base = TrainConfig(env_id=SECOND_TURN_ENV, env_kwargs={}, steps=2, grpo={"group_size": 2, "estimator": "rloo"},
-                       groups_per_step=2, max_new_tokens=6, checkpoint_every=1, out_dir=str(out),
-                       seed=5,
-optim={"lr": 1e-3},)  # fmt: skip
+    base = TrainConfig(
+        env_id=SECOND_TURN_ENV,
+        env_kwargs={},
+        steps=2,
+        grpo={"group_size": 2, "estimator": "rloo"},
+        groups_per_step=2,
+        out_dir=str(out),
+        seed=5,
+        optim={"lr": 1e-3},
+        sampling={"max_new_tokens": 6},
+        log={"checkpoint_every": 1},
+    )
     return dataclasses.replace(base, **changes)
 
 
 def test_train_feeds_critic_rewards_and_logs_its_metrics(tokenizer: PreTrainedTokenizerFast, tmp_path: Path) -> None:
-    cfg = loop_config(tmp_path, critic={"mrt": {"weight": 0.5, "samples": 2, "force": ""}}, rollouts_every=1)
+    cfg = loop_config(
+        tmp_path,
+        critic={"mrt": {"weight": 0.5, "samples": 2, "force": ""}},
+        log={"checkpoint_every": 1, "rollouts_every": 1},
+    )
     train(cfg, policy=make_policy(tokenizer), progress=False)
     records = read_metrics(tmp_path / "metrics.jsonl")
     assert len(records) == 2

@@ -107,10 +107,19 @@ SMALL_CRITIC = {"mrt": {"samples": 2}, "pav": {"samples": 2, "best_of": 2}, "pri
 
 def device_run(out: Path, steps: int, device: str, critic: str | None, **keys: object) -> TrainConfig:
     return TrainConfig(
-        env_id=LETTER_ENV, env_kwargs={}, steps=steps, grpo={"group_size": 4}, groups_per_step=2, max_new_tokens=6,
-        optim={"lr": 1e-3}, checkpoint_every=1, out_dir=str(out), seed=5, device=device,
+        env_id=LETTER_ENV,
+        env_kwargs={},
+        steps=steps,
+        grpo={"group_size": 4},
+        groups_per_step=2,
+        optim={"lr": 1e-3},
+        out_dir=str(out),
+        seed=5,
+        device=device,
         critic={critic: {**SMALL_CRITIC[critic], **keys}} if critic else {},
-    )  # fmt: skip
+        sampling={"max_new_tokens": 6},
+        log={"checkpoint_every": 1},
+    )
 
 
 def rollout_records(run: Path) -> list[tuple]:

@@ -114,9 +114,9 @@ def test_the_extracted_reward_drives_the_grpo_loop_as_a_critic(tokenizer, rows, 
         critic={"iqlearn": {"model": str(iq.run_dir)}},
         steps=1,
         groups_per_step=2,
-        max_new_tokens=4,
         max_turns=1,
         out_dir=str(tmp_path / "grpo"),
+        sampling={"max_new_tokens": 4},
     )
     result = train(cfg, policy=make_policy(tokenizer, seed=1, max_new_tokens=4), progress=False)
     assert "iqlearn/iqlearn_return" in result.history[0]

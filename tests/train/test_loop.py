@@ -103,7 +103,7 @@ def test_tied_frac_counts_each_tied_episode_once(tokenizer: PreTrainedTokenizerF
     policy = make_policy(tokenizer)
     trajs, _, _ = group_of_two(policy, tokenizer)
     tied = [dataclasses.replace(t, group=1, steps=(dataclasses.replace(t.steps[0], reward=1.0),)) for t in trajs]
-    cfg = TrainConfig(grpo={"group_size": 2}, skip_zero_advantage=skip)
+    cfg = TrainConfig(grpo={"group_size": 2}, update={"skip_zero_advantage": skip})
     metrics = update(learner_of(policy, 1e-3), [*trajs, *tied], cfg)
     assert metrics["tied_frac"] == 0.5 and metrics["optimizer_steps"] == 1
 
@@ -121,7 +121,7 @@ if SILENT_ENV not in gymnasium.registry:
 
 
 def test_a_run_that_never_updates_warns(tokenizer: PreTrainedTokenizerFast, tmp_path: Path) -> None:
-    cfg = dataclasses.replace(run_config(tmp_path, IDLE_STEPS_WARNING), env_id=SILENT_ENV, checkpoint_every=0)
+    cfg = dataclasses.replace(run_config(tmp_path, IDLE_STEPS_WARNING), env_id=SILENT_ENV, log={"checkpoint_every": 0})
     with pytest.warns(UserWarning, match=f"{IDLE_STEPS_WARNING} steps in a row took no optimizer step"):
         train(cfg, policy=fresh_policy(tokenizer), progress=False)
     assert [r["tied_frac"] for r in training_records(tmp_path / "metrics.jsonl")] == [1.0] * IDLE_STEPS_WARNING
@@ -131,14 +131,16 @@ def test_a_run_that_never_updates_warns(tokenizer: PreTrainedTokenizerFast, tmp_
 def test_a_short_run_whose_groups_all_tie_warns_once_even_when_tied_rows_are_trained(
     tokenizer: PreTrainedTokenizerFast, tmp_path: Path, skip: bool
 ) -> None:
-    cfg = dataclasses.replace(run_config(tmp_path, 2), env_id=SILENT_ENV, checkpoint_every=0, skip_zero_advantage=skip)
+    cfg = dataclasses.replace(
+        run_config(tmp_path, 2), env_id=SILENT_ENV, log={"checkpoint_every": 0}, update={"skip_zero_advantage": skip}
+    )
     with pytest.warns(UserWarning, match=r"2 steps in a row .* \(tied_frac 1.00\).* SFT warm start") as seen:
         train(cfg, policy=fresh_policy(tokenizer), progress=False)
     assert sum("steps in a row" in str(w.message) for w in seen) == 1
 
 
 def test_task_seeds_avoid_the_held_out_range() -> None:
-    cfg = TrainConfig(eval_seed=10, eval_episodes=2**31 - 20)  # only 20 legal seeds: 0..9 and 2**31-10..
+    cfg = TrainConfig(eval={"seed": 10, "episodes": 2**31 - 20})  # only 20 legal seeds: 0..9 and 2**31-10..
     seeds = sample_task_seeds(np.random.default_rng(0), 12, cfg)
     assert all(s < 10 or 2**31 - 10 <= s < 2**31 for s in seeds) and len(set(seeds)) == 12
 
@@ -149,9 +151,17 @@ def fresh_policy(tokenizer: PreTrainedTokenizerFast) -> HFPolicy:
 
 def run_config(out: Path, steps: int) -> TrainConfig:
     return TrainConfig(
-        env_id=LETTER_ENV, env_kwargs={}, steps=steps, grpo={"group_size": 4}, groups_per_step=3, max_new_tokens=8,
-        optim={"lr": 3e-3}, checkpoint_every=1, out_dir=str(out), seed=7,
-    )  # fmt: skip
+        env_id=LETTER_ENV,
+        env_kwargs={},
+        steps=steps,
+        grpo={"group_size": 4},
+        groups_per_step=3,
+        optim={"lr": 3e-3},
+        out_dir=str(out),
+        seed=7,
+        sampling={"max_new_tokens": 8},
+        log={"checkpoint_every": 1},
+    )
 
 
 def training_records(path: Path) -> list[dict]:
@@ -161,7 +171,7 @@ def training_records(path: Path) -> list[dict]:
 def test_a_run_keeps_its_evaluation_episodes_and_the_rollouts_it_learned_from(
     tokenizer: PreTrainedTokenizerFast, tmp_path: Path
 ) -> None:
-    cfg = dataclasses.replace(run_config(tmp_path, 3), eval_every=2, eval_episodes=5, rollouts_every=2)
+    cfg = dataclasses.replace(run_config(tmp_path, 3), eval={"every": 2, "episodes": 5}, log={"rollouts_every": 2})
     train(cfg, policy=fresh_policy(tokenizer), progress=False)
     evals = [r for r in read_metrics(tmp_path / "metrics.jsonl") if "eval_success" in r]
     assert [r["step"] for r in evals] == [2, 3]
@@ -239,7 +249,7 @@ def test_micro_batches_take_the_same_step_as_one_pass(tokenizer: PreTrainedToken
     grpo = {"group_size": 4, "loss_agg": loss_agg, **({"max_tokens": 16} if loss_agg == "seq_sum_norm" else {})}
     metrics = {}
     for policy, rows in ((whole, 0), (micro, 1)):
-        cfg = TrainConfig(grpo=grpo, micro_batch_rows=rows, optim={"max_grad_norm": 0.0})
+        cfg = TrainConfig(grpo=grpo, optim={"max_grad_norm": 0.0}, update={"micro_batch_rows": rows})
         metrics[rows] = update(learner_of(policy, 0.5, sgd=True, optim=cfg.optim), trajs, cfg)
     start = make_policy(tokenizer)
     moved = [(p - q).abs().max() for p, q in zip(whole.model.parameters(), start.model.parameters(), strict=True)]
@@ -262,11 +272,11 @@ def test_default_token_budget_takes_the_one_pass_step(
         Trajectory("demo", 0, (Step("q", scored_turn(whole, prompt, completion_ids(tokenizer, a)), r, True),), group=0)
         for a, r in answers
     ]
-    budget = TrainConfig().micro_batch_tokens
+    budget = TrainConfig().update.micro_batch_tokens
     assert budget > 0 and len(answers) * len(prompt) > budget  # the default does split this batch
     metrics = {}
     for policy, tokens in ((whole, 0), (micro, budget)):
-        cfg = TrainConfig(grpo={"group_size": 8}, micro_batch_tokens=tokens, optim={"max_grad_norm": 0.0})
+        cfg = TrainConfig(grpo={"group_size": 8}, optim={"max_grad_norm": 0.0}, update={"micro_batch_tokens": tokens})
         metrics[tokens] = update(learner_of(policy, 0.5, sgd=True, optim=cfg.optim), trajs, cfg)
     start = make_policy(tokenizer)
     moved = [(p - q).abs().max() for p, q in zip(whole.model.parameters(), start.model.parameters(), strict=True)]
@@ -281,11 +291,11 @@ def test_micro_batch_tokens_must_be_non_negative() -> None:
     from turnkit.errors import ConfigError
 
     with pytest.raises(ConfigError, match="micro_batch_tokens"):
-        TrainConfig(micro_batch_tokens=-1)
+        TrainConfig(update={"micro_batch_tokens": -1})
 
 
 def test_micro_batch_rows_must_be_non_negative() -> None:
     from turnkit.errors import ConfigError
 
     with pytest.raises(ConfigError, match="micro_batch_rows"):
-        TrainConfig(micro_batch_rows=-1)
+        TrainConfig(update={"micro_batch_rows": -1})

@@ -53,7 +53,8 @@ def model_dir(tokenizer: PreTrainedTokenizerFast, tmp_path_factory: pytest.TempP
 
 def run_train(model_dir: Path, out: Path, *sets: str, resume: bool = False) -> list[dict]:
     base = [f"model={model_dir}", f"env_id={LETTER_ENV}", "env_kwargs={}", "steps=2", "grpo.group_size=4",
-            "groups_per_step=2", "max_new_tokens=6", "optim.lr=1e-3", "checkpoint_every=1", "seed=3"]  # fmt: skip
+            "groups_per_step=2", "sampling.max_new_tokens=6", "optim.lr=1e-3", "log.checkpoint_every=1",
+            "seed=3"]  # fmt: skip
     argv = ["train", "--out", str(out), "--quiet", "--threads", "1"]
     for item in [*base, *sets] if not resume else sets:
         argv += ["--set", item]

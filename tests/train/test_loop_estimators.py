@@ -43,7 +43,11 @@ def test_each_estimator_combines_the_sources_in_the_loop(
 ) -> None:
     critic = {"mrt": {"weight": 0.5, "samples": 2, "force": ""}}
     cfg = loop_config(
-        tmp_path, steps=1, critic=critic, rollouts_every=1, grpo={"group_size": 2, "estimator": estimator}
+        tmp_path,
+        steps=1,
+        critic=critic,
+        log={"checkpoint_every": 1, "rollouts_every": 1},
+        grpo={"group_size": 2, "estimator": estimator},
     )
     train(cfg, policy=make_policy(tokenizer), progress=False)
     lines = (tmp_path / "rollouts" / "step-000001" / "trajectories.jsonl").read_text().splitlines()
@@ -112,7 +116,7 @@ def test_smoke_turnkit_train_with_each_estimator_and_critic(
 ) -> None:
     """Two steps of ``turnkit train`` on MathEpisodes with the tiny model, checkpointed: each pair runs end to end."""
     sets = [f"model={model_dir}", "env_id=turnkit/MathEpisodes-v0", "steps=2", "grpo.group_size=2",
-            "groups_per_step=2", "max_new_tokens=6", "max_turns=2", "checkpoint_every=2", "eval_every=0",
+            "groups_per_step=2", "sampling.max_new_tokens=6", "max_turns=2", "log.checkpoint_every=2", "eval.every=0",
             f"grpo.estimator={estimator}", f"critic={json.dumps({critic: SMOKE_CRITICS[critic]})}"]  # fmt: skip
     argv = ["train", "--out", str(tmp_path / "run"), "--quiet", "--threads", "1"]
     assert main([*argv, *(x for s in sets for x in ("--set", s))]) == 0

@@ -19,9 +19,15 @@ def test_tensorboard_run_writes_the_logged_scalars(tokenizer: PreTrainedTokenize
     from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
     cfg = TrainConfig(
-        env_id=LETTER_ENV, env_kwargs={}, steps=1, grpo={"group_size": 2}, groups_per_step=2, max_new_tokens=4,
-        tensorboard=True, out_dir=str(tmp_path),
-    )  # fmt: skip
+        env_id=LETTER_ENV,
+        env_kwargs={},
+        steps=1,
+        grpo={"group_size": 2},
+        groups_per_step=2,
+        out_dir=str(tmp_path),
+        sampling={"max_new_tokens": 4},
+        log={"tensorboard": True},
+    )
     train(cfg, policy=make_policy(tokenizer, max_new_tokens=4), progress=False)
 
     assert list((tmp_path / "tb").glob("events.out.tfevents.*")), "no TensorBoard event file under out_dir/tb"

@@ -23,7 +23,7 @@ RETRY_TASK = {"difficulty": 1, "kinds": ["arithmetic"], "max_attempts": 2}
 MICRO_TRAIN = {
     "groups_per_step": 2,
     "grpo": {"group_size": 2},
-    "max_new_tokens": 8,
+    "sampling": {"max_new_tokens": 8},
     "max_turns": 2,
     "env_kwargs": RETRY_TASK,
 }

@@ -35,7 +35,7 @@ def test_tied_and_errored_episodes_are_kept_untrained_and_the_rest_trained() -> 
     assert [s["advantage"] for s in records[3]["steps"]] == [-1.0]
     assert all("critic_rewards" not in s for r in records for s in r["steps"])  # no critics: the env reward only
     # skip_zero_advantage=false trains the tied rows too
-    assert trained_episodes(advantages, TrainConfig(skip_zero_advantage=False)) == [True] * 4 + [False]
+    assert trained_episodes(advantages, TrainConfig(update={"skip_zero_advantage": False})) == [True] * 4 + [False]
 
 
 def test_credit_is_written_per_turn_and_mismatches_are_refused(tmp_path: Path) -> None:

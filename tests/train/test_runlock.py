@@ -66,8 +66,8 @@ def model_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 def train_argv(run: Path, model: Path, steps: int, *extra: str) -> list[str]:
     """A ``turnkit train`` command line for a micro run on MathEpisodes (no evaluation)."""
-    sets = [f"model={model}", f"steps={steps}", "grpo.group_size=2", "groups_per_step=1", "max_new_tokens=4",
-            "checkpoint_every=1000", "eval_every=0"]  # fmt: skip
+    sets = [f"model={model}", f"steps={steps}", "grpo.group_size=2", "groups_per_step=1", "sampling.max_new_tokens=4",
+            "log.checkpoint_every=1000", "eval.every=0"]  # fmt: skip
     return ["train", "--out", str(run), "--quiet", "--threads", "1", *[a for s in sets for a in ("--set", s)], *extra]
 
 

@@ -32,12 +32,12 @@ def run_config(out: Path, **changes: Any) -> TrainConfig:
         steps=2,
         grpo={"group_size": 2, "kl_coef": 0.01},
         groups_per_step=2,
-        max_new_tokens=12,
         max_turns=5,
-        checkpoint_every=0,
         out_dir=str(out),
-        batch_layout="episodes",
         optim={"lr": 1e-3},
+        sampling={"max_new_tokens": 12},
+        update={"batch_layout": "episodes"},
+        log={"checkpoint_every": 0},
     )  # fmt: skip  (a KL term: rows train even when a random policy ties)
     return dataclasses.replace(base, **changes)
 
@@ -76,4 +76,4 @@ def test_a_template_that_rewrites_turns_is_refused_for_episode_rows(tmp_path: Pa
     with pytest.raises(ConfigError, match="batch_layout='episodes' needs token-exact contexts"):
         train(run_config(tmp_path), policy=policy, progress=False)
     with pytest.warns(UserWarning, match="rendered again from text"):
-        train(run_config(tmp_path / "turns", batch_layout="turns", steps=1), policy=policy, progress=False)
+        train(run_config(tmp_path / "turns", update={"batch_layout": "turns"}, steps=1), policy=policy, progress=False)

@@ -56,7 +56,7 @@ def step(
         for a, r in ANSWERS
     ]
     seen = padded_tokens_seen(policy)
-    cfg = TrainConfig(grpo={"group_size": 8}, optim={"max_grad_norm": 0.0}, micro_batch_tokens=budget)
+    cfg = TrainConfig(grpo={"group_size": 8}, optim={"max_grad_norm": 0.0}, update={"micro_batch_tokens": budget})
     with pytest.MonkeyPatch.context() as patch:
         if not sort:
             patch.setattr(loop, "length_sorted", lambda batch: batch)
@@ -84,9 +84,11 @@ def test_sorted_micro_batches_pad_less_and_take_the_same_step(tokenizer: PreTrai
 
 def test_a_one_pass_minibatch_keeps_its_row_order(tokenizer: PreTrainedTokenizerFast) -> None:
     """Bit for bit the step of runs made before the layout: the tiny models never split a minibatch."""
-    sorted_run, metrics, seen = step(tokenizer, sort=True, budget=TrainConfig().micro_batch_tokens, plain_logits=True)
+    sorted_run, metrics, seen = step(
+        tokenizer, sort=True, budget=TrainConfig().update.micro_batch_tokens, plain_logits=True
+    )
     plain_run, plain_metrics, _ = step(
-        tokenizer, sort=False, budget=TrainConfig().micro_batch_tokens, plain_logits=True
+        tokenizer, sort=False, budget=TrainConfig().update.micro_batch_tokens, plain_logits=True
     )
     assert len(seen) == 1  # one pass
     assert all(

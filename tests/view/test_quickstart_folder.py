@@ -32,7 +32,7 @@ MICRO = TinyRecipe(
 @pytest.fixture(scope="module")
 def quickstart(tmp_path_factory: pytest.TempPathFactory) -> Path:
     out = tmp_path_factory.mktemp("quickstart")
-    train = {"groups_per_step": 2, "grpo": {"group_size": 2}, "max_new_tokens": 8, "max_turns": 2}
+    train = {"groups_per_step": 2, "grpo": {"group_size": 2}, "sampling": {"max_new_tokens": 8}, "max_turns": 2}
     cfg = QuickstartConfig(out_dir=str(out / "qs"), steps=2, eval_episodes=6, recipe=MICRO, train_overrides=train,
                            cache=str(out / "cache"))  # fmt: skip
     run_quickstart(cfg, progress=False, verbose=False)

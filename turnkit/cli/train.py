@@ -103,7 +103,7 @@ def cmd_quickstart(args: argparse.Namespace) -> int:
         threads=args.threads,
         model=args.model,
     )
-    if args.overrides:  # e.g. --set async=true: recipe keys changed on top of the quickstart's
+    if args.overrides:  # e.g. --set rollout.async=true: recipe keys changed on top of the quickstart's
         base = quickstart_train_config(qcfg).to_dict()
         changed = apply_overrides(quickstart_train_config(qcfg), args.overrides).to_dict()
         qcfg = dataclasses.replace(qcfg, train_overrides={k: v for k, v in changed.items() if base[k] != v})
@@ -158,7 +158,7 @@ def add_commands(sub: Any) -> None:
     qs.add_argument("--eval-episodes", type=int, default=None, help="held-out episodes per evaluation")
     qs.add_argument(
         "--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
-        help="change a key of the RL recipe (TrainConfig), e.g. --set async=true",
+        help="change a key of the RL recipe (TrainConfig), e.g. --set rollout.async=true",
     )  # fmt: skip
     qs.add_argument("--quiet", action="store_true", help="no progress bars")
     qs.add_argument(

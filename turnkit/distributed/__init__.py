@@ -7,7 +7,7 @@
 * :mod:`~turnkit.distributed.weights`: versioned snapshots of a policy's trainable weights.
 
 Ray is imported only when a collector starts; the training loop uses all this through
-``TrainConfig.ray`` and ``TrainConfig.async_rollout`` (see ``docs/scaling.md``).
+``TrainConfig.rollout.ray`` and ``TrainConfig.rollout.async_rollout`` (see ``docs/scaling.md``).
 """
 
 from turnkit.distributed.cluster import RayConfig, ray_session

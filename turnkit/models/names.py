@@ -112,7 +112,7 @@ trains 0.92M weights (0.7%) and its reference is the same model with the adapter
 SMOLLM2_TRAIN: Mapping[str, Any] = {"groups_per_step": 4, "grpo.group_size": 4}
 """``turnkit train``'s batch defaults for SmolLM2: 4 groups x 4 episodes (the quickstart recipe's), where the
 plain defaults (16 groups x 8, tuned for the 0.5M-parameter tiny model) sample 8x the episodes and ran over 10
-minutes a step on 2 threads (docs/training.md, "SmolLM2": the measured step). ``max_new_tokens`` stays 24, the
+minutes a step on 2 threads (docs/training.md, "SmolLM2": the measured step). ``sampling.max_new_tokens`` stays 24, the
 recipe's too: an untrained SmolLM2 writes prose to the limit on every turn, so its step's time grows with it."""
 SMOLLM2_THREADS = 1
 """``turnkit train``'s thread default for SmolLM2 on a CPU: one. A second thread gained 1.15x on a quiet 2-core

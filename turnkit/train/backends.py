@@ -1,7 +1,7 @@
 """Generation backends for the training loop: who samples the rollouts, and how it gets the learner's weights.
 
 The learner is always an :class:`~turnkit.agents.hf.HFPolicy` (it computes the gradients). A backend picks
-the *generator* (``--set backend=hf|openai|vllm``):
+the *generator* (``--set rollout.backend=hf|openai|vllm``):
 
 * ``"hf"`` (:class:`HFBackend`): the learner itself; there is nothing to sync.
 * ``"openai"`` (:class:`OpenAIBackend`): an OpenAI-compatible server (``vllm serve --enable-lora`` with
@@ -20,16 +20,17 @@ seed exactly). vLLM samples with its own kernels: same distribution, other draws
 
 The seam in a training loop (:mod:`turnkit.train.loop`)::
 
-    backend = build_backend(cfg.backend, policy, run_dir=run_dir, url=cfg.backend_url, start_step=start_step)
+    rollout = cfg.rollout
+    backend = build_backend(rollout.backend, policy, run_dir=run_dir, url=rollout.backend_url, start_step=start_step)
     for step in steps:
         agent = backend.agent(seed=step_sampling_seed(cfg.seed, step))  # the learner's sampling, this step's seed
         trajs = collect_batch(envs, agent, ...)
         update(policy, ...)                                    # the learner changes ...
         record.update(backend.sync(policy, step))              # ... and the generator follows: {"sync_s": ...}
-        evaluate(..., backend.agent(temperature=cfg.eval_temperature))
+        evaluate(..., backend.agent(temperature=cfg.eval.temperature))
     backend.close()
 
-Adapter sync needs an adapter: full fine-tuning (``lora_r = 0``) works only with ``backend="hf"``.
+Adapter sync needs an adapter: full fine-tuning (``lora.r = 0``) works only with ``rollout.backend="hf"``.
 
 Example:
     >>> import tempfile
@@ -66,7 +67,7 @@ from turnkit.agents.openai import OpenAIAgent
 from turnkit.agents.serve import AgentServer
 from turnkit.agents.vllm import INSTALL_HINT
 from turnkit.errors import ConfigError
-from turnkit.train.config import BACKENDS
+from turnkit.train.tables import BACKENDS
 
 _VLLM_RANKS = (8, 16, 32, 64, 128, 256)
 
@@ -278,7 +279,7 @@ class VLLMBackend(_Backend):
         ...     VLLMBackend(policy, run_dir=".")
         ... except ConfigError as exc:
         ...     print(str(exc).split(";")[1])
-         set lora_r > 0 (full fine-tuning can only use backend=hf)
+         set lora.r > 0 (full fine-tuning can only use rollout.backend=hf)
     """
 
     name = "vllm"
@@ -461,7 +462,7 @@ class _AdapterDir:
 
 def _require_adapter(policy: HFPolicy, name: str, how: str) -> None:
     if not policy.has_adapter:
-        raise ConfigError(f"backend={name} {how}; set lora_r > 0 (full fine-tuning can only use backend=hf)")
+        raise ConfigError(f"backend={name} {how}; set lora.r > 0 (full fine-tuning can only use rollout.backend=hf)")
 
 
 def _default_prefix(run_dir: str | Path) -> str:

@@ -1,17 +1,19 @@
 """`TrainConfig`: every setting of a GRPO/RLOO run, validated, loadable from JSON/TOML, overridable by flags.
 
 A run is fully described by its config (plus the code version): ``turnkit train --config run.toml --set
-optim.lr=3e-4 --set env_kwargs.difficulty=2 --set grpo.kl_coef=0.05 --set critic.mrt.samples=4``. Keys are the
-field names below; four are nested tables with their own classes: ``grpo`` (the loss, :class:`~turnkit.learners.
-grpo.GRPOConfig`), ``optim`` and ``lora`` (the learner's, :class:`~turnkit.learners.learner.OptimConfig` and
-:class:`~turnkit.learners.learner.LoraConfig`) and ``critic`` (``{name: {weight, ...the critic's own keys}}``,
-see :mod:`turnkit.critics.registry`).
+optim.lr=3e-4 --set env_kwargs.difficulty=2 --set grpo.kl_coef=0.05 --set eval.every=10``. Keys are the field
+names below (19 at the top level). Each part of a step is a table with its own class: ``sampling``, ``rollout``,
+``update``, ``eval`` and ``log`` (:mod:`turnkit.train.tables`), ``grpo`` (the loss,
+:class:`~turnkit.learners.grpo.GRPOConfig`), ``optim`` and ``lora`` (the learner's,
+:class:`~turnkit.learners.learner.OptimConfig` and :class:`~turnkit.learners.learner.LoraConfig`) and ``critic``
+(``{name: {weight, ...the critic's own keys}}``, see :mod:`turnkit.critics.registry`).
 ``--set`` values are parsed as JSON when they parse (``3``, ``0.5``, ``true``, ``null``, ``["q_proj"]``) and are
 strings otherwise; ``a.b=v`` sets key ``b`` of table ``a`` (:mod:`turnkit.configs`).
 
-Files written before the tables existed (flat ``group_size``, ``kl_coef``, ``lr``, ``lora_r``, ``critic_samples``,
-``judge_url`` ...) still load: :meth:`TrainConfig.from_dict` moves each flat key into its table and warns once
-(``FutureWarning``).
+Files and flags written before the tables existed (flat ``group_size``, ``lr``, ``lora_r``, ``temperature``,
+``eval_every``, ``micro_batch_rows``, ``async``, ``critic_samples`` ...) still load: :meth:`TrainConfig.from_dict`
+moves each flat key into its table and warns once (``FutureWarning``), and :func:`upgrade_config` does the same
+quietly for a saved run's config, so old runs resume.
 
 Example:
     >>> from turnkit.configs import apply_overrides
@@ -39,19 +41,31 @@ from turnkit.critics.registry import CriticTable, check_table
 from turnkit.distributed.cluster import RayConfig
 from turnkit.errors import ConfigError
 from turnkit.learners.config import GRPOConfig, LoraConfig, OptimConfig
+from turnkit.train.tables import (  # noqa: F401  (the constants are still importable from here)
+    BACKENDS,
+    EVAL_SEED_START,
+    MICRO_BATCH_TOKENS,
+    EvalConfig,
+    LogConfig,
+    RolloutConfig,
+    TrainSampling,
+    UpdateConfig,
+)
 
-BACKENDS = ("hf", "openai", "vllm")
-"""Generation backends :attr:`TrainConfig.backend` accepts (:mod:`turnkit.train.backends`)."""
-KEY_ALIASES = {"async": "async_rollout"}
-"""Config keys that are spelled otherwise in Python (``async`` is a keyword)."""
-EVAL_SEED_START = 1_000_000_000
-"""Default first held-out evaluation seed; training seeds never fall in the evaluation range."""
 DEFAULT_LORA = LoraConfig(r=None)
 """Default :attr:`TrainConfig.lora`: the model's own rank (:meth:`TrainConfig.lora_rank`)."""
 DEFAULT_OPTIM = OptimConfig(lr=2e-4)
 """Default :attr:`TrainConfig.optim`: AdamW at 2e-4, no warmup, constant, clipped at norm 1."""
-MICRO_BATCH_TOKENS = 512
-"""Default :attr:`TrainConfig.micro_batch_tokens`: padded tokens per forward + backward of the update."""
+TABLES: dict[str, Any] = {
+    "lora": DEFAULT_LORA,
+    "optim": DEFAULT_OPTIM,
+    "sampling": TrainSampling(),
+    "rollout": RolloutConfig(),
+    "update": UpdateConfig(),
+    "eval": EvalConfig(),
+    "log": LogConfig(),
+}
+"""The tables of :class:`TrainConfig` with one settings class each (besides ``grpo``), and their defaults."""
 
 
 @dataclass(frozen=True)
@@ -90,40 +104,18 @@ class TrainConfig:
     ``targets``). ``r = 0`` fine-tunes every weight (fine for the ~0.5M-parameter tiny model); ``r = null`` (the
     default): the model's own default (:meth:`lora_rank`): 8 for ``smollm2``, 0 for the tiny models and local
     folders."""
-    temperature: float = 1.0
-    """Sampling temperature during training (``> 0``; log-probs are recorded at this temperature)."""
-    top_p: float = 1.0
-    """Nucleus mass during training."""
-    max_new_tokens: int = 24
-    """Generation limit per turn."""
-    backend: str = "hf"
-    """Who generates the rollouts (see :mod:`turnkit.train.backends`): ``"hf"`` (the learner itself),
-    ``"openai"`` (an OpenAI-compatible server, weights synced by LoRA adapter reload) or ``"vllm"`` (in-process
-    vLLM with LoRA hot-swap; CUDA). The learner is always the HF model."""
-    backend_url: str | None = None
-    """``backend="openai"``: the server's API root (e.g. ``http://127.0.0.1:8000/v1``); ``None`` starts turnkit's
-    own server on loopback over a copy of the learner."""
-    ray: dict[str, Any] = field(default_factory=dict)
-    """Play rollouts on Ray env workers (see ``docs/scaling.md``), with the keys of
-    :class:`~turnkit.distributed.cluster.RayConfig`: ``address`` (``"local"`` starts a cluster in this process,
-    ``"auto"`` joins the one ``ray start`` runs here, or ``"host:6379"``), ``workers``, ``envs_per_worker``,
-    ``cpus_per_worker``, ``max_retries``. Empty (the default): rollouts play in this process."""
-    async_rollout: bool = False
-    """One-step-off training (``--set async=true``): the rollouts of the next ``max_staleness`` steps are generated
-    by a copy of the policy while the learner updates (see :mod:`turnkit.train.rollouts`)."""
-    max_staleness: int = 1
-    """With ``async_rollout``: the most learner updates a batch's sampling policy may lag behind."""
+    sampling: TrainSampling = field(default_factory=TrainSampling)
+    """How the policy samples its training rollouts (:class:`~turnkit.train.tables.TrainSampling`:
+    ``temperature``, ``top_p``, ``max_new_tokens``)."""
+    rollout: RolloutConfig = field(default_factory=RolloutConfig)
+    """Who plays the rollouts and where (:class:`~turnkit.train.tables.RolloutConfig`: ``backend``,
+    ``backend_url``, ``ray``, ``async``, ``max_staleness``)."""
     # --- the loss
     grpo: GRPOConfig = field(default_factory=GRPOConfig)
     """GRPO/RLOO settings (:class:`~turnkit.learners.grpo.GRPOConfig`: ``group_size``, ``estimator``, ``per_turn``,
-    ``gamma``, ``clip_eps``, ``kl_coef`` ...); ``max_tokens`` defaults to ``max_new_tokens``."""
+    ``gamma``, ``clip_eps``, ``kl_coef`` ...); ``max_tokens`` defaults to ``sampling.max_new_tokens``."""
     groups_per_step: int = 16
     """Groups (distinct tasks) per step; a step samples ``grpo.group_size * groups_per_step`` episodes, batched."""
-    batch_layout: str = "turns"
-    """Training rows: ``"turns"`` (one per turn, always exact) or ``"episodes"`` (one per episode: the last turn's
-    context with every turn's sampled ids in it; fewer, longer rows)."""
-    skip_zero_advantage: bool = True
-    """Leave out turns whose advantage is exactly 0 (tied groups); they carry no policy gradient."""
     # --- dense per-turn rewards from critics (see turnkit.critics.registry)
     critic: CriticTable = field(default_factory=dict)
     """Critics and their settings, ``{name: {"weight": w, ...the critic's keys}}`` (empty: env rewards only);
@@ -132,71 +124,37 @@ class TrainConfig:
     ``sweet``, ``judge``, ``iqlearn``, ``afd`` (each module's ``Config`` lists its keys)."""
     # --- optimisation
     steps: int = 40
-    """RL steps (each: one rollout batch, then ``ppo_epochs`` passes over it)."""
+    """RL steps (each: one rollout batch, then ``update.ppo_epochs`` passes over it)."""
     optim: OptimConfig = field(default_factory=lambda: DEFAULT_OPTIM)
     """The learner's AdamW and schedule (:class:`~turnkit.learners.learner.OptimConfig`: ``lr``,
     ``weight_decay``, ``max_grad_norm``, ``warmup_steps`` counted in RL steps, ``schedule`` ...)."""
-    ppo_epochs: int = 1
-    """Passes over each rollout batch."""
-    minibatches: int = 1
-    """Optimizer steps per pass (the batch's rows are split into this many minibatches)."""
-    micro_batch_rows: int = 0
-    """Rows per forward + backward inside one optimizer step at most (``0``: no row cap). Gradients accumulate
-    over the micro-batches, so the step is the same up to float rounding and the memory is the micro-batch's."""
-    micro_batch_tokens: int = MICRO_BATCH_TOKENS
-    """Padded tokens (rows × longest row) per forward + backward at most (``0``: no token cap; a longer row runs
-    alone). The update's activation memory grows with these tokens, so the default bounds it for any batch
-    size (BENCHMARKS.md, "Memory": SmolLM2-135M's per-phase peaks)."""
+    update: UpdateConfig = field(default_factory=UpdateConfig)
+    """How the learner passes over each rollout batch (:class:`~turnkit.train.tables.UpdateConfig`:
+    ``ppo_epochs``, ``minibatches``, ``micro_batch_rows``, ``micro_batch_tokens``, ``batch_layout``,
+    ``skip_zero_advantage``)."""
     seed: int = 0
     """Run seed: task seeds, sampling seeds and LoRA initialisation derive from it."""
     # --- evaluation, checkpoints, logging
-    eval_every: int = 0
-    """Evaluate on held-out seeds every this many steps and after the last step (``0``: never); the episodes are
-    kept in ``out_dir/eval/step-NNNNNN/``."""
-    eval_episodes: int = 200
-    """Episodes per evaluation."""
-    eval_seed: int = EVAL_SEED_START
-    """First evaluation seed; training task seeds are drawn outside ``[eval_seed, eval_seed + eval_episodes)``."""
-    eval_temperature: float = 0.0
-    """Sampling temperature for evaluation (``0``: greedy)."""
-    checkpoint_every: int = 10
-    """Write a checkpoint every this many steps and after the last step (``0``: only after the last)."""
-    rollouts_every: int = 10
-    """Keep a step's training episodes as the learner saw them (each critic's credit per turn, the advantages, the
-    trained tokens) in ``out_dir/rollouts/step-NNNNNN/`` every this many steps and after the last (``0``: never);
-    ``turnkit view`` shows them (:mod:`turnkit.train.rollout_log`)."""
+    eval: EvalConfig = field(default_factory=EvalConfig)
+    """Held-out evaluation (:class:`~turnkit.train.tables.EvalConfig`: ``every``, ``episodes``, ``seed``,
+    ``temperature``)."""
+    log: LogConfig = field(default_factory=LogConfig)
+    """What the run writes besides its metrics (:class:`~turnkit.train.tables.LogConfig`: ``checkpoint_every``,
+    ``rollouts_every``, ``tensorboard``)."""
     out_dir: str = "runs/train"
     """Run directory: ``metrics.jsonl``, ``config.json``, ``checkpoints/``, ``curves.png``."""
-    tensorboard: bool = False
-    """Also write TensorBoard events to ``out_dir/tb`` (needs the ``tensorboard`` package)."""
 
     def __post_init__(self) -> None:
         configs.check_str(self, "env_id", "model", "split", "out_dir")
         if not isinstance(self.env_kwargs, dict):
             raise ConfigError(f"TrainConfig.env_kwargs must be a dict, got {self.env_kwargs!r}")
-        configs.table_field(self, "lora", DEFAULT_LORA)  # TrainConfig(optim={"lr": 1e-3}) reads as a file does
-        configs.table_field(self, "optim", DEFAULT_OPTIM)
-        configs.check_int(self, "max_new_tokens", "groups_per_step", "steps", "ppo_epochs")
-        configs.check_int(self, "minibatches", "eval_episodes", "max_staleness")
-        configs.check_int(self, "seed", "eval_every", "checkpoint_every", "eval_seed", low=0)
-        configs.check_int(self, "rollouts_every", "micro_batch_rows", "micro_batch_tokens", low=0)
+        for name, default in TABLES.items():  # TrainConfig(optim={"lr": 1e-3}) reads as a file does
+            configs.table_field(self, name, default)
+        configs.check_int(self, "groups_per_step", "steps")
+        configs.check_int(self, "seed", low=0)
         configs.check_int(self, "max_turns", optional=True)
         if self.device is not None and not _is_device_name(self.device):
             raise ConfigError(f"TrainConfig.device must be 'cpu', 'cuda' or 'cuda:N' (or null), got {self.device!r}")
-        configs.check_float(self, "temperature", low=0.0, open_low=True)
-        configs.check_float(self, "top_p", low=0.0, high=1.0, open_low=True)
-        configs.check_float(self, "eval_temperature", low=0.0)
-        configs.check_bool(self, "skip_zero_advantage", "tensorboard", "async_rollout")
-        configs.check_choice(self, "backend", BACKENDS)
-        configs.check_choice(self, "batch_layout", ("turns", "episodes"))
-        if self.backend_url is not None and (self.backend != "openai" or not isinstance(self.backend_url, str)):
-            raise ConfigError(f"TrainConfig.backend_url is for backend='openai' (a URL), got {self.backend_url!r}")
-        self.ray_config()  # validates the table
-        if (self.ray or self.async_rollout) and self.backend != "hf":
-            raise ConfigError(
-                f"TrainConfig.ray and async_rollout generate with copies of the HF learner; backend={self.backend!r} "
-                "generates through its own server (use one or the other)"
-            )
         if isinstance(self.grpo, Mapping):  # TrainConfig(grpo={"group_size": 4}) reads as well as a file does
             object.__setattr__(self, "grpo", configs.from_dict(GRPOConfig, self.grpo, source="TrainConfig.grpo"))
         if not isinstance(self.grpo, GRPOConfig):
@@ -237,32 +195,30 @@ class TrainConfig:
         return dataclasses.replace(self.lora, r=rank) if rank > 0 else None
 
     def ray_config(self) -> RayConfig | None:
-        """The :class:`~turnkit.distributed.cluster.RayConfig` of ``ray`` (``None``: no Ray).
+        """The :class:`~turnkit.distributed.cluster.RayConfig` of ``rollout.ray`` (``None``: no Ray).
 
         Example:
-            >>> TrainConfig(ray={"address": "local", "workers": 3}).ray_config().workers
+            >>> TrainConfig(rollout={"ray": {"address": "local", "workers": 3}}).ray_config().workers
             3
             >>> TrainConfig().ray_config() is None
             True
         """
-        if not isinstance(self.ray, dict):
-            raise ConfigError(f"TrainConfig.ray must be a table of RayConfig keys, got {self.ray!r}")
-        return RayConfig.from_dict(self.ray, source="TrainConfig.ray") if self.ray else None
+        return self.rollout.ray_config()
 
     def loss_config(self) -> GRPOConfig:
         """The loss's settings as the loop uses them: ``grpo``, per-turn with critics, ``max_tokens`` filled in.
 
-        ``max_tokens`` defaults to ``max_new_tokens``.
+        ``max_tokens`` defaults to ``sampling.max_new_tokens``.
 
         Example:
-            >>> cfg = TrainConfig(critic="mrt", max_new_tokens=12)
+            >>> cfg = TrainConfig(critic="mrt", sampling={"max_new_tokens": 12})
             >>> cfg.grpo.per_turn, cfg.loss_config().per_turn, cfg.loss_config().max_tokens
             (False, True, 12)
         """
         return dataclasses.replace(
             self.grpo,
             per_turn=self.grpo.per_turn or bool(self.critic),
-            max_tokens=self.grpo.max_tokens if self.grpo.max_tokens is not None else self.max_new_tokens,
+            max_tokens=self.grpo.max_tokens if self.grpo.max_tokens is not None else self.sampling.max_new_tokens,
         )
 
     def to_dict(self) -> dict[str, Any]:
@@ -278,22 +234,29 @@ class TrainConfig:
     def from_dict(cls, data: Mapping[str, Any], *, source: str = "config") -> TrainConfig:
         """Build a config from a mapping; unknown keys raise :class:`ConfigError` naming them and ``source``.
 
-        Flat keys of files written before the ``grpo`` and ``critic`` tables are moved into them (with a
-        ``FutureWarning`` that names them).
+        Flat keys of files written before the tables existed are moved into them (with a ``FutureWarning``
+        that names them); a key written in the wrong table names the table it belongs in.
 
         Example:
             >>> TrainConfig.from_dict({"stepz": 3})
             Traceback (most recent call last):
             ...
             turnkit.errors.ConfigError: config: unknown TrainConfig key 'stepz' (did you mean 'steps'?)
+            >>> TrainConfig.from_dict({"grpo": {"lr": 0.1}})
+            Traceback (most recent call last):
+            ...
+            turnkit.errors.ConfigError: TrainConfig.grpo: unknown GRPOConfig key 'lr' (did you mean 'optim.lr'?)
             >>> import warnings
+            >>> flat = {"group_size": 4, "critic": "mrt", "critic_samples": 2, "eval_every": 2}
             >>> with warnings.catch_warnings():
             ...     warnings.simplefilter("ignore")
-            ...     old = TrainConfig.from_dict({"group_size": 4, "critic": "mrt", "critic_samples": 2})
-            >>> old.grpo.group_size, old.critic
-            (4, {'mrt': {'weight': 1.0, 'samples': 2}})
+            ...     old = TrainConfig.from_dict(flat)
+            >>> old.grpo.group_size, old.critic, old.eval.every
+            (4, {'mrt': {'weight': 1.0, 'samples': 2}}, 2)
         """
-        return configs.from_dict(cls, migrate_flat_keys(data, source=source), source=source, aliases=KEY_ALIASES)
+        data = migrate_flat_keys(data, source=source)
+        _check_placement(data, source)
+        return configs.from_dict(cls, data, source=source)
 
 
 LEGACY_GRPO_KEYS = (
@@ -307,6 +270,30 @@ LEGACY_LEARNER_KEYS = {
     "lora_r": ("lora", "r"), "lora_alpha": ("lora", "alpha"), "lora_targets": ("lora", "targets"),
 }  # fmt: skip
 """Flat keys of old configs that now live in the ``optim`` and ``lora`` tables: ``{old: (table, key)}``."""
+LEGACY_TABLE_KEYS = {
+    "temperature": ("sampling", "temperature"), "top_p": ("sampling", "top_p"),
+    "max_new_tokens": ("sampling", "max_new_tokens"),
+    "backend": ("rollout", "backend"), "backend_url": ("rollout", "backend_url"), "ray": ("rollout", "ray"),
+    "async_rollout": ("rollout", "async_rollout"), "async": ("rollout", "async_rollout"),
+    "max_staleness": ("rollout", "max_staleness"),
+    "ppo_epochs": ("update", "ppo_epochs"), "minibatches": ("update", "minibatches"),
+    "micro_batch_rows": ("update", "micro_batch_rows"), "micro_batch_tokens": ("update", "micro_batch_tokens"),
+    "batch_layout": ("update", "batch_layout"), "skip_zero_advantage": ("update", "skip_zero_advantage"),
+    "eval_every": ("eval", "every"), "eval_episodes": ("eval", "episodes"), "eval_seed": ("eval", "seed"),
+    "eval_temperature": ("eval", "temperature"),
+    "checkpoint_every": ("log", "checkpoint_every"), "rollouts_every": ("log", "rollouts_every"),
+    "tensorboard": ("log", "tensorboard"),
+}  # fmt: skip
+"""Flat keys of old configs that now live in the ``sampling``, ``rollout``, ``update``, ``eval`` and ``log``
+tables: ``{old: (table, key)}`` (``async`` was the file spelling of ``async_rollout``)."""
+FLAT_KEYS: dict[str, tuple[str, str]] = {
+    **{key: ("grpo", key) for key in LEGACY_GRPO_KEYS},
+    **LEGACY_LEARNER_KEYS,
+    **LEGACY_TABLE_KEYS,
+}
+"""Every flat key of an old config that moved into a table under one name: ``{old: (table, key)}``."""
+KEY_ALIASES = {"async": "rollout.async_rollout"}
+"""Config keys spelled otherwise in files and ``--set`` than in Python (``async`` is a keyword), dotted."""
 LEGACY_CRITIC_KEYS: dict[str, tuple[Any, dict[str, str]]] = {
     "critic_samples": (8, {"mrt": "samples", "pav": "samples"}),
     "critic_temperature": (0.6, {"mrt": "temperature", "pav": "temperature"}),
@@ -324,10 +311,27 @@ LEGACY_CRITIC_KEYS: dict[str, tuple[Any, dict[str, str]]] = {
 default moves into the table of every named critic that has the key."""
 
 
-def migrate_flat_keys(data: Mapping[str, Any], *, source: str = "config") -> dict[str, Any]:
-    """Move an old config's flat keys into the ``grpo``, ``optim``, ``lora`` and ``critic`` tables.
+def canonical_key(key: str) -> str:
+    """A dotted config key as :class:`TrainConfig` stores it: old flat keys and aliases in their tables.
 
-    One ``FutureWarning`` names every moved key and where it went.
+    Example:
+        >>> canonical_key("eval_every"), canonical_key("async"), canonical_key("rollout.async"), canonical_key("steps")
+        ('eval.every', 'rollout.async_rollout', 'rollout.async_rollout', 'steps')
+    """
+    head, dot, rest = key.partition(".")
+    if not dot:
+        return ".".join(FLAT_KEYS[key]) if key in FLAT_KEYS else key
+    kind = type(TABLES.get(head))
+    first, dot2, tail = rest.partition(".")
+    first = getattr(kind, "KEY_ALIASES", {}).get(first, first)
+    return f"{head}.{first}{dot2}{tail}"
+
+
+def migrate_flat_keys(data: Mapping[str, Any], *, source: str = "config") -> dict[str, Any]:
+    """Move an old config's flat keys into their tables (``grpo``, ``optim``, ``update``, ``eval``, ``critic`` ...).
+
+    One ``FutureWarning`` names every moved key and where it went. A flat key wins over the same key in its
+    table.
 
     Example:
         >>> import warnings
@@ -335,23 +339,27 @@ def migrate_flat_keys(data: Mapping[str, Any], *, source: str = "config") -> dic
         ...     warnings.simplefilter("always")
         ...     new = migrate_flat_keys({"kl_coef": 0.1, "critic": {"prime": 0.5}, "critic_lr": 0.01, "lr": 0.1})
         >>> new
-        {'critic': {'prime': {'weight': 0.5, 'prm_lr': 0.01}}, 'optim': {'lr': 0.1}, 'grpo': {'kl_coef': 0.1}}
+        {'critic': {'prime': {'weight': 0.5, 'prm_lr': 0.01}}, 'grpo': {'kl_coef': 0.1}, 'optim': {'lr': 0.1}}
         >>> len(seen), "critic.prime.prm_lr" in str(seen[0].message), "lr -> optim.lr" in str(seen[0].message)
         (1, True, True)
+        >>> with warnings.catch_warnings(record=True) as seen:
+        ...     warnings.simplefilter("always")
+        ...     migrate_flat_keys({"eval_episodes": 20, "async": True, "micro_batch_rows": 4})
+        {'eval': {'episodes': 20}, 'rollout': {'async_rollout': True}, 'update': {'micro_batch_rows': 4}}
+        >>> str(seen[0].message)  # doctest: +ELLIPSIS
+        'config: flat keys moved into tables (write them this way): eval_episodes -> eval.episodes, async -> ...'
     """
-    legacy = (*LEGACY_GRPO_KEYS, *LEGACY_CRITIC_KEYS, *LEGACY_LEARNER_KEYS, "critic_weight")
+    legacy = (*FLAT_KEYS, *LEGACY_CRITIC_KEYS, "critic_weight")
     old = [k for k in data if k in legacy]
     if not old:
         return dict(data)
     new = {k: v for k, v in data.items() if k not in old}
-    grpo = dict(new.get("grpo") or {})
-    grpo.update({k: data[k] for k in old if k in LEGACY_GRPO_KEYS})
-    moved = [f"{k} -> grpo.{k}" for k in old if k in LEGACY_GRPO_KEYS]
-    for key in (k for k in old if k in LEGACY_LEARNER_KEYS):
-        table, option = LEGACY_LEARNER_KEYS[key]
-        if not isinstance(new.get(table, {}), Mapping):
+    moved = []
+    for key in (k for k in old if k in FLAT_KEYS):
+        table, option = FLAT_KEYS[key]
+        if not isinstance(new.get(table) or {}, Mapping):
             raise ConfigError(f"{source}: TrainConfig.{table} must be a table, got {new[table]!r}")
-        new[table] = {**new.get(table, {}), option: data[key]}
+        new[table] = {**(new.get(table) or {}), option: data[key]}
         moved.append(f"{key} -> {table}.{option}")
     critic = data.get("critic")
     if isinstance(critic, str) and "critic_weight" in data:
@@ -373,8 +381,6 @@ def migrate_flat_keys(data: Mapping[str, Any], *, source: str = "config") -> dic
             if name in table:
                 table[name][option] = value
                 moved.append(f"{key} -> critic.{name}.{option}")
-    if grpo:
-        new["grpo"] = grpo
     if critic is not None or table:
         new["critic"] = table
     warnings.warn(
@@ -383,6 +389,33 @@ def migrate_flat_keys(data: Mapping[str, Any], *, source: str = "config") -> dic
         stacklevel=3,
     )
     return new
+
+
+def _check_placement(data: Mapping[str, Any], source: str) -> None:
+    """Name the right table for a key written in the wrong one (``grpo.lr``, or a flat ``every``)."""
+    kinds = {"grpo": GRPOConfig, **{name: type(default) for name, default in TABLES.items()}}
+    fields = {name: {f.name for f in dataclasses.fields(kind)} for name, kind in kinds.items()}
+    top = {f.name for f in dataclasses.fields(TrainConfig)}
+
+    def home(key: str, outside: str | None) -> str | None:
+        if key in FLAT_KEYS:
+            return ".".join(FLAT_KEYS[key])
+        owners = [name for name, names in fields.items() if key in names and name != outside]
+        if outside is not None and key in top:
+            return key
+        return f"{owners[0]}.{key}" if len(owners) == 1 else None
+
+    for name, value in data.items():
+        if name not in top and (where := home(name, None)) is not None:
+            raise ConfigError(f"{source}: unknown TrainConfig key {name!r} (did you mean {where!r}?)")
+        if name not in kinds or not isinstance(value, Mapping):
+            continue
+        aliases = getattr(kinds[name], "KEY_ALIASES", {})
+        for key in value:
+            if key in fields[name] or key in aliases or (where := home(key, name)) is None:
+                continue
+            message = f"TrainConfig.{name}: unknown {kinds[name].__name__} key {key!r} (did you mean {where!r}?)"
+            raise ConfigError(message if source == "config" else f"{source}: {message}")
 
 
 def upgrade_config(saved: Mapping[str, Any]) -> dict[str, Any]:
@@ -394,13 +427,13 @@ def upgrade_config(saved: Mapping[str, Any]) -> dict[str, Any]:
     Example:
         >>> upgrade_config({"group_size": 2, "critic": None})["grpo"]["group_size"], upgrade_config({})
         (2, {})
+        >>> upgrade_config({"eval_every": 5, "eval_episodes": 20})["eval"]
+        {'every': 5, 'episodes': 20, 'seed': 1000000000, 'temperature': 0.0}
     """
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", FutureWarning)
         data = migrate_flat_keys(saved)
-    if isinstance(data.get("grpo"), Mapping):
-        data["grpo"] = configs.to_dict(configs.from_dict(GRPOConfig, data["grpo"], source="TrainConfig.grpo"))
-    for name, default in (("lora", DEFAULT_LORA), ("optim", DEFAULT_OPTIM)):
+    for name, default in (("grpo", GRPOConfig()), *TABLES.items()):
         if isinstance(data.get(name), Mapping):  # in full, as the live config writes it
             table = {**configs.to_dict(default), **data[name]}
             data[name] = configs.to_dict(configs.from_dict(type(default), table, source=f"TrainConfig.{name}"))

@@ -6,20 +6,20 @@ Per step ``s`` (all randomness from the run seed, so a resumed run repeats an un
    held-out evaluation range).
 2. **Rollout.** Play ``grpo.group_size`` episodes of each task, *all groups in one batch*
    (:func:`~turnkit.rollout.collect.collect_batch` over ``group_size * groups_per_step`` envs), sampling at
-   temperature ``T`` with sampling seed ``hash(seed, s)``. Every turn keeps its prompt ids, sampled ids and
-   their log-probs ``log π_old``.
+   temperature ``T`` (``sampling.temperature``) with sampling seed ``hash(seed, s)``. Every turn keeps its prompt
+   ids, sampled ids and their log-probs ``log π_old``.
 3. **Advantages.** :func:`~turnkit.learners.advantages.trajectory_advantages`: within each group,
    ``A_i = (R_i − mean_g R) / (std_g R + ε)`` (GRPO), ``R_i − mean_g R`` (Dr. GRPO) or leave-one-out (RLOO).
    Errored episodes are masked (no advantage, no loss) and counted as ``masked_errors``.
 4. **Update.** :func:`~turnkit.rollout.batch.build_turn_batch` (one row per turn: the exact ids the
-   policy saw and produced), then ``ppo_epochs`` passes of ``minibatches`` AdamW steps on
+   policy saw and produced), then ``update.ppo_epochs`` passes of ``update.minibatches`` AdamW steps on
    :func:`~turnkit.learners.grpo.policy_loss`:
    ``ℓ = −min(ρ A, clip(ρ, 1−ε, 1+ε_high) A) + β KL(π ‖ π_ref)`` with ``ρ = exp(log π − log π_old)``.
    The reference is the start policy: the base model with the LoRA adapter disabled, or a frozen copy when
    every weight is trained.
 5. **Log, evaluate, checkpoint.** One JSONL record per step (reward, success, clip fraction, KL,
-   tokens/s, rollout vs update seconds); held-out evaluation every ``eval_every`` steps; an atomic
-   checkpoint (weights or adapter, optimizer, RNG states, step) every ``checkpoint_every`` steps.
+   tokens/s, rollout vs update seconds); held-out evaluation every ``eval.every`` steps; an atomic
+   checkpoint (weights or adapter, optimizer, RNG states, step) every ``log.checkpoint_every`` steps.
 
 **Critics.** With critics in ``TrainConfig.critic`` (a table ``{name: {weight, ...}}`` of
 :mod:`turnkit.critics` modules or your own), step 3 uses dense per-turn rewards
@@ -34,7 +34,7 @@ stay separate sources, combined as that method's paper does (:mod:`turnkit.learn
 
 **Token-exact contexts.** Every turn after the first conditions on the ids the policy saw and generated
 before, extended by the chat template's ids for the env's reply (:class:`~turnkit.rollout.chat.ChatDelta`),
-never on a re-rendering of earlier turns; so ``batch_layout="episodes"`` (one row per episode) is valid for
+never on a re-rendering of earlier turns; so ``update.batch_layout="episodes"`` (one row per episode) is valid for
 any prefix-preserving chat template, BPE tokenizers included.
 
 Example:
@@ -44,8 +44,8 @@ Example:
     >>> tok = build_tiny_tokenizer()
     >>> model = build_tiny_model(tok, TinyModelConfig(hidden_size=32, num_layers=1, num_heads=2,
     ...                                               intermediate_size=64))
-    >>> cfg = TrainConfig(steps=1, grpo={"group_size": 2}, groups_per_step=2, max_new_tokens=4, max_turns=1,
-    ...                   out_dir=tempfile.mkdtemp())
+    >>> cfg = TrainConfig(steps=1, grpo={"group_size": 2}, groups_per_step=2, sampling={"max_new_tokens": 4},
+    ...                   max_turns=1, out_dir=tempfile.mkdtemp())
     >>> result = train(cfg, policy=HFPolicy(model, tok, max_new_tokens=4), progress=False)
     >>> result.steps_done, result.history[-1]["episodes"]
     (1, 4)
@@ -93,9 +93,11 @@ from turnkit.types import Trajectory
 SEED_SPACE = 2**31
 """Training task seeds lie in ``[0, SEED_SPACE)`` minus the evaluation range."""
 RESUMABLE_CHANGES = frozenset(
-    {"steps", "eval_every", "checkpoint_every", "tensorboard", "out_dir", "backend", "backend_url", "ray", "device"}
-)
-"""Config fields a resumed run may change; any other difference is a different run (ConfigError)."""
+    {"steps", "eval.every", "log.checkpoint_every", "log.tensorboard", "out_dir", "rollout.backend",
+     "rollout.backend_url", "rollout.ray", "device"}
+)  # fmt: skip
+"""Config keys (dotted inside a table) a resumed run may change; any other difference is a different run
+(ConfigError)."""
 CURVES = ("reward_mean", "success_rate", "eval_success", "clip_frac", "approx_kl")
 """Metrics drawn into the run's ``curves.png``."""
 
@@ -134,9 +136,9 @@ def build_policy(cfg: TrainConfig, *, progress: bool = True) -> HFPolicy:
         turnkit.errors.ConfigError: no HF model at /nonexistent: expected /nonexistent/config.json
     """
     sampling: dict[str, Any] = {
-        "temperature": cfg.temperature,
-        "top_p": cfg.top_p,
-        "max_new_tokens": cfg.max_new_tokens,
+        "temperature": cfg.sampling.temperature,
+        "top_p": cfg.sampling.top_p,
+        "max_new_tokens": cfg.sampling.max_new_tokens,
     }
     from turnkit.models.names import load_policy
 
@@ -152,7 +154,7 @@ def critic_context(cfg: TrainConfig, policy: HFPolicy, sampling_seed: Callable[[
         >>> from turnkit.models.tiny import TinyModelConfig, build_tiny_model, build_tiny_tokenizer
         >>> tok = build_tiny_tokenizer()
         >>> policy = HFPolicy(build_tiny_model(tok, TinyModelConfig(hidden_size=32, num_heads=2)), tok)
-        >>> ctx = critic_context(TrainConfig(max_new_tokens=8, max_turns=3, seed=4), policy)
+        >>> ctx = critic_context(TrainConfig(sampling={"max_new_tokens": 8}, max_turns=3, seed=4), policy)
         >>> ctx.seed, ctx.token_budget, ctx.start_policy() is ctx.start_policy()
         (4, 24, True)
     """
@@ -164,7 +166,7 @@ def critic_context(cfg: TrainConfig, policy: HFPolicy, sampling_seed: Callable[[
         policy,
         make_env,
         seed=cfg.seed,
-        max_new_tokens=cfg.max_new_tokens,
+        max_new_tokens=cfg.sampling.max_new_tokens,
         max_turns=cfg.max_turns,
         sampling_seed=sampling_seed,
     )
@@ -217,36 +219,34 @@ def prepare_policy(policy: HFPolicy, cfg: TrainConfig) -> Learner:
     unless the policy has one (the reference is the adapter-disabled base, no copy). With full fine-tuning and
     ``grpo.kl_coef > 0`` the reference is a frozen copy of the start model.
     """
-    policy.sampling = dataclasses.replace(
-        policy.sampling, temperature=cfg.temperature, top_p=cfg.top_p, max_new_tokens=cfg.max_new_tokens
-    )
+    policy.sampling = dataclasses.replace(policy.sampling, **dataclasses.asdict(cfg.sampling))
     return Learner(policy, cfg.optim, lora=cfg.lora_config(), reference=cfg.grpo.kl_coef > 0, seed=cfg.seed)
 
 
 def token_exact_chat(policy: HFPolicy, cfg: TrainConfig) -> ChatDelta | None:
     """The :class:`~turnkit.rollout.chat.ChatDelta` of the policy's chat template (token-exact multi-turn contexts).
 
-    A template that rewrites earlier turns cannot give token-exact contexts: with ``batch_layout="turns"`` the
+    A template that rewrites earlier turns cannot give token-exact contexts: with ``update.batch_layout="turns"`` the
     run re-renders each turn's prompt (a warning says so); with ``"episodes"`` it is a :class:`ConfigError`.
     """
     try:
         return ChatDelta(policy.tokenizer)
     except ConfigError as exc:
-        if cfg.batch_layout == "episodes":
-            raise ConfigError(f"batch_layout='episodes' needs token-exact contexts: {exc}") from exc
+        if cfg.update.batch_layout == "episodes":
+            raise ConfigError(f"update.batch_layout='episodes' needs token-exact contexts: {exc}") from exc
         warnings.warn(f"{exc}; each turn's prompt is rendered again from text", stacklevel=2)
         return None
 
 
 def sample_task_seeds(rng: np.random.Generator, n: int, cfg: TrainConfig) -> list[int]:
-    """``n`` distinct training task seeds, none in the held-out range ``[eval_seed, eval_seed + eval_episodes)``.
+    """``n`` distinct training task seeds, none in the held-out range ``[eval.seed, eval.seed + eval.episodes)``.
 
     Example:
-        >>> seeds = sample_task_seeds(np.random.default_rng(0), 4, TrainConfig(eval_seed=0, eval_episodes=10))
+        >>> seeds = sample_task_seeds(np.random.default_rng(0), 4, TrainConfig(eval={"seed": 0, "episodes": 10}))
         >>> len(set(seeds)), min(seeds) >= 10
         (4, True)
     """
-    start, width = cfg.eval_seed, cfg.eval_episodes
+    start, width = cfg.eval.seed, cfg.eval.episodes
     seeds: list[int] = []
     while len(seeds) < n:
         seed = int(rng.integers(0, SEED_SPACE - width))
@@ -294,7 +294,7 @@ def idle_warning(idle_steps: int, tied_frac: float, *, threshold: int = IDLE_STE
     """The warning for a run whose policy has had no signal for ``idle_steps`` steps in a row, once per streak.
 
     A step is idle when it took no optimizer step or every group tied (``tied_frac == 1``: with
-    ``skip_zero_advantage=false`` or a KL term the tied rows still make optimizer steps, without reward signal).
+    ``update.skip_zero_advantage=false`` or a KL term the tied rows still make optimizer steps, without reward signal).
 
     Example:
         >>> idle_warning(4, 1.0) is None, idle_warning(5, 1.0)[:38], idle_warning(2, 1.0, threshold=2) is None
@@ -306,8 +306,8 @@ def idle_warning(idle_steps: int, tied_frac: float, *, threshold: int = IDLE_STE
         f"{idle_steps} step{'s' * (idle_steps != 1)} in a row took no optimizer step that could change the policy "
         f"(tied_frac {tied_frac:.2f}): every group's episodes got the same reward, so GRPO has no signal and the "
         "policy is not learning. Check that the env rewards this policy at all (e.g. its answer format: a model "
-        "that never writes it needs a short SFT warm start on demonstrations first), or raise group_size or "
-        "temperature."
+        "that never writes it needs a short SFT warm start on demonstrations first), or raise grpo.group_size "
+        "or sampling.temperature."
     )
 
 
@@ -356,8 +356,8 @@ def step_advantages(
 
 
 def trained_episodes(advantages: Sequence[Sequence[float] | None], cfg: TrainConfig) -> list[bool]:
-    """Which episodes enter the policy loss: scored ones, less tied rows when ``skip_zero_advantage`` applies."""
-    skip_tied = cfg.skip_zero_advantage and cfg.grpo.kl_coef == 0
+    """Which episodes enter the policy loss: scored ones, less tied rows when ``update.skip_zero_advantage`` applies."""
+    skip_tied = cfg.update.skip_zero_advantage and cfg.grpo.kl_coef == 0
     return [a is not None and (not skip_tied or any(x != 0.0 for x in a)) for a in advantages]
 
 
@@ -369,7 +369,7 @@ def update(
     turn_rewards: Sequence[Sequence[float]] | None = None,
     advantages: Sequence[Sequence[float] | None] | None = None,
 ) -> dict[str, float]:
-    """Advantages, token batch and ``ppo_epochs × minibatches`` PPO-clip steps on one rollout batch.
+    """Advantages, token batch and ``update.ppo_epochs × update.minibatches`` PPO-clip steps on one rollout batch.
 
     Args:
         learner: The learner of the policy to update in place (its reference gives the KL term's).
@@ -396,16 +396,16 @@ def update(
         out.update(rows=0.0, update_tokens=0.0)
         return out
     pad_id = int(policy.pad_token_id)
-    build = build_episode_batch if cfg.batch_layout == "episodes" else build_turn_batch
+    build = build_episode_batch if cfg.update.batch_layout == "episodes" else build_turn_batch
     batch = build([t for t, _ in rows], pad_id=pad_id, advantages=[a for _, a in rows])
     if batch.old_logprobs is None:
         raise ConfigError("the policy recorded no sampling log-probs; GRPO needs AgentTurn.logprobs")
     batch = batch.to(policy.device)
-    size = math.ceil(len(batch) / cfg.minibatches)
+    size = math.ceil(len(batch) / cfg.update.minibatches)
     sums: dict[str, float] = {}
     weight = 0.0
     policy.model.train()
-    for _epoch in range(cfg.ppo_epochs):
+    for _epoch in range(cfg.update.ppo_epochs):
         for mb in batch.minibatches(size):
             metrics, norm = _minibatch_step(learner, mb, cfg, grpo)
             w = metrics["num_tokens"]
@@ -425,8 +425,8 @@ def _minibatch_step(
 ) -> tuple[dict[str, float], float]:
     """One optimizer step on ``mb`` in micro-batches (gradients accumulate).
 
-    Each part has at most ``cfg.micro_batch_tokens`` padded tokens and ``cfg.micro_batch_rows`` rows, and its
-    log-probs come from :func:`~turnkit.learners.logprobs.model_token_logprobs` (no full-vocabulary logits). A
+    Each part has at most ``update.micro_batch_tokens`` padded tokens and ``update.micro_batch_rows`` rows, and
+    its log-probs come from :func:`~turnkit.learners.logprobs.model_token_logprobs` (no full-vocabulary logits). A
     minibatch whose whole logits fit :data:`~turnkit.learners.logprobs.PLAIN_LOGITS_BYTES` takes one pass;
     one that takes several is sorted by row length first (:mod:`turnkit.train.update_layout`).
     """
@@ -434,14 +434,14 @@ def _minibatch_step(
     learner.zero_grad()
     sums: dict[str, float] = {"loss": 0.0}
     tokens = 0.0
-    budget = 0 if logits_fit(policy.model, mb.input_ids.shape) else cfg.micro_batch_tokens  # small: one pass
-    parts = list(mb.token_slices(budget, cfg.micro_batch_rows))
+    budget = 0 if logits_fit(policy.model, mb.input_ids.shape) else cfg.update.micro_batch_tokens  # small: one pass
+    parts = list(mb.token_slices(budget, cfg.update.micro_batch_rows))
     if len(parts) > 1:  # several passes: rows of near-equal length share one (little padding)
-        parts = list(length_sorted(mb).token_slices(budget, cfg.micro_batch_rows))
+        parts = list(length_sorted(mb).token_slices(budget, cfg.update.micro_batch_rows))
     for part in parts:
         ref = _reference_logprobs(learner, part, cfg) if grpo.kl_coef > 0 else None  # before the graph
         logp = model_token_logprobs(
-            policy.model, part.input_ids, part.attention_mask, part.loss_mask, temperature=cfg.temperature
+            policy.model, part.input_ids, part.attention_mask, part.loss_mask, temperature=cfg.sampling.temperature
         )
         assert part.old_logprobs is not None  # checked on the whole batch
         loss, metrics = policy_loss(logp, part.old_logprobs, part.advantages, part.loss_mask, grpo, ref_logprobs=ref)
@@ -464,7 +464,9 @@ def _minibatch_step(
 @torch.no_grad()
 def _reference_logprobs(learner: Learner, mb: TurnBatch, cfg: TrainConfig) -> torch.Tensor:
     with learner.reference() as ref:
-        return model_token_logprobs(ref, mb.input_ids, mb.attention_mask, mb.loss_mask, temperature=cfg.temperature)
+        return model_token_logprobs(
+            ref, mb.input_ids, mb.attention_mask, mb.loss_mask, temperature=cfg.sampling.temperature
+        )
 
 
 def evaluate_policy(
@@ -475,18 +477,18 @@ def evaluate_policy(
     agent: Any = None,
     out_dir: str | Path | None = None,
 ) -> dict[str, Any]:
-    """Held-out evaluation (seeds ``eval_seed ..``) at ``eval_temperature``; an ``eval_*`` metrics record.
+    """Held-out evaluation (seeds ``eval.seed ..``) at ``eval.temperature``; an ``eval_*`` metrics record.
 
-    ``agent`` generates instead of ``policy`` (a backend's generator, already at ``eval_temperature``). With
+    ``agent`` generates instead of ``policy`` (a backend's generator, already at ``eval.temperature``). With
     ``out_dir`` the episodes are kept there as well (``trajectories.jsonl`` and ``summary.json``, which
     ``turnkit view`` shows).
     """
-    view = agent if agent is not None else policy.with_sampling(temperature=cfg.eval_temperature)
+    view = agent if agent is not None else policy.with_sampling(temperature=cfg.eval.temperature)
     summary = evaluate(
         cfg.env_id,
         view,
-        episodes=cfg.eval_episodes,
-        seed=cfg.eval_seed,
+        episodes=cfg.eval.episodes,
+        seed=cfg.eval.seed,
         split=cfg.split,
         batch_size=64,
         env_kwargs=cfg.env_kwargs,
@@ -601,7 +603,7 @@ def train(
     """
     defaults = TrainConfig().to_dict()  # keys newer than a checkpoint take their defaults
     run = Run(cfg.out_dir, cfg.to_dict(), resumable=RESUMABLE_CHANGES, defaults=defaults, upgrade=upgrade_config,
-              tensorboard=cfg.tensorboard)  # fmt: skip
+              tensorboard=cfg.log.tensorboard)  # fmt: skip
     with run:
         return _train(run, cfg, resume=resume, progress=progress, policy=policy)
 
@@ -624,10 +626,10 @@ def _train(run: Run, cfg: TrainConfig, *, resume: bool, progress: bool, policy: 
     start_step, _ = run.start(restore, resume=resume)
     chat = token_exact_chat(policy, cfg)
     source = build_rollouts(cfg, policy, run_dir=run.dir, chat=chat, start_step=start_step)
-    evals = Cadence(cfg.eval_every, cfg.steps, enabled=cfg.eval_every > 0)
-    saves = Cadence(cfg.checkpoint_every, cfg.steps)
-    kept = Cadence(cfg.rollouts_every, cfg.steps, enabled=cfg.rollouts_every > 0)
-    staleness = cfg.max_staleness if cfg.async_rollout else 0
+    evals = Cadence(cfg.eval.every, cfg.steps, enabled=cfg.eval.every > 0)
+    saves = Cadence(cfg.log.checkpoint_every, cfg.steps)
+    kept = Cadence(cfg.log.rollouts_every, cfg.steps, enabled=cfg.log.rollouts_every > 0)
+    staleness = cfg.rollout.max_staleness if cfg.rollout.async_rollout else 0
     final_eval: dict[str, Any] | None = None
     idle_steps = 0
     bar = tqdm(range(start_step + 1, cfg.steps + 1), desc="grpo", disable=not progress, unit="step")
@@ -642,7 +644,7 @@ def _train(run: Run, cfg: TrainConfig, *, resume: bool, progress: bool, policy: 
             handle = pending.pop(step)
             waited = time.perf_counter()
             trajs, timing = handle.result()
-            record: dict[str, Any] = {"step": step, "lr": lr, **rollout_metrics(trajs, cfg.max_new_tokens)}
+            record: dict[str, Any] = {"step": step, "lr": lr, **rollout_metrics(trajs, cfg.sampling.max_new_tokens)}
             record.update(policy_lag=step - 1 - handle.version, rollout_wait_s=time.perf_counter() - waited)
             scored.step = step
             scores = critics.score(trajs) if critics is not None else None
@@ -671,11 +673,13 @@ def _train(run: Run, cfg: TrainConfig, *, resume: bool, progress: bool, policy: 
             record.update(source.sync(policy, step))
             record.update(timing)
             record["gen_tokens_per_s"] = record["completion_tokens"] / max(timing["generate_s"], 1e-9)
-            record["train_tokens_per_s"] = record["update_tokens"] * cfg.ppo_epochs / max(record["update_s"], 1e-9)
+            record["train_tokens_per_s"] = (
+                record["update_tokens"] * cfg.update.ppo_epochs / max(record["update_s"], 1e-9)
+            )
             run.log(record)
             bar.set_postfix(reward=f"{record['reward_mean']:.2f}", success=f"{record['success_rate']:.2f}")
             if evals.due(step):
-                generator = source.agent(temperature=cfg.eval_temperature)
+                generator = source.agent(temperature=cfg.eval.temperature)
                 kept_at = run.dir / "eval" / f"step-{step:06d}"
                 final_eval = {"step": step, **evaluate_policy(policy, cfg, agent=generator, out_dir=kept_at)}
                 run.log(final_eval)

@@ -15,8 +15,8 @@ Example:
     (16, 4)
     >>> with_model_defaults(TrainConfig(), given=set()) == TrainConfig()  # the tiny model: the plain defaults
     True
-    >>> sorted(given_keys({"steps": 2, "grpo": {"kl_coef": 0.1}, "group_size": 4}, ["lr=0.1", "async=true"]))
-    ['async_rollout', 'grpo.group_size', 'grpo.kl_coef', 'lr', 'steps']
+    >>> sorted(given_keys({"steps": 2, "grpo": {"kl_coef": 0.1}, "group_size": 4}, ["lr=0.1", "rollout.async=true"]))
+    ['grpo.group_size', 'grpo.kl_coef', 'optim.lr', 'rollout.async_rollout', 'steps']
 """
 
 from __future__ import annotations
@@ -26,18 +26,18 @@ from typing import Any
 
 from turnkit.errors import ConfigError
 from turnkit.models.names import MODELS
-from turnkit.train.config import KEY_ALIASES, LEGACY_GRPO_KEYS, TrainConfig
+from turnkit.train.config import TrainConfig, canonical_key
 
 
 def given_keys(data: Mapping[str, Any], overrides: Iterable[str] = ()) -> set[str]:
     """The dotted keys a user set: a config file's ``data`` (nested tables flattened) and ``KEY=VALUE`` overrides.
 
     Aliases (``async``) and flat keys of old files (``group_size`` for ``grpo.group_size``) are spelt as
-    :class:`~turnkit.train.config.TrainConfig` stores them.
+    :class:`~turnkit.train.config.TrainConfig` stores them (:func:`~turnkit.train.config.canonical_key`).
     """
     keys = set(_flatten(data))
     keys.update(item.partition("=")[0] for item in overrides)
-    return {_canonical(key) for key in keys}
+    return {canonical_key(key) for key in keys}
 
 
 def with_model_defaults(cfg: TrainConfig, *, given: Iterable[str]) -> TrainConfig:
@@ -96,11 +96,3 @@ def _flatten(data: Mapping[str, Any], prefix: str = "") -> Iterable[str]:
             yield from _flatten(value, f"{prefix}{key}.")
         else:
             yield prefix + key
-
-
-def _canonical(key: str) -> str:
-    head, dot, rest = key.partition(".")
-    head = KEY_ALIASES.get(head, head)
-    if head in LEGACY_GRPO_KEYS and not dot:
-        return f"grpo.{head}"
-    return head + dot + rest

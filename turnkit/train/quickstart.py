@@ -49,7 +49,7 @@ from turnkit.models import embedded
 from turnkit.models.embedded import TinyRecipe, tiny_policy
 from turnkit.models.threads import torch_threads
 from turnkit.stats import mean_ci, wilson_interval
-from turnkit.train.config import TrainConfig
+from turnkit.train.config import TABLES, TrainConfig
 from turnkit.train.loop import evaluate_policy, step_sampling_seed, train
 from turnkit.train.quickstart_smollm2 import SMOLLM2_TRAIN, SMOLLM2_WARM_START, smollm2_start_policy
 from turnkit.train.runlock import RunLock
@@ -64,11 +64,9 @@ QUICKSTART_TRAIN: dict[str, Any] = {
     "groups_per_step": 16,
     "steps": 300,
     "optim": {"lr": 5e-4},
-    "temperature": 1.0,
-    "max_new_tokens": 12,
-    "eval_temperature": 0.0,
-    "eval_episodes": 300,
-    "checkpoint_every": 100,
+    "sampling": {"temperature": 1.0, "max_new_tokens": 12},
+    "eval": {"temperature": 0.0, "episodes": 300},
+    "log": {"checkpoint_every": 100},
 }
 """The quickstart's RL recipe (any :class:`~turnkit.train.config.TrainConfig` key); see docs/training.md."""
 
@@ -77,7 +75,7 @@ SINGLE_TURN_TRAIN: dict[str, Any] = {
     "env_kwargs": {"difficulty": 1, "kinds": ["arithmetic"], "max_attempts": 1},
     "grpo": {"group_size": 8, "kl_coef": 0.0},
     "steps": 600,
-    "checkpoint_every": 200,
+    "log": {"checkpoint_every": 200},
 }
 """One answer per episode, 600 steps: the recipe ``studies/critics_quickstart.py`` and
 ``studies/sft_float_paths.py`` measure (pass it as ``train_overrides``)."""
@@ -140,14 +138,14 @@ def quickstart_train_config(qcfg: QuickstartConfig) -> TrainConfig:
     """The :class:`TrainConfig` of one quickstart run."""
     base = QUICKSTART_MODELS[qcfg.model]
     values = {**base, **qcfg.train_overrides}
-    for table in ("optim", "lora"):  # a partial table overrides keys of the recipe's, not the whole table
+    for table in TABLES:  # a partial table overrides keys of the recipe's, not the whole table
         if isinstance(qcfg.train_overrides.get(table), dict) and isinstance(base.get(table), dict):
             values[table] = {**base[table], **qcfg.train_overrides[table]}
     values.update(seed=qcfg.seed, out_dir=str(Path(qcfg.out_dir) / "train"))
     if qcfg.steps is not None:
         values["steps"] = qcfg.steps
     if qcfg.eval_episodes is not None:
-        values["eval_episodes"] = qcfg.eval_episodes
+        values["eval"] = {**values.get("eval", {}), "episodes": qcfg.eval_episodes}
     return TrainConfig.from_dict(values, source="quickstart")
 
 
@@ -250,7 +248,7 @@ def _run_quickstart(qcfg: QuickstartConfig, *, progress: bool, policy: HFPolicy 
     elif policy is None:
         policy = tiny_policy(recipe=qcfg.recipe, cache=qcfg.cache, progress=progress)
     build_s = time.perf_counter() - start
-    sampled = dataclasses.replace(cfg, eval_temperature=cfg.temperature)
+    sampled = dataclasses.replace(cfg, eval=dataclasses.replace(cfg.eval, temperature=cfg.sampling.temperature))
     before = _evaluate(policy, cfg, out / "eval" / "sft-greedy", progress)
     before_sampled = _evaluate(policy, sampled, out / "eval" / "sft-sampled", progress)
     train_start = time.perf_counter()
@@ -266,13 +264,13 @@ def _run_quickstart(qcfg: QuickstartConfig, *, progress: bool, policy: HFPolicy 
         "env_kwargs": cfg.env_kwargs,
         "split": cfg.split,
         "seed": qcfg.seed,
-        "eval_seeds": [cfg.eval_seed, cfg.eval_seed + cfg.eval_episodes - 1],
-        "eval_temperature": cfg.eval_temperature,
+        "eval_seeds": [cfg.eval.seed, cfg.eval.seed + cfg.eval.episodes - 1],
+        "eval_temperature": cfg.eval.temperature,
         "before": before,
         "after": after,
         "improvement": after["success"] - before["success"],
         "sampled": {
-            "temperature": cfg.temperature,
+            "temperature": cfg.sampling.temperature,
             "before": before_sampled,
             "after": after_sampled,
             "improvement": after_sampled["success"] - before_sampled["success"],

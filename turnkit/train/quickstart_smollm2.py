@@ -44,12 +44,9 @@ SMOLLM2_TRAIN: dict[str, Any] = {
     "groups_per_step": 4,
     "steps": 20,
     "optim": {"lr": 3e-4, "warmup_steps": 3},
-    "temperature": 1.0,
-    "max_new_tokens": 24,
-    "eval_temperature": 0.0,
-    "eval_episodes": 100,
-    "checkpoint_every": 20,
-    "rollouts_every": 10,
+    "sampling": {"temperature": 1.0, "max_new_tokens": 24},
+    "eval": {"temperature": 0.0, "episodes": 100},
+    "log": {"checkpoint_every": 20, "rollouts_every": 10},
 }
 """The RL recipe (any :class:`~turnkit.train.config.TrainConfig` key)."""
 
@@ -84,8 +81,8 @@ def smollm2_start_policy(
         MODEL,
         cache=cache,
         progress=progress,
-        temperature=SMOLLM2_TRAIN["temperature"],
-        max_new_tokens=max_new_tokens or SMOLLM2_TRAIN["max_new_tokens"],
+        temperature=SMOLLM2_TRAIN["sampling"]["temperature"],
+        max_new_tokens=max_new_tokens or SMOLLM2_TRAIN["sampling"]["max_new_tokens"],
     )
     info = train_warm_start(
         policy, model_id=MODEL, env_id=ENV_ID, env_kwargs=ENV_KWARGS, cfg=warm_start, cache=cache, progress=progress

@@ -1,6 +1,6 @@
 """A training step's episodes as the learner saw them, kept in the run folder for ``turnkit view``.
 
-Every ``TrainConfig.rollouts_every`` steps the GRPO loop writes ``rollouts/step-NNNNNN/trajectories.jsonl``: one
+Every ``TrainConfig.log.rollouts_every`` steps the GRPO loop writes ``rollouts/step-NNNNNN/trajectories.jsonl``: one
 record per episode (:func:`~turnkit.rollout.records.trajectory_to_record` with token ids and the privileged task
 data, which the viewer shows only behind its toggle), and three more keys on every step:
 

@@ -4,13 +4,13 @@ The loop asks for the rollout of step ``s`` with :meth:`RolloutSource.submit` (a
 step's task seeds and sampling seed) and later takes it with ``.result()``. Three sources:
 
 * :class:`InlineRollouts` (the default): plays the job at once with the generation backend's agent (the
-  learner itself for ``backend="hf"``); the synchronous loop of :mod:`turnkit.train.loop`.
-* :class:`ThreadRollouts` (``async_rollout=true`` on one machine): a frozen copy of the policy plays jobs in a
+  learner itself for ``rollout.backend="hf"``); the synchronous loop of :mod:`turnkit.train.loop`.
+* :class:`ThreadRollouts` (``rollout.async=true`` on one machine): a frozen copy of the policy plays jobs in a
   background thread while the learner updates.
-* :class:`RayRollouts` (``ray.address`` set): copies of the policy on Ray env workers
+* :class:`RayRollouts` (``rollout.ray.address`` set): copies of the policy on Ray env workers
   (:class:`~turnkit.distributed.collector.RayCollector`), sync or async.
 
-**One-step-off.** With staleness ``k`` (``max_staleness``; 0 when ``async_rollout`` is off) the loop submits
+**One-step-off.** With staleness ``k`` (``rollout.max_staleness``; 0 when ``rollout.async`` is off) the loop submits
 the jobs of steps ``t .. t+k`` before it updates at step ``t``. A job plays with the newest weights the loop
 has :meth:`~RolloutSource.sync`\ ed when it is submitted, so the batch of step ``t + k`` comes from the policy
 after step ``t − 1``: the learner at step ``t`` trains on data at most ``k`` updates old
@@ -265,7 +265,7 @@ class RayRollouts(_SnapshotSync):
         if policy.device.type != "cpu":
             raise ConfigError(
                 f"ray rollouts need the learner on the CPU for now (it is on {policy.device}): the workers unpickle "
-                "its copy wherever they run; drop device or ray"
+                "its copy wherever they run; drop device or rollout.ray"
             )
         self.policy = policy
         agent = SharedAgent(generator_copy(policy))
@@ -299,16 +299,18 @@ def build_rollouts(
 ) -> RolloutSource:
     """The rollout source ``cfg`` asks for.
 
-    Ray workers when ``ray`` is set, a background thread for ``async_rollout``, otherwise the loop itself with
-    the generation backend (``backend``).
+    Ray workers when ``rollout.ray`` is set, a background thread for ``rollout.async``, otherwise the loop itself with
+    the generation backend (``rollout.backend``).
     """
     env = EnvSpec(cfg.env_id, {"split": cfg.split, **cfg.env_kwargs})
     ray_cfg = cfg.ray_config()
     if ray_cfg is not None:
         return RayRollouts(env, policy, ray_cfg, max_turns=cfg.max_turns, chat=chat, version=start_step)
-    if cfg.async_rollout:
+    if cfg.rollout.async_rollout:
         return ThreadRollouts(env, policy, max_turns=cfg.max_turns, chat=chat, version=start_step)
-    backend = build_backend(cfg.backend, policy, run_dir=run_dir, url=cfg.backend_url, start_step=start_step)
+    backend = build_backend(
+        cfg.rollout.backend, policy, run_dir=run_dir, url=cfg.rollout.backend_url, start_step=start_step
+    )
     envs = [env.make() for _ in range(cfg.grpo.group_size * cfg.groups_per_step)]
     return InlineRollouts(backend, envs, cfg, chat=chat, version=start_step)
 

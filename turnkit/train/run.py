@@ -108,13 +108,37 @@ def plain(config: Mapping[str, Any]) -> dict[str, Any]:
 def config_diff(saved: Mapping[str, Any], current: Mapping[str, Any], allowed: Iterable[str] = ()) -> list[str]:
     """The keys whose values differ between two configs, sorted, leaving out ``allowed`` ones.
 
+    An allowed key may be dotted (``eval.every``): that table's other keys are then compared one by one, and a
+    difference names the dotted key.
+
     Example:
         >>> config_diff({"lr": 0.1, "steps": 5}, {"lr": 0.2, "steps": 9, "seed": 0}, allowed={"steps"})
         ['lr', 'seed']
+        >>> config_diff({"eval": {"every": 5, "episodes": 10}}, {"eval": {"every": 2, "episodes": 20}}, {"eval.every"})
+        ['eval.episodes']
     """
     allowed = set(allowed)
-    keys = set(saved) | set(current)
-    return sorted(k for k in keys if k not in allowed and saved.get(k) != current.get(k))
+    diff = []
+    for key in set(saved) | set(current):
+        if key in allowed:
+            continue
+        inner = {a.partition(".")[2] for a in allowed if a.startswith(f"{key}.")}
+        old, new = saved.get(key), current.get(key)
+        if inner and isinstance(old, Mapping) and isinstance(new, Mapping):
+            diff += [f"{key}.{k}" for k in config_diff(old, new, inner)]
+        elif old != new:
+            diff.append(key)
+    return sorted(diff)
+
+
+def _lookup(config: Mapping[str, Any], key: str) -> tuple[bool, Any]:
+    """``(found, value)`` of a dotted key in a config."""
+    value: Any = config
+    for part in key.split("."):
+        if not isinstance(value, Mapping) or part not in value:
+            return False, None
+        value = value[part]
+    return True, value
 
 
 def check_resumable(ckpt: Path, saved: Mapping[str, Any], current: Mapping[str, Any], allowed: Iterable[str]) -> None:
@@ -131,10 +155,15 @@ def check_resumable(ckpt: Path, saved: Mapping[str, Any], current: Mapping[str, 
         Traceback (most recent call last):
         ...
         turnkit.errors.ConfigError: cannot resume run: the config differs (lr: 0.1 -> 0.2); use a new out_dir
+        >>> check_resumable(Path("run"), {"eval": {"every": 5, "seed": 1}}, {"eval": {"every": 2, "seed": 3}},
+        ...                 {"eval.every"})
+        Traceback (most recent call last):
+        ...
+        turnkit.errors.ConfigError: cannot resume run: the config differs (eval.seed: 1 -> 3); use a new out_dir
     """
-    diff = [k for k in config_diff(saved, current, allowed) if k in current]
+    diff = [k for k in config_diff(saved, current, allowed) if _lookup(current, k)[0]]
     if diff:
-        changes = ", ".join(f"{k}: {saved.get(k)!r} -> {current[k]!r}" for k in diff)
+        changes = ", ".join(f"{k}: {_lookup(saved, k)[1]!r} -> {_lookup(current, k)[1]!r}" for k in diff)
         raise ConfigError(f"cannot resume {ckpt}: the config differs ({changes}); use a new out_dir")
 
 
@@ -188,7 +217,7 @@ def read_state(
     Args:
         ckpt: The checkpoint folder.
         config: The current run's config.
-        resumable: Keys whose values a resumed run may change.
+        resumable: Keys whose values a resumed run may change (dotted inside a table: ``eval.every``).
         defaults: Values of keys the checkpoint's config lacks (fields newer than the checkpoint).
         upgrade: Rewrites a checkpoint's config into the current shape first (keys that moved into tables).
 
