@@ -67,8 +67,8 @@ def step_files(critic: str | None) -> list[str]:
     from turnkit.train.loop import train
 
     with tempfile.TemporaryDirectory() as out:
-        values: dict[str, Any] = {"steps": 1, "groups_per_step": 2, "out_dir": out, "checkpoint_every": 1000}
-        values |= {"rollouts_every": 0, "eval_every": 0}
+        values: dict[str, Any] = {"steps": 1, "groups_per_step": 2, "out_dir": out, "eval": {"every": 0}}
+        values["log"] = {"checkpoint_every": 1000, "rollouts_every": 0}
         if critic:
             values["critic"] = {critic: {"weight": 1.0}}
         cfg = TrainConfig.from_dict(values)
