@@ -31,11 +31,13 @@ Example:
 
 from __future__ import annotations
 
+import importlib
 import math
+import sys
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from turnkit.errors import ConfigError, CriticError
 from turnkit.types import Trajectory
@@ -357,3 +359,31 @@ class WeightedSum:
             metrics.update({f"{name}/{k}": float(v) for k, v in result.metrics.items()})
             metrics[f"{name}/total"] = w * result.total
         return CriticResult(tuple(rewards), metrics)
+
+
+def lazy_exports(package: str, names: Sequence[str]) -> tuple[Callable[[str], Any], Callable[[], list[str]]]:
+    """A critic package's ``__getattr__`` and ``__dir__`` for the ``names`` of its torch module ``<package>.model``.
+
+    The package (its ``Config`` and ``from_context``) stays light to import; the first use of one of ``names``
+    imports the model module.
+
+    Example:
+        >>> getattr_, dir_ = lazy_exports("turnkit.critics.prime", ["ImplicitPRM"])
+        >>> getattr_("ImplicitPRM").__name__, "ImplicitPRM" in dir_()
+        ('ImplicitPRM', True)
+        >>> getattr_("nope")
+        Traceback (most recent call last):
+        ...
+        AttributeError: module 'turnkit.critics.prime' has no attribute 'nope'
+    """
+    exported = frozenset(names)
+
+    def __getattr__(attr: str) -> Any:
+        if attr in exported:
+            return getattr(importlib.import_module(f"{package}.model"), attr)
+        raise AttributeError(f"module {package!r} has no attribute {attr!r}")
+
+    def __dir__() -> list[str]:
+        return sorted({*vars(sys.modules[package]), *exported})
+
+    return __getattr__, __dir__

@@ -16,10 +16,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from turnkit import configs
-from turnkit.critics.base import CriticContext
+from turnkit.critics.base import CriticContext, lazy_exports
 from turnkit.errors import ConfigError
 
 if TYPE_CHECKING:
@@ -79,13 +79,4 @@ _MODEL = (
 """The names of :mod:`turnkit.critics.afd.model`, importable from here as well; the first use imports it."""
 
 
-def __getattr__(attr: str) -> Any:
-    if attr in _MODEL:
-        from turnkit.critics.afd import model
-
-        return getattr(model, attr)
-    raise AttributeError(f"module {__name__!r} has no attribute {attr!r}")
-
-
-def __dir__() -> list[str]:
-    return sorted({*globals(), *_MODEL})
+__getattr__, __dir__ = lazy_exports(__name__, _MODEL)
