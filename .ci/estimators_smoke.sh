@@ -28,7 +28,7 @@ for pair in "${pairs[@]}"; do
   start=$(date +%s)
   "$py" -m turnkit.cli train --out "$run" --quiet --threads 1 \
     --set model=tiny --set steps="$steps" --set grpo.group_size=4 --set groups_per_step=4 --set max_turns=3 \
-    --set rollouts_every=1 --set checkpoint_every="$steps" --set seed=0 \
+    --set log.rollouts_every=1 --set log.checkpoint_every="$steps" --set seed=0 \
     --set grpo.estimator="$estimator" --set "critic={\"$critic\": ${keys[$critic]}}" 2>"$run.log" \
     || { echo "estimators-smoke: $estimator + $critic failed (see $run.log)" >&2; exit 1; }
   echo "$estimator + $critic: $(( $(date +%s) - start )) s"

@@ -48,10 +48,10 @@ if [[ " $PARTS " == *" generation "* ]]; then
 fi
 if [[ " $PARTS " == *" smollm2 "* ]]; then
   if [ "${SMOLLM2_SMALL:-0}" = 1 ]; then  # minutes on a CPU: proves the commands, measures nothing
-    TRAIN="--set steps=1 --set groups_per_step=1 --set grpo.group_size=2 --set max_new_tokens=4"
+    TRAIN="--set steps=1 --set groups_per_step=1 --set grpo.group_size=2 --set sampling.max_new_tokens=4"
     BENCH="--batch-sizes 2 --max-new-tokens 4 --repeats 1 --train-rows 2 --train-tokens 16 --threads $(nproc)"
   else
-    TRAIN="--set steps=3 --set groups_per_step=4 --set grpo.group_size=4 --set max_new_tokens=48"
+    TRAIN="--set steps=3 --set groups_per_step=4 --set grpo.group_size=4 --set sampling.max_new_tokens=48"
     BENCH="--batch-sizes 1 16 64 --max-new-tokens 64 --repeats 3"
   fi
   # the GGUF conversion (about 20 s) runs once here, so neither timed step below pays for it
@@ -59,7 +59,7 @@ if [[ " $PARTS " == *" smollm2 "* ]]; then
     > "$OUT/smollm2_models.txt" 2>&1; then
     # skip_zero_advantage=false: the update runs even when every group ties (likely for an untrained model)
     timeout $((90 * SLOW)) $PY -m turnkit.cli train --set model=smollm2 --set device="$SMOLLM2_DEVICE" $TRAIN \
-      --set skip_zero_advantage=false --set checkpoint_every=0 --set rollouts_every=0 --out "$OUT/smollm2_train" \
+      --set update.skip_zero_advantage=false --set log.checkpoint_every=0 --set log.rollouts_every=0 --out "$OUT/smollm2_train" \
       --quiet 2>&1 | tee "$OUT/smollm2_train.txt"
     [ "${PIPESTATUS[0]}" = 0 ] || status=1
     cp "$OUT/smollm2_train/metrics.jsonl" "$OUT/smollm2_train_metrics.jsonl" 2>/dev/null || status=1

@@ -192,7 +192,7 @@ PY
 cli_train() {
   cd "$run"
   "$venv/bin/turnkit" train --out train --quiet --threads 1 --set steps=1 --set grpo.group_size=2 \
-    --set groups_per_step=1 --set max_new_tokens=4 --set max_turns=1 --set eval_every=0 --set checkpoint_every=1000
+    --set groups_per_step=1 --set sampling.max_new_tokens=4 --set max_turns=1 --set eval.every=0 --set log.checkpoint_every=1000
   test -f train/config.json
 }
 

@@ -119,8 +119,8 @@ def test_eval_cli_takes_the_name_and_sampling_flags(tmp_path: Path, folder: Path
 
 def test_train_cli_runs_smollm2_with_its_lora_default(tmp_path: Path, folder: Path) -> None:
     out = tmp_path / "run"
-    sets = ["model=smollm2", "steps=1", "groups_per_step=1", "grpo.group_size=2", "max_new_tokens=4", "max_turns=1"]
-    sets += ['env_kwargs.kinds=["arithmetic"]', "checkpoint_every=0", f"out_dir={out}"]
+    sets = ["model=smollm2", "steps=1", "groups_per_step=1", "grpo.group_size=2", "sampling.max_new_tokens=4"]
+    sets += ["max_turns=1", 'env_kwargs.kinds=["arithmetic"]', "log.checkpoint_every=0", f"out_dir={out}"]
     argv = ["train", "--quiet", "--threads", "1"] + [arg for s in sets for arg in ("--set", s)]
     assert main(argv) == 0
     saved = json.loads((out / "config.json").read_text())
