@@ -62,9 +62,10 @@ from typing import Any
 
 import numpy as np
 import torch
-from transformers import AutoModelForCausalLM, AutoTokenizer, PreTrainedModel, PreTrainedTokenizerBase
+from transformers import AutoModelForCausalLM, AutoTokenizer, DynamicCache, PreTrainedModel, PreTrainedTokenizerBase
 
 from turnkit.agents.base import Context
+from turnkit.agents.kv_reuse import PrefixKV, batch_cache, cache_layers, row_layers, weights_fingerprint
 from turnkit.agents.sampling import SamplingConfig, context_seeds
 from turnkit.errors import ConfigError
 from turnkit.types import AgentTurn, Message
@@ -206,12 +207,16 @@ class HFPolicy:
         seed: Base sampling seed (set ``policy.sampling`` to a new config to change it between iterations).
         max_batch_size: Contexts per forward pass; larger batches are split (similar lengths together).
         stop_token_ids: Extra ids that end a turn, besides the tokenizer's and generation config's EOS.
+        reuse_kv: Keep each generated sequence's KV cache and feed the next turn only what follows it
+            (:mod:`turnkit.agents.kv_reuse`): multi-turn episodes stop encoding their whole conversation every
+            turn. Same maths, other float rounding than without it.
 
     Attributes:
         model: The model (a ``peft.PeftModel`` after :meth:`attach_lora`); learners optimise its parameters.
         tokenizer: The tokenizer.
         sampling: The current :class:`~turnkit.agents.sampling.SamplingConfig`.
         stop_token_ids: Ids that end a turn.
+        kv: The kept KV caches (:class:`~turnkit.agents.kv_reuse.PrefixKV`) with ``reuse_kv``, else ``None``.
     """
 
     supports_prefix = True
@@ -228,6 +233,7 @@ class HFPolicy:
         seed: int = 0,
         max_batch_size: int = 32,
         stop_token_ids: Sequence[int] = (),
+        reuse_kv: bool = False,
     ) -> None:
         if max_batch_size < 1:
             raise ConfigError(f"HFPolicy.max_batch_size must be >= 1, got {max_batch_size}")
@@ -243,6 +249,7 @@ class HFPolicy:
             raise ConfigError("HFPolicy needs tokenizer.pad_token_id or tokenizer.eos_token_id for padding")
         self.pad_token_id: int = int(pad)
         self._rng = np.random.default_rng(seed)
+        self.kv: PrefixKV | None = PrefixKV() if reuse_kv else None
 
     @classmethod
     def from_pretrained(cls, path: str | Path, *, adapter: str | Path | None = None, **kwargs: Any) -> HFPolicy:
@@ -346,6 +353,8 @@ class HFPolicy:
             for p, f in zip(prompts, prefixes, strict=True)
         ]
         order = sorted((i for i, b in enumerate(budgets) if b > 0), key=lambda i: len(prompts[i]))
+        if self.kv is not None:
+            self.kv.check_weights(weights_fingerprint(self.model))
         with _eval_mode(self.model), torch.inference_mode():
             for start in range(0, len(order), self.max_batch_size):
                 chunk = order[start : start + self.max_batch_size]
@@ -381,24 +390,39 @@ class HFPolicy:
         """Sample for one left-padded batch; every budget is >= 1; ``steps``: per row (prefix ids, stop strings)."""
         steps = steps or [([], ())] * len(prompts)
         device, n = self.device, len(prompts)
-        width = max(len(p) for p in prompts)
+        kept = [self.kv.take(p) for p in prompts] if self.kv is not None else [(0, None)] * n
+        feeds = [p[used:] for p, (used, _) in zip(prompts, kept, strict=True)]
+        width = max(len(f) for f in feeds)
         input_ids = torch.full((n, width), self.pad_token_id, dtype=torch.long)
         attention = torch.zeros((n, width), dtype=torch.long)
-        for i, p in enumerate(prompts):
-            input_ids[i, width - len(p) :] = torch.tensor(p)
-            attention[i, width - len(p) :] = 1
+        for i, f in enumerate(feeds):
+            input_ids[i, width - len(f) :] = torch.tensor(f)
+            attention[i, width - len(f) :] = 1
+        cache_arg = cache_argument(self.model)  # the KV cache goes in and comes out under this name
+        past: dict[str, Any] = {}
+        if any(used for used, _ in kept):
+            layers, kept_mask = batch_cache([rows for _, rows in kept], [used for used, _ in kept])
+            past = {cache_arg: DynamicCache()}
+            for index, (keys, values) in enumerate(layers):
+                past[cache_arg].update(keys.to(device), values.to(device), index)
+            attention = torch.cat([kept_mask, attention], dim=-1)
         input_ids, attention = input_ids.to(device), attention.to(device)
-        positions = (attention.cumsum(-1) - 1).clamp(min=0)
+        positions = (attention.cumsum(-1) - 1).clamp(min=0)[:, -width:]
         generators = [torch.Generator(device=device).manual_seed(s) for s in seeds]
         tokens: list[list[int]] = [[] for _ in range(n)]
         logprobs: list[list[float]] = [[] for _ in range(n)]
         finish: list[str | None] = [None] * n
 
         out = self.model(
-            input_ids=input_ids, attention_mask=attention, position_ids=positions, use_cache=True, logits_to_keep=1
+            input_ids=input_ids,
+            attention_mask=attention,
+            position_ids=positions,
+            use_cache=True,
+            logits_to_keep=1,
+            **past,
         )
-        cache_arg = cache_argument(self.model)  # the KV cache goes in and comes out under this name
-        past, logits = getattr(out, cache_arg), out.logits[:, -1, :]
+        past, logits = {cache_arg: getattr(out, cache_arg)}, out.logits[:, -1, :]
+        prefilled = attention.shape[1]
         next_pos = positions[:, -1:] + 1
         while any(f is None for f in finish):
             new, lps = sample_tokens(
@@ -424,10 +448,12 @@ class HFPolicy:
                 attention_mask=attention,
                 position_ids=next_pos,
                 use_cache=True,
-                **{cache_arg: past},
+                **past,
             )
-            past, logits = getattr(out, cache_arg), out.logits[:, -1, :]
+            past, logits = {cache_arg: getattr(out, cache_arg)}, out.logits[:, -1, :]
             next_pos = next_pos + 1
+        if self.kv is not None:
+            self._keep(past[cache_arg], attention, prompts, tokens, fed=attention.shape[1] - prefilled)
         return [
             AgentTurn(
                 text=self._decode(tokens[i], steps[i][0]),
@@ -438,6 +464,18 @@ class HFPolicy:
             )
             for i in range(n)
         ]
+
+    def _keep(
+        self, cache: Any, attention: torch.Tensor, prompts: list[list[int]], tokens: list[list[int]], *, fed: int
+    ) -> None:
+        """Keep each row's keys and values of its prompt and the generated tokens the model was fed."""
+        layers = cache_layers(cache)
+        if layers is None or self.kv is None:
+            return
+        for i, (prompt, generated) in enumerate(zip(prompts, tokens, strict=True)):
+            ids = [*prompt, *generated[:fed]]
+            positions = attention[i].nonzero().squeeze(-1)[: len(ids)]
+            self.kv.put(ids, row_layers(layers, i, positions))
 
     def _decode(self, ids: list[int], prefix: Sequence[int] = ()) -> str:
         """The text of ``ids`` (closing stop token dropped); after a prefix, as it reads following the prefix.
@@ -638,8 +676,14 @@ class HFPolicy:
         """
         if not self.has_adapter:
             raise ConfigError("reference() needs a LoRA adapter: without one the policy *is* the reference")
-        with self.model.disable_adapter():
-            yield self
+        if self.kv is not None:
+            self.kv.clear()  # the kept caches belong to the adapter's weights, and the reference's to none
+        try:
+            with self.model.disable_adapter():
+                yield self
+        finally:
+            if self.kv is not None:
+                self.kv.clear()
 
 
 def _seed_view(ctx: Context) -> Context:

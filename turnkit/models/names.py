@@ -109,7 +109,7 @@ float32 copies (weights, gradients, two AdamW moments: about 2.2 GB) and updates
 CPU, and a frozen reference for a KL term would be a fifth; a rank-8 adapter on the attention projections
 trains 0.92M weights (0.7%) and its reference is the same model with the adapter off."""
 
-SMOLLM2_TRAIN: Mapping[str, Any] = {"groups_per_step": 4, "grpo.group_size": 4}
+SMOLLM2_TRAIN: Mapping[str, Any] = {"groups_per_step": 4, "grpo.group_size": 4, "rollout.reuse_kv": True}
 """``turnkit train``'s batch defaults for SmolLM2: 4 groups x 4 episodes (the quickstart recipe's), where the
 plain defaults (16 groups x 8, tuned for the 0.5M-parameter tiny model) sample 8x the episodes and ran over 10
 minutes a step on 2 threads (docs/training.md, "SmolLM2": the measured step). ``sampling.max_new_tokens`` stays 24, the

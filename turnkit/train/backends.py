@@ -401,6 +401,7 @@ def generator_copy(policy: HFPolicy) -> HFPolicy:
         policy.tokenizer,
         max_batch_size=policy.max_batch_size,
         stop_token_ids=sorted(policy.stop_token_ids),
+        reuse_kv=policy.kv is not None,
         **dataclasses.asdict(policy.sampling),
     )
 

@@ -70,6 +70,7 @@ from tqdm.auto import tqdm
 
 import turnkit  # noqa: F401  (registers the built-in envs)
 from turnkit.agents.hf import HFPolicy
+from turnkit.agents.kv_reuse import PrefixKV
 from turnkit.checkpoint import reading
 from turnkit.critics.base import CriticContext
 from turnkit.critics.registry import CriticSet, build_critics, run_estimator
@@ -94,7 +95,7 @@ SEED_SPACE = 2**31
 """Training task seeds lie in ``[0, SEED_SPACE)`` minus the evaluation range."""
 RESUMABLE_CHANGES = frozenset(
     {"steps", "eval.every", "log.checkpoint_every", "log.tensorboard", "out_dir", "rollout.backend",
-     "rollout.backend_url", "rollout.ray", "device"}
+     "rollout.backend_url", "rollout.ray", "rollout.reuse_kv", "device"}
 )  # fmt: skip
 """Config keys (dotted inside a table) a resumed run may change; any other difference is a different run
 (ConfigError)."""
@@ -220,6 +221,8 @@ def prepare_policy(policy: HFPolicy, cfg: TrainConfig) -> Learner:
     ``grpo.kl_coef > 0`` the reference is a frozen copy of the start model.
     """
     policy.sampling = dataclasses.replace(policy.sampling, **dataclasses.asdict(cfg.sampling))
+    if cfg.rollout.reuse_kv and policy.kv is None:
+        policy.kv = PrefixKV()
     return Learner(policy, cfg.optim, lora=cfg.lora_config(), reference=cfg.grpo.kl_coef > 0, seed=cfg.seed)
 
 
