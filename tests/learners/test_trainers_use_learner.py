@@ -80,14 +80,14 @@ def test_dpo(tok, steps):
     from turnkit.types import Message
 
     pair = PreferencePair((Message("user", "2+2?"),), "ANSWER: 4", "ANSWER: 5")
-    train_dpo(make_policy(tok), [pair] * 4, DPOConfig(steps=2, batch_size=2, lora_r=2), progress=False)
+    train_dpo(make_policy(tok), [pair] * 4, DPOConfig(steps=2, batch_size=2, lora={"r": 2}), progress=False)
     assert len(steps) == 2 and steps[0].has_adapter
 
 
 def test_warm_start(tok, tmp_path, steps):
     from turnkit.train.warmstart import WarmStartConfig, warm_start
 
-    cfg = WarmStartConfig(demos=4, retry_demos=0, steps=2, batch_size=2, lora_r=2, lora_alpha=4)
+    cfg = WarmStartConfig(demos=4, retry_demos=0, steps=2, batch_size=2, lora={"r": 2, "alpha": 4})
     policy = make_policy(tok)
     warm_start(policy, model_id="micro", env_id="turnkit/MathEpisodes-v0", env_kwargs={}, cfg=cfg, cache=tmp_path,
                progress=False)  # fmt: skip

@@ -207,7 +207,7 @@ def test_cli_pair_and_lora_flags_reach_the_config():
     assert cfg.pairs.scope == "all" and cfg.pairs.min_q_gap == 0.6 and cfg.mcts.gamma == 0.25
     assert cfg.dpo.nll_weight == 0.5 and cfg.dpo.batch_size == 16 and cfg.dpo.nll_scope == "turn"
     assert config_from_args(parse([*argv.split(), "--nll-scope", "suffix"])).dpo.nll_scope == "suffix"
-    assert cfg.dpo.lora_r == 4 and cfg.dpo.lora_alpha == 8 and cfg.dpo.lora_targets == ("q_proj", "up_proj")
+    assert cfg.dpo.lora.r == 4 and cfg.dpo.lora.alpha == 8 and cfg.dpo.lora.targets == ("q_proj", "up_proj")
 
 
 def test_cli_step_flags_reach_the_config():

@@ -412,9 +412,9 @@ def _train(
 
     if not agent.has_adapter:
         agent.attach_lora(
-            r=config.dpo.lora_r,
-            alpha=config.dpo.lora_alpha,
-            target_modules=config.dpo.lora_targets,
+            r=config.dpo.lora.r,
+            alpha=config.dpo.lora.alpha,
+            target_modules=config.dpo.lora.targets,
             seed=config.dpo.seed,
         )
     summary: dict[str, Any] = {"pairs": len(pairs), "steps": 0}
