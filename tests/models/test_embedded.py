@@ -50,7 +50,7 @@ def test_the_recipe_key_changes_with_any_field() -> None:
         TinyRecipe().key(),
         TinyRecipe(sft=SFTConfig(steps=151)).key(),
         TinyRecipe(env_kwargs={"difficulty": 2}).key(),
-        TinyRecipe(sft=SFTConfig(steps=400, optim={"warmup_steps": 0})).key(),  # an SFT setting the old flat recipe lacked
+        TinyRecipe(sft=SFTConfig(steps=400, optim={"warmup_steps": 0})).key(),
         TinyRecipe.from_dict({"model": {"num_layers": 3}}).key(),
     }
     assert len(keys) == 5
@@ -69,7 +69,8 @@ def test_a_partial_nested_table_keeps_the_recipes_other_defaults() -> None:
     recipe = TinyRecipe.from_dict({"model": {"num_layers": 3}, "sft": {"steps": 10}})
     assert recipe.model == dataclasses.replace(TinyRecipe().model, num_layers=3)
     assert recipe.sft == dataclasses.replace(TinyRecipe().sft, steps=10)
-    assert apply_overrides(TinyRecipe(), ["sft.optim.lr=0.01"]).sft == TinyRecipe.from_dict({"sft": {"optim": {"lr": 0.01}}}).sft
+    changed = TinyRecipe.from_dict({"sft": {"optim": {"lr": 0.01}}}).sft
+    assert apply_overrides(TinyRecipe(), ["sft.optim.lr=0.01"]).sft == changed
     with pytest.raises(ConfigError, match="unknown TinyRecipe key 'sft_steps'"):
         TinyRecipe.from_dict({"sft_steps": 10})
 

@@ -244,3 +244,21 @@ def test_cli_runs_synth_with_any_agent(tmp_path, capsys):
     assert cmd_synth(args) == 0
     out = capsys.readouterr().out
     assert "iter 0: 2 tasks, search success 1.000" in out and "dataset.jsonl" in out
+
+
+def test_a_state_written_with_flat_dpo_keys_resumes(tmp_path):
+    """A synth folder from before DPOConfig's optim/lora tables (flat lr, lora_r ...) is the same run."""
+    from dataclasses import replace
+
+    from turnkit.train.synth import STATE, STATE_VERSION, _load_state
+
+    cfg = math_config(tasks_per_iteration=1)
+    saved = cfg.to_dict()
+    optim, lora = saved["dpo"].pop("optim"), saved["dpo"].pop("lora")  # as the state was written before the tables
+    saved["dpo"].update(lr=optim["lr"], max_grad_norm=optim["max_grad_norm"])
+    saved["dpo"].update(lora_r=lora["r"], lora_alpha=lora["alpha"], lora_targets=lora["targets"])
+    (tmp_path / STATE).write_text(json.dumps({"version": STATE_VERSION, "config": saved, "iterations": []}))
+    assert _load_state(tmp_path, cfg)["config"] == cfg.to_dict()
+    (tmp_path / STATE).write_text(json.dumps({"version": STATE_VERSION, "config": saved, "iterations": []}))
+    with pytest.raises(ConfigError, match=r"different config \(fields \['dpo'\]\)"):
+        _load_state(tmp_path, replace(cfg, dpo=DPOConfig(optim={"lr": 0.1})))

@@ -23,9 +23,7 @@ from turnkit.train.warmstart import (
 
 ENV = "turnkit/MathEpisodes-v0"
 KWARGS = {"difficulty": 2, "kinds": ["arithmetic"], "max_attempts": 3}
-MICRO = WarmStartConfig(
-    demos=4, retry_demos=4, steps=3, batch_size=4, optim={"lr": 1e-2}, lora={"r": 2, "alpha": 4}
-)
+MICRO = WarmStartConfig(demos=4, retry_demos=4, steps=3, batch_size=4, optim={"lr": 1e-2}, lora={"r": 2, "alpha": 4})
 
 
 def adapter_state(policy) -> dict[str, torch.Tensor]:
@@ -122,7 +120,9 @@ def test_old_flat_keys_move_into_the_tables_with_one_warning() -> None:
         cfg = from_dict(WarmStartConfig, {"lr": 1e-2, "lora_r": 2, "steps": 3})
     assert len(seen) == 1
     assert cfg == WarmStartConfig(steps=3, optim={"lr": 1e-2}, lora={"r": 2})
-    with pytest.raises(ConfigError, match=r"WarmStartConfig.lora: unknown LoraConfig key 'lr' \(did you mean 'optim.lr'\?\)"):
+    with pytest.raises(
+        ConfigError, match=r"WarmStartConfig.lora: unknown LoraConfig key 'lr' \(did you mean 'optim.lr'\?\)"
+    ):
         from_dict(WarmStartConfig, {"lora": {"lr": 1e-2}})
     with pytest.raises(ConfigError, match=r"unknown WarmStartConfig key 'alpha' \(did you mean 'lora.alpha'\?\)"):
         from_dict(WarmStartConfig, {"alpha": 4})
