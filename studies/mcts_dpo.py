@@ -78,15 +78,13 @@ def study(args: argparse.Namespace) -> dict[str, Any]:
     )
     dpo = DPOConfig(
         epochs=args.epochs,
-        lr=args.lr,
+        optim={"lr": args.lr},
         batch_size=args.batch_size,
         beta=args.beta,
         nll_weight=args.nll_weight,
         nll_scope=args.nll_scope,
         conservative=not args.standard_dpo,
-        lora_r=args.lora_r,
-        lora_alpha=2 * args.lora_r,
-        lora_targets=tuple(args.lora_targets.split(",")),
+        lora={"r": args.lora_r, "alpha": 2 * args.lora_r, "targets": tuple(args.lora_targets.split(","))},
     )
     base = SynthConfig(
         MATH,

@@ -184,7 +184,7 @@ def run_study(args: argparse.Namespace) -> dict[str, Any]:
     started, start = time.time(), time.perf_counter()
     base = tiny_policy(recipe=STUDY_RECIPE, progress=False, temperature=1.0, max_batch_size=64)
     envs = [gymnasium.make(ENV, **ENV_KWARGS) for _ in range(max(args.tasks_per_step * args.per_task, 128))]
-    cfg = PrimeConfig(prm_lr=args.prm_lr, seed=args.seed)
+    cfg = PrimeConfig(optim={"lr": args.prm_lr}, seed=args.seed)
     runs: dict[str, dict[str, Any]] = {}
     for name in ("prime", "rloo"):
         policy = HFPolicy(
@@ -192,7 +192,7 @@ def run_study(args: argparse.Namespace) -> dict[str, Any]:
         )
         runs[name] = {
             "policy": policy,
-            "learner": Learner(policy, OptimConfig(lr=args.lr, max_grad_norm=cfg.max_grad_norm)),
+            "learner": Learner(policy, OptimConfig(lr=args.lr, max_grad_norm=cfg.optim.max_grad_norm)),
             "prm": ImplicitPRM.from_policy(base, cfg) if name == "prime" else None,
             "history": [],
         }

@@ -252,8 +252,8 @@ def main(argv: list[str] | None = None) -> int:
     t0 = time.time()
     policy.attach_lora(r=8, alpha=16, seed=args.seed)
     sft_cfg = SFTConfig(
-        steps=args.sft_steps, batch_size=args.sft_batch, lr=args.sft_lr, warmup_steps=min(5, args.sft_steps),
-        seed=args.seed,
+        steps=args.sft_steps, batch_size=args.sft_batch, seed=args.seed,
+        optim={"lr": args.sft_lr, "warmup_steps": min(5, args.sft_steps)},
     )  # fmt: skip
     history = train_sft(policy.model, rows, sft_cfg, pad_id=policy.pad_token_id, progress=False)
     phases["sft"] = round(time.time() - t0, 1)

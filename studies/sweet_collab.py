@@ -147,7 +147,7 @@ def run_one(args: argparse.Namespace) -> dict[str, Any]:
         template=CONDITIONS[args.condition][1],
         placement="suffix",
         beta=args.beta,
-        lr=args.lr,
+        optim={"lr": args.lr},
         steps=args.steps,
         batch_size=args.batch,
         require_success=None,

@@ -233,7 +233,7 @@ def main() -> None:
             template=TEMPLATE,
             placement="suffix",
             beta=args.critic_beta,
-            lr=args.critic_lr,
+            optim={"lr": args.critic_lr},
             steps=args.critic_steps,
             batch_size=args.critic_batch,
             require_success=None,

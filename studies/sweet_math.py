@@ -253,9 +253,9 @@ def main() -> None:
             placement=args.placement,
             trajectory_score=args.score,
             beta=args.critic_beta,
-            lora_targets=tuple(args.lora_targets.split(",")),
+            lora={"targets": tuple(args.lora_targets.split(","))},
             steps=args.critic_steps,
-            lr=args.critic_lr,
+            optim={"lr": args.critic_lr},
             batch_size=args.critic_batch,
             seed=critic_seed,
         )

@@ -201,11 +201,17 @@ def from_dict(cls: Any, data: Mapping[str, Any], *, source: str = "config", alia
         aliases: Other spellings of field names (``{"async": "async_rollout"}``); a class's own
             ``KEY_ALIASES`` class attribute adds to them (a nested table's too).
 
+    A class's ``FLAT_KEYS`` (``{old: (table, key)}``: keys written flat before the class had that table) move
+    into their tables with one ``FutureWarning`` (:func:`move_flat_keys`); a key written outside its table
+    names the table it belongs in.
+
     Raises:
         ConfigError: An unknown key (with the closest name), or an invalid value (from the class's checks).
     """
     if not isinstance(data, Mapping):
         raise ConfigError(f"{source}: {cls.__name__} must be a table of keys, got {data!r}")
+    if getattr(cls, "FLAT_KEYS", None):
+        data = move_flat_keys(data, cls.FLAT_KEYS, source=source)
     names = {f.name for f in dataclasses.fields(cls)}
     aliases = {**getattr(cls, "KEY_ALIASES", {}), **aliases}
     nested = _nested_types(cls)
@@ -213,8 +219,15 @@ def from_dict(cls: Any, data: Mapping[str, Any], *, source: str = "config", alia
     for key, value in data.items():
         key = aliases.get(key, key) if aliases.get(key) in names else key
         if key not in names:
-            raise ConfigError(f"{source}: unknown {cls.__name__} key {key!r}{suggest(key, names)}")
+            hint = _placement(cls, nested, key)
+            hint = f" (did you mean {hint!r}?)" if hint else suggest(key, names)
+            raise ConfigError(f"{source}: unknown {cls.__name__} key {key!r}{hint}")
         if key in nested and isinstance(value, Mapping):
+            for inner in value:
+                if (where := _placement(cls, nested, inner, outside=key)) is not None:
+                    kind = nested[key].__name__
+                    message = f"{cls.__name__}.{key}: unknown {kind} key {inner!r} (did you mean {where!r}?)"
+                    raise ConfigError(message if source == "config" else f"{source}: {message}")
             value = {**_default_table(cls, key), **value}  # a partial table keeps the field's own defaults
             try:
                 value = from_dict(nested[key], value, source=f"{cls.__name__}.{key}")
@@ -225,6 +238,104 @@ def from_dict(cls: Any, data: Mapping[str, Any], *, source: str = "config", alia
                 raise ConfigError(message if source == "config" else f"{source}: {message}") from exc
         kwargs[key] = value
     return cls(**kwargs)
+
+
+def _placement(cls: Any, nested: Mapping[str, Any], key: str, *, outside: str | None = None) -> str | None:
+    """Where ``key`` belongs when written outside its table (``None``: it fits there, or has no single home).
+
+    A flat key the class moved (``FLAT_KEYS``) or a key of exactly one nested table other than ``outside``.
+    """
+    if outside is not None:
+        inner = nested[outside]
+        known = {f.name for f in dataclasses.fields(inner)}
+        if key in known | set(getattr(inner, "KEY_ALIASES", {})) | set(getattr(inner, "FLAT_KEYS", {})):
+            return None
+    moved = getattr(cls, "FLAT_KEYS", {})
+    if key in moved:
+        return ".".join(moved[key])
+    homes = [
+        name for name, kind in nested.items() if name != outside and key in {f.name for f in dataclasses.fields(kind)}
+    ]
+    return f"{homes[0]}.{key}" if len(homes) == 1 else None
+
+
+def flat_dict(cfg: Any) -> dict[str, Any]:
+    """A config as :func:`dataclasses.asdict` wrote it before its tables: the shape that cache keys hash.
+
+    A class with ``FLAT_ORDER`` (its old field names in their old order) and ``FLAT_KEYS`` (``{old: (table,
+    key)}``) is written flat again: the same keys and values as before the tables, so hashes of it do not
+    change. A table key that the old fields lacked is added, dotted (``"optim.eps"``), only when it differs from
+    the class's default table (then the key must differ: the trained bits do). Other dataclasses inside are
+    written as :func:`~dataclasses.asdict` does.
+
+    Example:
+        >>> from dataclasses import dataclass, field
+        >>> @dataclass(frozen=True)
+        ... class Inner:
+        ...     lr: float = 0.1
+        ...     eps: float = 1e-8
+        >>> @dataclass(frozen=True)
+        ... class Outer:
+        ...     FLAT_KEYS: typing.ClassVar[dict] = {"lr": ("inner", "lr")}
+        ...     FLAT_ORDER: typing.ClassVar[tuple] = ("steps", "lr")
+        ...     steps: int = 3
+        ...     inner: Inner = field(default_factory=Inner)
+        >>> flat_dict(Outer()), flat_dict(Outer(inner=Inner(lr=0.5, eps=0.1)))
+        ({'steps': 3, 'lr': 0.1}, {'steps': 3, 'lr': 0.5, 'inner.eps': 0.1})
+    """
+    kind = type(cfg)
+    data = {f.name: _flat_value(getattr(cfg, f.name)) for f in dataclasses.fields(cfg)}
+    order, moves = getattr(kind, "FLAT_ORDER", None), getattr(kind, "FLAT_KEYS", {})
+    if order is None:
+        return data
+    flat = {name: data[moves[name][0]][moves[name][1]] if name in moves else data[name] for name in order}
+    old = set(moves.values())
+    for table in dict.fromkeys(t for t, _ in moves.values()):
+        default = _default_table(kind, table)
+        for key, value in data[table].items():
+            if (table, key) not in old and value != _flat_value(default[key]):
+                flat[f"{table}.{key}"] = value
+    return flat
+
+
+def _flat_value(value: Any) -> Any:
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return flat_dict(value)
+    if isinstance(value, dict):
+        return {k: _flat_value(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return type(value)(_flat_value(v) for v in value)
+    return value
+
+
+def upgrade_tables(cls: Any, saved: Mapping[str, Any]) -> dict[str, Any]:
+    """A saved config of ``cls`` (a checkpoint's, a run folder's) in the current shape, to compare with a live one.
+
+    ``cls.FLAT_KEYS`` move into their tables quietly (a comparison, not the user's spelling) and those tables
+    are written out in full with the class's defaults.
+
+    Example:
+        >>> from dataclasses import dataclass, field
+        >>> @dataclass(frozen=True)
+        ... class Inner:
+        ...     lr: float = 0.1
+        ...     eps: float = 1e-8
+        >>> @dataclass(frozen=True)
+        ... class Outer:
+        ...     FLAT_KEYS: typing.ClassVar[dict] = {"lr": ("inner", "lr")}
+        ...     steps: int = 3
+        ...     inner: Inner = field(default_factory=lambda: Inner(eps=1e-6))
+        >>> upgrade_tables(Outer, {"steps": 2, "lr": 0.5})
+        {'steps': 2, 'inner': {'lr': 0.5, 'eps': 1e-06}}
+    """
+    moves = getattr(cls, "FLAT_KEYS", {})
+    data = move_flat_keys(saved, moves, warn=False)
+    nested = _nested_types(cls)
+    for name in dict.fromkeys(t for t, _ in moves.values()):
+        if isinstance(data.get(name), Mapping):
+            table = {**_default_table(cls, name), **data[name]}
+            data[name] = to_dict(from_dict(nested[name], table, source=f"{cls.__name__}.{name}"))
+    return data
 
 
 def to_dict(cfg: Any) -> dict[str, Any]:
@@ -411,6 +522,7 @@ __all__ = [
     "check_float",
     "check_int",
     "check_str",
+    "flat_dict",
     "from_dict",
     "load_config",
     "move_flat_keys",
@@ -419,4 +531,5 @@ __all__ = [
     "suggest",
     "table_field",
     "to_dict",
+    "upgrade_tables",
 ]

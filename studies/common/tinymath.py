@@ -34,7 +34,7 @@ STUDY_RECIPE = TinyRecipe(
     vocab_size=1024,
     corpus_tasks=3000,
     demo_episodes=2000,
-    sft=SFTConfig(steps=400, batch_size=32, lr=3e-3),
+    sft=SFTConfig(steps=400, batch_size=32, optim={"lr": 3e-3}),
     max_new_tokens=24,
 )
 """The SFT start, pinned so that a change of the embedded default does not silently change this study."""
@@ -72,7 +72,7 @@ def train_rft(policy: HFPolicy, trajs: Sequence[Trajectory], steps: int, batch: 
     hist = train_sft(
         policy.model,
         rows,
-        SFTConfig(steps=steps, batch_size=batch, lr=lr, warmup_steps=5, min_lr_ratio=1.0),
+        SFTConfig(steps=steps, batch_size=batch, optim={"lr": lr, "warmup_steps": 5, "min_lr_ratio": 1.0}),
         pad_id=policy.pad_token_id,
         progress=False,
     )
@@ -110,7 +110,9 @@ def train_pairs(
     Sides are sums over their segments (every turn of an episode for multi-turn DPO); ``steps`` full batches
     drawn from a stream of seeded permutations; the policy already carries its LoRA adapter (``fresh_policy``).
     """
-    cfg = DPOConfig(beta=beta, conservative=False, steps=steps, batch_size=batch, lr=lr, nll_weight=nll_coef, seed=seed)
+    cfg = DPOConfig(
+        beta=beta, conservative=False, steps=steps, batch_size=batch, optim={"lr": lr}, nll_weight=nll_coef, seed=seed
+    )
     hist = train_dpo(policy, pairs, cfg, progress=False)
     tail = hist[-max(1, steps // 10) :]
     return {

@@ -9,6 +9,7 @@ import pytest
 import torch
 
 from turnkit.agents.hf import HFPolicy, chat_prompt_ids
+from turnkit.configs import from_dict
 from turnkit.critics.afd import (
     AfDConfig,
     AfDCritic,
@@ -179,7 +180,7 @@ def test_fit_separates_a_trivially_separable_toy(tok, lm):
 def test_fit_does_not_touch_the_policy_and_lora_freezes_the_backbone(tok, lm):
     policy = HFPolicy(lm, tok)
     before = {k: v.clone() for k, v in lm.state_dict().items()}
-    critic = AfDCritic.from_policy(policy, AfDConfig(lora_r=4))
+    critic = AfDCritic.from_policy(policy, AfDConfig(lora={"r": 4}))
     rm_before = {k: v.clone() for k, v in critic.reward_model.state_dict().items()}
     pos, neg = toy_sets(tok)
     critic.fit(pos[:2], negatives=neg[:2], steps=3, batch_size=4, lr=1e-2)
@@ -208,7 +209,7 @@ def test_fit_is_reproducible_for_a_seed(tok):
 
 @pytest.mark.parametrize("lora_r", [0, 4])
 def test_save_and_load_keep_the_scores(tok, lm, tmp_path, lora_r):
-    critic = AfDCritic.from_policy(HFPolicy(lm, tok), AfDConfig(lora_r=lora_r, seed=3))
+    critic = AfDCritic.from_policy(HFPolicy(lm, tok), AfDConfig(lora={"r": lora_r}, seed=3))
     pos, neg = toy_sets(tok)
     critic.fit(pos[:2], negatives=neg[:2], steps=3, batch_size=4, lr=1e-2)
     loaded = AfDCritic.load(critic.save(tmp_path / "rm"))
@@ -217,6 +218,28 @@ def test_save_and_load_keep_the_scores(tok, lm, tmp_path, lora_r):
     b = [r.total for r in loaded.score_batch(pos + neg)]
     assert b == pytest.approx(a, abs=1e-5)
     assert loaded.config.seed == 3
+
+
+def test_a_reward_model_saved_with_flat_config_keys_still_loads(tok, lm, tmp_path):
+    """A folder written before AfDConfig's optim/lora tables (flat lr, lora_r ...) loads quietly, same settings."""
+    import json
+    import warnings
+
+    from turnkit.critics.afd.model import CONFIG_FILE
+
+    critic = AfDCritic.from_policy(HFPolicy(lm, tok), AfDConfig(optim={"lr": 1e-2, "weight_decay": 0.1}, seed=3))
+    folder = critic.save(tmp_path / "rm")
+    record = json.loads((folder / CONFIG_FILE).read_text())
+    optim, lora = record["config"].pop("optim"), record["config"].pop("lora")
+    record["config"].update({k: optim[k] for k in ("lr", "weight_decay", "max_grad_norm")})
+    record["config"].update(lora_r=lora["r"], lora_alpha=lora["alpha"])
+    (folder / CONFIG_FILE).write_text(json.dumps(record))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        loaded = AfDCritic.load(folder)
+    assert loaded.config == critic.config
+    with pytest.warns(FutureWarning, match=r"lr -> optim\.lr, lora_r -> lora\.r"):
+        assert from_dict(AfDConfig, {"lr": 1e-2, "lora_r": 2}).lora.r == 2
 
 
 def test_load_of_a_missing_folder_is_a_config_error(tmp_path):

@@ -147,6 +147,18 @@ def test_policy_rows_need_token_ids() -> None:
 def test_config_validation() -> None:
     with pytest.raises(ConfigError, match="beta"):
         PrimeConfig(beta=0.0)
+    with pytest.raises(ConfigError, match=r"PrimeConfig\.lora\.r must be an int >= 1"):
+        PrimeConfig(lora={"r": 0})
+
+
+def test_flat_learner_keys_move_into_the_tables_with_one_warning() -> None:
+    from turnkit.critics.registry import critic_config
+
+    with pytest.warns(FutureWarning, match=r"prm_lr -> optim\.lr, max_grad_norm -> optim\.max_grad_norm") as seen:
+        cfg = critic_config("prime", {"prm_lr": 3e-2, "max_grad_norm": 0.5, "lora_r": 4})
+    assert len(seen) == 1
+    assert cfg == PrimeConfig(optim={"lr": 3e-2, "max_grad_norm": 0.5}, lora={"r": 4})
+    assert cfg.lora.alpha == 32 and PrimeConfig().optim == OptimConfig(lr=1e-3)
 
 
 def test_fresh_prm_gives_zero_rewards_and_is_a_learned_critic(tok) -> None:
@@ -158,7 +170,7 @@ def test_fresh_prm_gives_zero_rewards_and_is_a_learned_critic(tok) -> None:
 def test_online_fit_separates_correct_from_wrong(tok) -> None:
     # correct responses say token 60, wrong ones token 70; the PRM only ever sees outcome labels
     batch = [_traj([(60, 2)], True, g) for g in range(4)] + [_traj([(70, 2)], False, g) for g in range(4)]
-    prm = ImplicitPRM(_policy(tok), PrimeConfig(prm_lr=3e-2, lora_r=4))
+    prm = ImplicitPRM(_policy(tok), PrimeConfig(optim={"lr": 3e-2}, lora={"r": 4}))
     for _ in range(15):
         prm.fit(batch)
     totals = [r.total for r in prm.score_batch(batch)]
@@ -168,7 +180,7 @@ def test_online_fit_separates_correct_from_wrong(tok) -> None:
 
 def test_prime_update_filters_rewards_then_fits(tok) -> None:
     policy = _policy(tok)
-    prm = ImplicitPRM.from_policy(policy, PrimeConfig(lora_r=4))
+    prm = ImplicitPRM.from_policy(policy, PrimeConfig(lora={"r": 4}))
     before = [p.detach().clone() for p in policy.model.parameters()]
     learner = Learner(policy, OptimConfig(lr=1e-2))
     mixed = [_traj([(60, 2)], True, 0), _traj([(70, 2)], False, 0)]

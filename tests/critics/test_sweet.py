@@ -190,12 +190,28 @@ def test_config_rejects_unknown_placement_and_score() -> None:
         SweetConfig(trajectory_score="max")
 
 
+def test_flat_learner_keys_move_into_the_tables_with_one_warning() -> None:
+    from turnkit.critics.registry import critic_config
+
+    flat = {"lr": 5e-3, "lora_r": 4, "lora_targets": ["q_proj"], "steps": 2}
+    with pytest.warns(
+        FutureWarning, match=r"lr -> optim\.lr, lora_r -> lora\.r, lora_targets -> lora\.targets"
+    ) as seen:
+        cfg = critic_config("sweet", flat)
+    assert len(seen) == 1
+    lora = {"r": 4, "targets": ["q_proj"]}
+    assert cfg == SweetConfig(steps=2, optim={"lr": 5e-3}, lora=lora, require_success=None)  # a run's default
+    assert (cfg.lora.alpha, cfg.optim.max_grad_norm, SweetConfig().lora.r) == (32, 1.0, 16)
+    with pytest.raises(ConfigError, match=r"unknown SweetConfig key 'alpha' \(did you mean 'lora\.alpha'\?\)"):
+        critic_config("sweet", {"alpha": 4})
+
+
 def test_trajectory_score_mean_divides_by_turns(tok) -> None:
-    critic = SweetCritic(_policy(tok), SweetConfig(lora_r=4))
+    critic = SweetCritic(_policy(tok), SweetConfig(lora={"r": 4}))
     _randomise_adapter(critic)
     traj = _traj("1", "3", ["ANSWER: 1", "ANSWER: 2", "ANSWER: 3"], 1.0)
     summed = critic.trajectory_scores([traj])[0]
-    critic.config = SweetConfig(lora_r=4, trajectory_score="mean")
+    critic.config = SweetConfig(lora={"r": 4}, trajectory_score="mean")
     assert critic.trajectory_scores([traj])[0] == pytest.approx(summed / 3)
     assert summed == pytest.approx(sum(critic.score(traj).step_rewards))
 
@@ -242,7 +258,7 @@ def test_fit_learns_to_rank_with_privileged_info(tok) -> None:
     # β = 1 so the loss really moves (at β = 0.1 it stays within 0.01 of log 2 and the ranking flips with float
     # rounding). Measured at 80 steps over 8 model seeds on the native and ATEN_CPU_CAPABILITY=default paths:
     # final loss 0.588..0.643, every pair ranked right (smallest margin 0.036); seed 0: loss 0.593, margin 0.187.
-    critic = SweetCritic(_policy(tok), SweetConfig(steps=80, batch_size=4, lr=5e-3, beta=1.0))
+    critic = SweetCritic(_policy(tok), SweetConfig(steps=80, batch_size=4, optim={"lr": 5e-3}, beta=1.0))
     pairs = critic.pairs(trajs, np.random.default_rng(0))
     assert critic.pair_accuracy(trajs, pairs) == 0.5  # identity adapter: all ties
     metrics = critic.fit(trajs)
@@ -260,7 +276,7 @@ def test_fit_without_pairs_is_a_data_error(tok) -> None:
 
 def test_sweet_pairs_rank_candidates_without_leaking_the_reference(tok) -> None:
     policy = _policy(tok, seed=3)
-    critic = SweetCritic(_policy(tok, seed=4), SweetConfig(lora_r=4))
+    critic = SweetCritic(_policy(tok, seed=4), SweetConfig(lora={"r": 4}))
     _randomise_adapter(critic)  # non-trivial adapter: candidates get distinct advantages
     traj = _traj("9", "SECRET", ["ANSWER: 1", "ANSWER: 2"], 0.0)
     pairs = sweet_pairs(critic, policy, [traj], num_candidates=6, pairs_per_state=2)

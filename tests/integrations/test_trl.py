@@ -53,7 +53,7 @@ def math_model(tmp_path_factory) -> Path:
     cfg = TinyModelConfig(hidden_size=64, num_layers=1, num_heads=2, intermediate_size=128)
     model = build_tiny_model(tok, cfg, seed=0)
     demos = collect_demos(MATH, episodes=200, seed=10_000, env_kwargs=MATH_KW)
-    sft = SFTConfig(steps=80, batch_size=16, lr=1e-2, warmup_steps=5)
+    sft = SFTConfig(steps=80, batch_size=16, optim={"lr": 1e-2, "warmup_steps": 5})
     train_sft(model, demo_rows(demos.trajectories, tok), sft, pad_id=tok.pad_token_id, progress=False)
     return save_tiny(model, tok, tmp_path_factory.mktemp("math-model"))
 

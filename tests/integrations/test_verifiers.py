@@ -67,7 +67,7 @@ def policy() -> HFPolicy:
     )
     model = build_tiny_model(tok, cfg, seed=0)
     demos = collect_demos(MATH, episodes=200, seed=10_000)
-    sft = SFTConfig(steps=80, batch_size=16, lr=1e-2, warmup_steps=5)
+    sft = SFTConfig(steps=80, batch_size=16, optim={"lr": 1e-2, "warmup_steps": 5})
     train_sft(model, demo_rows(demos.trajectories, tok), sft, pad_id=tok.pad_token_id, progress=False)
     return HFPolicy(model, tok, temperature=0.0, max_new_tokens=MAX_NEW_TOKENS)
 

@@ -80,14 +80,14 @@ def test_dpo(tok, steps):
     from turnkit.types import Message
 
     pair = PreferencePair((Message("user", "2+2?"),), "ANSWER: 4", "ANSWER: 5")
-    train_dpo(make_policy(tok), [pair] * 4, DPOConfig(steps=2, batch_size=2, lora_r=2), progress=False)
+    train_dpo(make_policy(tok), [pair] * 4, DPOConfig(steps=2, batch_size=2, lora={"r": 2}), progress=False)
     assert len(steps) == 2 and steps[0].has_adapter
 
 
 def test_warm_start(tok, tmp_path, steps):
     from turnkit.train.warmstart import WarmStartConfig, warm_start
 
-    cfg = WarmStartConfig(demos=4, retry_demos=0, steps=2, batch_size=2, lora_r=2, lora_alpha=4)
+    cfg = WarmStartConfig(demos=4, retry_demos=0, steps=2, batch_size=2, lora={"r": 2, "alpha": 4})
     policy = make_policy(tok)
     warm_start(policy, model_id="micro", env_id="turnkit/MathEpisodes-v0", env_kwargs={}, cfg=cfg, cache=tmp_path,
                progress=False)  # fmt: skip
@@ -98,7 +98,7 @@ def test_prime_prm_and_policy(tok, steps):
     from turnkit.critics.prime import ImplicitPRM, PrimeConfig, prime_update
 
     policy = make_policy(tok)
-    prm = ImplicitPRM.from_policy(policy, PrimeConfig(lora_r=2))
+    prm = ImplicitPRM.from_policy(policy, PrimeConfig(lora={"r": 2}))
     learner = Learner(policy, OptimConfig(lr=1e-2))
     prime_update(learner, prm, [_traj([(60, 2)], True, 0), _traj([(70, 2)], False, 0)])
     assert [s is prm.learner for s in steps] == [True, False] and steps[1] is learner
@@ -108,7 +108,7 @@ def test_sweet_critic(tok, steps):
     from turnkit.critics.sweet import SweetConfig, SweetCritic
 
     trajs = [sweet_traj("0", "1", ["ANSWER: 1"], 1.0), sweet_traj("0", "1", ["ANSWER: 2"], 0.0)]
-    critic = SweetCritic(make_policy(tok), SweetConfig(steps=2, batch_size=1, lora_r=2))
+    critic = SweetCritic(make_policy(tok), SweetConfig(steps=2, batch_size=1, lora={"r": 2}))
     critic.fit(trajs)
     assert len(steps) == 2 and all(s is critic.learner for s in steps)
 
@@ -117,6 +117,6 @@ def test_afd_critic(tok, steps):
     from turnkit.critics.afd import AfDConfig, AfDCritic
 
     pos, neg = toy_sets(tok)
-    critic = AfDCritic.from_policy(HFPolicy(make_policy(tok).model, tok), AfDConfig(lora_r=2))
+    critic = AfDCritic.from_policy(HFPolicy(make_policy(tok).model, tok), AfDConfig(lora={"r": 2}))
     critic.fit(pos[:2], negatives=neg[:2], steps=2, batch_size=2)
     assert len(steps) == 2 and steps[0].model is critic.reward_model

@@ -50,17 +50,27 @@ def test_the_recipe_key_changes_with_any_field() -> None:
         TinyRecipe().key(),
         TinyRecipe(sft=SFTConfig(steps=151)).key(),
         TinyRecipe(env_kwargs={"difficulty": 2}).key(),
-        TinyRecipe(sft=SFTConfig(steps=400, warmup_steps=0)).key(),  # an SFT setting the old flat recipe lacked
+        TinyRecipe(sft=SFTConfig(steps=400, optim={"warmup_steps": 0})).key(),
         TinyRecipe.from_dict({"model": {"num_layers": 3}}).key(),
     }
     assert len(keys) == 5
+
+
+def test_recipe_keys_are_the_ones_of_the_flat_sft_fields() -> None:
+    # Computed before SFTConfig had its optim table (TinyRecipe(sft=SFTConfig(steps=10, lr=1e-2, weight_decay=0.1,
+    # warmup_steps=3, min_lr_ratio=0.5, max_grad_norm=2.0, seed=1)) for the second): every cached model keeps its key.
+    optim = {"lr": 1e-2, "weight_decay": 0.1, "warmup_steps": 3, "min_lr_ratio": 0.5, "max_grad_norm": 2.0}
+    assert TinyRecipe().key() == "b7aa35a90420a52b"
+    assert TinyRecipe(sft=SFTConfig(steps=10, optim=optim, seed=1)).key() == "09bb0170ecc9ee9d"
+    assert TinyRecipe(sft=SFTConfig(optim={"schedule": "constant"})).key() != TinyRecipe().key()
 
 
 def test_a_partial_nested_table_keeps_the_recipes_other_defaults() -> None:
     recipe = TinyRecipe.from_dict({"model": {"num_layers": 3}, "sft": {"steps": 10}})
     assert recipe.model == dataclasses.replace(TinyRecipe().model, num_layers=3)
     assert recipe.sft == dataclasses.replace(TinyRecipe().sft, steps=10)
-    assert apply_overrides(TinyRecipe(), ["sft.lr=0.01"]).sft == dataclasses.replace(TinyRecipe().sft, lr=0.01)
+    changed = TinyRecipe.from_dict({"sft": {"optim": {"lr": 0.01}}}).sft
+    assert apply_overrides(TinyRecipe(), ["sft.optim.lr=0.01"]).sft == changed
     with pytest.raises(ConfigError, match="unknown TinyRecipe key 'sft_steps'"):
         TinyRecipe.from_dict({"sft_steps": 10})
 

@@ -34,7 +34,7 @@ def test_sft_lowers_the_demonstration_nll(tokenizer: PreTrainedTokenizerFast, ro
     history = train_sft(
         policy.model,
         rows,
-        SFTConfig(steps=20, batch_size=16, lr=1e-2, warmup_steps=2),
+        SFTConfig(steps=20, batch_size=16, optim={"lr": 1e-2, "warmup_steps": 2}),
         pad_id=0,
         progress=False,
         on_step=log.write,
@@ -49,7 +49,7 @@ def test_sft_trains_only_the_lora_adapter(tokenizer: PreTrainedTokenizerFast, ro
     policy = make_policy(tokenizer)
     policy.attach_lora(r=4)
     frozen = {n: p.detach().clone() for n, p in policy.model.named_parameters() if not p.requires_grad}
-    train_sft(policy.model, rows, SFTConfig(steps=3, batch_size=8, lr=1e-2), pad_id=0, progress=False)
+    train_sft(policy.model, rows, SFTConfig(steps=3, batch_size=8, optim={"lr": 1e-2}), pad_id=0, progress=False)
     assert all(torch.equal(p, frozen[n]) for n, p in policy.model.named_parameters() if n in frozen)
 
 
@@ -62,7 +62,12 @@ def test_batch_order_visits_every_row_once_per_epoch() -> None:
 
 
 @pytest.mark.parametrize(
-    ("kwargs", "field"), [({"steps": 0}, "steps"), ({"lr": 0.0}, "lr"), ({"min_lr_ratio": 2.0}, "min_lr_ratio")]
+    ("kwargs", "field"),
+    [
+        ({"steps": 0}, "steps"),
+        ({"optim": {"lr": 0.0}}, "optim: OptimConfig.lr"),
+        ({"optim": {"min_lr_ratio": 2.0}}, "min_lr_ratio"),
+    ],
 )
 def test_sft_config_names_the_bad_field(kwargs: dict, field: str) -> None:
     with pytest.raises(ConfigError, match=field):

@@ -207,7 +207,7 @@ def test_cli_pair_and_lora_flags_reach_the_config():
     assert cfg.pairs.scope == "all" and cfg.pairs.min_q_gap == 0.6 and cfg.mcts.gamma == 0.25
     assert cfg.dpo.nll_weight == 0.5 and cfg.dpo.batch_size == 16 and cfg.dpo.nll_scope == "turn"
     assert config_from_args(parse([*argv.split(), "--nll-scope", "suffix"])).dpo.nll_scope == "suffix"
-    assert cfg.dpo.lora_r == 4 and cfg.dpo.lora_alpha == 8 and cfg.dpo.lora_targets == ("q_proj", "up_proj")
+    assert cfg.dpo.lora.r == 4 and cfg.dpo.lora.alpha == 8 and cfg.dpo.lora.targets == ("q_proj", "up_proj")
 
 
 def test_cli_step_flags_reach_the_config():
@@ -244,3 +244,21 @@ def test_cli_runs_synth_with_any_agent(tmp_path, capsys):
     assert cmd_synth(args) == 0
     out = capsys.readouterr().out
     assert "iter 0: 2 tasks, search success 1.000" in out and "dataset.jsonl" in out
+
+
+def test_a_state_written_with_flat_dpo_keys_resumes(tmp_path):
+    """A synth folder from before DPOConfig's optim/lora tables (flat lr, lora_r ...) is the same run."""
+    from dataclasses import replace
+
+    from turnkit.train.synth import STATE, STATE_VERSION, _load_state
+
+    cfg = math_config(tasks_per_iteration=1)
+    saved = cfg.to_dict()
+    optim, lora = saved["dpo"].pop("optim"), saved["dpo"].pop("lora")  # as the state was written before the tables
+    saved["dpo"].update(lr=optim["lr"], max_grad_norm=optim["max_grad_norm"])
+    saved["dpo"].update(lora_r=lora["r"], lora_alpha=lora["alpha"], lora_targets=lora["targets"])
+    (tmp_path / STATE).write_text(json.dumps({"version": STATE_VERSION, "config": saved, "iterations": []}))
+    assert _load_state(tmp_path, cfg)["config"] == cfg.to_dict()
+    (tmp_path / STATE).write_text(json.dumps({"version": STATE_VERSION, "config": saved, "iterations": []}))
+    with pytest.raises(ConfigError, match=r"different config \(fields \['dpo'\]\)"):
+        _load_state(tmp_path, replace(cfg, dpo=DPOConfig(optim={"lr": 0.1})))

@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import json
+import warnings
 from pathlib import Path
 
 import pytest
@@ -133,6 +134,30 @@ def test_flat_learner_keys_move_into_optim_and_lora_with_one_warning(tmp_path: P
         assert moved in str(seen[0].message)
     optim = {"lr": 1e-3, "warmup_steps": 2, "weight_decay": 0.01, "max_grad_norm": 0.5}
     assert cfg == TrainConfig(steps=3, optim=optim, lora={"r": 4, "alpha": 8, "targets": ["q_proj"]})
+
+
+def test_flat_learner_keys_of_critic_tables_move_into_their_tables_with_one_warning(tmp_path: Path) -> None:
+    """``critic = {prime = {prm_lr = ...}}`` (before the critics' optim/lora tables) loads, warned once."""
+    from turnkit.train.config import upgrade_config
+
+    old = {"critic": {"prime": {"prm_lr": 0.01, "lora_r": 4}, "sweet": {"weight": 0.5, "lr": 0.02}}}
+    (tmp_path / "config.json").write_text(json.dumps(old))
+    with pytest.warns(FutureWarning) as seen:
+        cfg = load_config(tmp_path / "config.json")
+    assert len(seen) == 1 and "critic.prime.prm_lr -> critic.prime.optim.lr" in str(seen[0].message)
+    assert cfg.critic == {
+        "prime": {"weight": 1.0, "optim": {"lr": 0.01}, "lora": {"r": 4}},
+        "sweet": {"weight": 0.5, "optim": {"lr": 0.02}},
+    }
+    with pytest.warns(FutureWarning) as seen:  # old top-level and critic keys: still one warning, naming both
+        both = TrainConfig.from_dict({"critic_lr": 0.03, "critic": {"prime": {"lora_r": 4}}, "lr": 0.1})
+    assert len(seen) == 1
+    for moved in ("critic_lr -> critic.prime.optim.lr", "critic.prime.lora_r -> critic.prime.lora.r", "lr -> optim.lr"):
+        assert moved in str(seen[0].message)
+    assert both.critic == {"prime": {"weight": 1.0, "lora": {"r": 4}, "optim": {"lr": 0.03}}}
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # a saved config upgrades quietly
+        assert upgrade_config(old)["critic"] == cfg.critic
 
 
 def test_set_of_an_old_flat_learner_key_still_works() -> None:

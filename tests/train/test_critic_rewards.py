@@ -94,7 +94,11 @@ def two_turn_trajectory(tokens: tuple[int, int]) -> Trajectory:
         ({"mrt": {"weight": True}}, r"TrainConfig\.critic\.mrt\.weight must be a finite number"),
         ({"mrt": float("nan")}, r"TrainConfig\.critic\.mrt\.weight must be a finite number"),
         ({"pav": {"best_of": 0}}, r"TrainConfig\.critic\.pav: PAVConfig\.best_of must be an int >= 1"),
-        ({"prime": {"prm_lr": 0.0}}, r"TrainConfig\.critic\.prime: PrimeConfig\.prm_lr must be"),
+        ({"prime": {"optim": {"lr": 0.0}}}, r"TrainConfig\.critic\.prime: PrimeConfig\.optim: OptimConfig\.lr must be"),
+        (
+            {"prime": {"optim": {"r": 4}}},
+            r"PrimeConfig\.optim: unknown OptimConfig key 'r' \(did you mean 'lora\.r'\?\)",
+        ),
         ({"mrt": {"samples": 0}}, r"TrainConfig\.critic\.mrt: MRTConfig\.samples must be an int >= 1"),
         ({"mrt": {"temperature": 0.0}}, r"MRTConfig\.temperature must be a finite number > 0"),
         ({"mrt": {"budget": -4}}, r"MRTConfig\.budget must be null or a finite number > 0"),

@@ -24,8 +24,10 @@ from turnkit.types import Message
 def test_config_validation():
     with pytest.raises(ConfigError, match="max_epsilon"):
         DPOConfig(max_epsilon=0.7)
-    with pytest.raises(ConfigError, match="lr"):
-        DPOConfig(lr=0.0)
+    with pytest.raises(ConfigError, match=r"DPOConfig\.optim: OptimConfig\.lr"):
+        DPOConfig(optim={"lr": 0.0})
+    with pytest.raises(ConfigError, match=r"DPOConfig\.lora\.r must be an int >= 1"):
+        DPOConfig(lora={"r": 0})
     with pytest.raises(ConfigError, match="steps"):
         DPOConfig(steps=0)
 
@@ -83,7 +85,7 @@ def test_train_dpo_learns_the_preference_and_keeps_the_reference(policy_factory)
     policy.attach_lora(r=4)
     ref_before = reference_logprobs(policy, examples)
     # 20 epochs: the final margin is 0.068 or more over 12 model seeds (at 6 epochs it was 0.053 against a 0.05 bound)
-    history = train_dpo(policy, pairs, DPOConfig(epochs=20, batch_size=4, lr=2e-2), progress=False)
+    history = train_dpo(policy, pairs, DPOConfig(epochs=20, batch_size=4, optim={"lr": 2e-2}), progress=False)
     ref_after = reference_logprobs(policy, examples)
     assert torch.allclose(ref_before[0], ref_after[0]) and torch.allclose(ref_before[1], ref_after[1])
     # h = 0 at the start, so the loss is log 2 whatever epsilon = 1 - 0.9
@@ -122,7 +124,7 @@ def test_multi_turn_pairs_train_in_step_mode(policy_factory):
     win = SegmentedPair((((1, 4), (70, 2)), ((1, 4, 70, 2, 5), (71, 2))), (((1, 4), (72, 2)),))
     step = DPOExample((1, 6), (73, 2), (74, 2), confidence=0.5)
     history = train_dpo(
-        policy, [win, step], DPOConfig(steps=12, batch_size=2, lr=2e-2, conservative=False), progress=False
+        policy, [win, step], DPOConfig(steps=12, batch_size=2, optim={"lr": 2e-2}, conservative=False), progress=False
     )
     assert len(history) == 12 and all(h["epsilon"] == 0.0 for h in history)
     assert history[-1]["accuracy"] == 1.0 and history[-1]["loss"] < history[0]["loss"]
@@ -177,7 +179,7 @@ def test_train_dpo_in_a_run_folder_checkpoints_and_resumes_exactly(policy_factor
     from turnkit.train.metrics import read_metrics
 
     pairs = [DPOExample((5, 6), (7, 8), (9,), confidence=0.8), DPOExample((5,), (10,), (11, 12))] * 2
-    cfg = DPOConfig(steps=4, batch_size=2, lr=1e-2, nll_weight=0.5)
+    cfg = DPOConfig(steps=4, batch_size=2, optim={"lr": 1e-2}, nll_weight=0.5)
     full_policy = policy_factory()
     full = train_dpo(full_policy, pairs, cfg, progress=False)  # in memory, as synth runs it
     train_dpo(policy_factory(), pairs, replace(cfg, steps=2), progress=False, run_dir=tmp_path)
@@ -195,3 +197,42 @@ def test_train_dpo_in_a_run_folder_checkpoints_and_resumes_exactly(policy_factor
         train_dpo(policy_factory(), pairs, replace(cfg, beta=0.2), progress=False, run_dir=tmp_path, resume=True)
     with pytest.raises(ConfigError, match=r"pairs: 4 -> 2"):
         train_dpo(policy_factory(), pairs[:2], cfg, progress=False, run_dir=tmp_path, resume=True)
+
+
+def test_an_old_flat_config_loads_and_its_run_folder_resumes(policy_factory, tmp_path):
+    """Flat ``lr``/``lora_*`` keys (synth configs, run folders before the optim/lora tables) still load."""
+    import json
+    from dataclasses import replace
+
+    from turnkit.checkpoint import MANIFEST
+    from turnkit.configs import from_dict
+
+    flat = {"lr": 1e-2, "lora_r": 4, "lora_targets": ["q_proj"], "steps": 4, "batch_size": 2}
+    with pytest.warns(
+        FutureWarning, match=r"lr -> optim\.lr, lora_r -> lora\.r, lora_targets -> lora\.targets"
+    ) as seen:
+        old = from_dict(DPOConfig, flat)
+    assert len(seen) == 1
+    assert old == DPOConfig(steps=4, batch_size=2, optim={"lr": 1e-2}, lora={"r": 4, "targets": ["q_proj"]})
+    with pytest.raises(
+        ConfigError, match=r"DPOConfig\.optim: unknown OptimConfig key 'alpha' \(did you mean 'lora\.alpha'\?\)"
+    ):
+        from_dict(DPOConfig, {"optim": {"alpha": 4}})
+
+    pairs = [DPOExample((5, 6), (7, 8), (9,), confidence=0.8), DPOExample((5,), (10,), (11, 12))] * 2
+    cfg = DPOConfig(steps=4, batch_size=2, optim={"lr": 1e-2}, nll_weight=0.5)
+    full = train_dpo(policy_factory(), pairs, cfg, progress=False)
+    train_dpo(policy_factory(), pairs, replace(cfg, steps=2), progress=False, run_dir=tmp_path)
+    state = tmp_path / "checkpoints" / "step-000002" / "state.json"
+    data = json.loads(state.read_text())
+    optim, lora = data["config"].pop("optim"), data["config"].pop("lora")  # as the run wrote it before the tables
+    data["config"].update(lr=optim["lr"], max_grad_norm=optim["max_grad_norm"])
+    data["config"].update(lora_r=lora["r"], lora_alpha=lora["alpha"], lora_targets=lora["targets"])
+    state.write_text(json.dumps(data))
+    (state.parent / MANIFEST).unlink()  # a checkpoint from before manifests: read unverified
+    resumed = train_dpo(policy_factory(), pairs, cfg, progress=False, run_dir=tmp_path, resume=True)
+    assert [h["loss"] for h in resumed] == [h["loss"] for h in full]
+    with pytest.raises(ConfigError, match=r"the config differs \(optim\.lr|the config differs \(optim"):
+        train_dpo(
+            policy_factory(), pairs, replace(cfg, optim={"lr": 0.5}), progress=False, run_dir=tmp_path, resume=True
+        )

@@ -41,7 +41,7 @@ def test_lambda_zero_trains_the_same_weights_as_sft(tokenizer, rows, tmp_path):
     reference = copy.deepcopy(policy.model)
     cfg = _cfg(tmp_path, lam=0.0, seed=5)
     result = train_iqlearn(cfg, policy=policy, rows=rows, progress=False)
-    sft_cfg = SFTConfig(steps=8, batch_size=8, lr=5e-3, warmup_steps=2, seed=5)
+    sft_cfg = SFTConfig(steps=8, batch_size=8, optim={"lr": 5e-3, "warmup_steps": 2}, seed=5)
     train_sft(reference, rows, sft_cfg, pad_id=int(tokenizer.pad_token_id), progress=False)
     assert _same_weights(result.policy.model, reference)
     assert [r["nll"] for r in result.history] == pytest.approx([r["loss"] for r in result.history])

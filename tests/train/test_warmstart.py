@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 
 import pytest
 import torch
 
 from tests.train.conftest import make_policy
+from turnkit.configs import from_dict
 from turnkit.envs.math.oracle import RetryOracle
 from turnkit.errors import AgentError, ConfigError
 from turnkit.train.warmstart import (
@@ -21,7 +23,7 @@ from turnkit.train.warmstart import (
 
 ENV = "turnkit/MathEpisodes-v0"
 KWARGS = {"difficulty": 2, "kinds": ["arithmetic"], "max_attempts": 3}
-MICRO = WarmStartConfig(demos=4, retry_demos=4, steps=3, batch_size=4, lr=1e-2, lora_r=2, lora_alpha=4)
+MICRO = WarmStartConfig(demos=4, retry_demos=4, steps=3, batch_size=4, optim={"lr": 1e-2}, lora={"r": 2, "alpha": 4})
 
 
 def adapter_state(policy) -> dict[str, torch.Tensor]:
@@ -85,7 +87,42 @@ def test_the_cache_key_follows_everything_that_changes_the_bits(monkeypatch) -> 
     assert key != warm_start_key("smollm2", ENV, KWARGS, MICRO)
 
 
-@pytest.mark.parametrize(("field", "value"), [("steps", 0), ("retry_demos", -1), ("lr", 0.0), ("lora_r", 0)])
+@pytest.mark.parametrize(
+    ("field", "value"),
+    [("steps", 0), ("retry_demos", -1), ("optim", {"lr": 0.0}), ("lora", {"r": 0}), ("lora", {"alpha": 0.5})],
+)
 def test_bad_settings_name_the_field(field: str, value: object) -> None:
     with pytest.raises(ConfigError, match=f"WarmStartConfig.{field}"):
         WarmStartConfig(**{field: value})
+
+
+@pytest.mark.parametrize(
+    ("cfg", "key"),
+    [
+        (WarmStartConfig(), "ede75be96748a45d"),
+        (
+            WarmStartConfig(steps=3, optim={"lr": 1e-2, "warmup_steps": 2}, lora={"r": 2, "alpha": 4}),
+            "52b6b58c5d1c89ef",
+        ),
+    ],
+)
+def test_the_cache_key_of_a_config_is_the_one_of_its_flat_fields(monkeypatch, cfg: WarmStartConfig, key: str) -> None:
+    # The literals were computed before the optim/lora tables, from WarmStartConfig() and
+    # WarmStartConfig(lr=1e-2, warmup_steps=2, lora_r=2, lora_alpha=4, steps=3): cached adapters keep their folder.
+    monkeypatch.delenv("ATEN_CPU_CAPABILITY", raising=False)
+    monkeypatch.setattr(torch, "__version__", "pinned")
+    assert warm_start_key("smollm2", ENV, {"difficulty": 2}, cfg) == key
+    assert warm_start_key("smollm2", ENV, {"difficulty": 2}, replace(cfg, optim=replace(cfg.optim, eps=1e-6))) != key
+
+
+def test_old_flat_keys_move_into_the_tables_with_one_warning() -> None:
+    with pytest.warns(FutureWarning, match="lr -> optim.lr, lora_r -> lora.r") as seen:
+        cfg = from_dict(WarmStartConfig, {"lr": 1e-2, "lora_r": 2, "steps": 3})
+    assert len(seen) == 1
+    assert cfg == WarmStartConfig(steps=3, optim={"lr": 1e-2}, lora={"r": 2})
+    with pytest.raises(
+        ConfigError, match=r"WarmStartConfig.lora: unknown LoraConfig key 'lr' \(did you mean 'optim.lr'\?\)"
+    ):
+        from_dict(WarmStartConfig, {"lora": {"lr": 1e-2}})
+    with pytest.raises(ConfigError, match=r"unknown WarmStartConfig key 'alpha' \(did you mean 'lora.alpha'\?\)"):
+        from_dict(WarmStartConfig, {"alpha": 4})

@@ -150,13 +150,15 @@ def config_from_args(args: argparse.Namespace) -> Any:
         scope=args.pair_scope,
         require_value=args.pair_require_value,
     )
-    names = ("beta", "epochs", "lr", "batch_size", "nll_weight", "nll_scope")
+    names = ("beta", "epochs", "batch_size", "nll_weight", "nll_scope")
     dpo_changes: dict[str, Any] = {k: getattr(args, k) for k in names if getattr(args, k) is not None}
+    lora: dict[str, Any] = {}
     if args.lora_r is not None:
-        dpo_changes.update(lora_r=args.lora_r, lora_alpha=2 * args.lora_r)
+        lora.update(r=args.lora_r, alpha=2 * args.lora_r)
     if args.lora_targets:
-        dpo_changes["lora_targets"] = tuple(t.strip() for t in args.lora_targets.split(",") if t.strip())
-    dpo = DPOConfig(conservative=not args.standard_dpo, seed=args.seed, **dpo_changes)
+        lora["targets"] = tuple(t.strip() for t in args.lora_targets.split(",") if t.strip())
+    optim = {"lr": args.lr} if args.lr is not None else {}
+    dpo = DPOConfig(conservative=not args.standard_dpo, seed=args.seed, optim=optim, lora=lora, **dpo_changes)
     return SynthConfig(
         env_id=args.env_id,
         iterations=args.iterations,

@@ -35,8 +35,8 @@ Each step :meth:`CriticSet.score` scores the clean episodes of a rollout batch w
 before the policy update, then lets every stateful critic take its own update on the same batch.
 
 Example:
-    >>> normalize_table({"mrt": 0.5, "prime": {"prm_lr": 0.01}})
-    {'mrt': {'weight': 0.5}, 'prime': {'weight': 1.0, 'prm_lr': 0.01}}
+    >>> normalize_table({"mrt": 0.5, "prime": {"optim": {"lr": 0.01}}})
+    {'mrt': {'weight': 0.5}, 'prime': {'weight': 1.0, 'optim': {'lr': 0.01}}}
     >>> check_table({"mrt": {"samplez": 4}})
     Traceback (most recent call last):
     ...
@@ -51,6 +51,7 @@ import importlib.metadata
 import math
 import pkgutil
 import time
+import warnings
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from types import ModuleType
@@ -220,8 +221,11 @@ def critic_config(name: str, options: Mapping[str, Any], *, seed: int = 0) -> An
     return configs.from_dict(module.Config, data, source=f"critic.{name}")
 
 
-def check_table(critic: str | Mapping[str, Any] | None) -> CriticTable:
+def check_table(critic: str | Mapping[str, Any] | None, *, warn: bool = True) -> CriticTable:
     """Normalise a critic setting and validate every critic's keys; returns the table.
+
+    A critic's keys written flat before its ``Config`` had a table (its ``FLAT_KEYS``: ``critic.prime.prm_lr``)
+    move into it in the returned table, with one ``FutureWarning`` (none when ``warn`` is false: a saved config).
 
     Raises:
         ConfigError: An unknown critic or key, or an invalid value (naming ``critic.<name>``).
@@ -229,8 +233,13 @@ def check_table(critic: str | Mapping[str, Any] | None) -> CriticTable:
     Example:
         >>> check_table({"pav": {"weight": 0.5, "best_of": 2}})
         {'pav': {'weight': 0.5, 'best_of': 2}}
+        >>> import warnings
+        >>> with warnings.catch_warnings():
+        ...     warnings.simplefilter("ignore")
+        ...     check_table({"prime": {"prm_lr": 0.01}})
+        {'prime': {'weight': 1.0, 'optim': {'lr': 0.01}}}
     """
-    table = normalize_table(critic)
+    table, moved = normalize_table(critic), []
     for name, options in table.items():
         rest = {k: v for k, v in options.items() if k != "weight"}
         if _is_factory(name):
@@ -239,12 +248,36 @@ def check_table(critic: str | Mapping[str, Any] | None) -> CriticTable:
                     f"critic {name!r}: a 'module:callable' factory takes a weight only, not {sorted(rest)}"
                 )
             continue
+        moves = getattr(critic_module(name).Config, "FLAT_KEYS", {})
+        if any(key in moves for key in rest):
+            moved += flat_critic_keys({name: rest})
+            rest = configs.move_flat_keys(rest, moves, source=f"critic.{name}", warn=False)
+            table[name] = {"weight": options["weight"], **rest}
         try:
             critic_config(name, rest)
         except ConfigError as exc:
             message = str(exc)
             raise ConfigError(message if message.startswith("critic") else f"critic.{name}: {message}") from exc
+    if moved and warn:
+        message = f"critic: flat keys moved into tables (write them this way): {', '.join(moved)}"
+        warnings.warn(message, FutureWarning, stacklevel=3)
     return table
+
+
+def flat_critic_keys(critic: str | Mapping[str, Any] | None) -> list[str]:
+    """The keys of a critic setting that :func:`check_table` moves into tables, as ``"old -> new"`` (dotted).
+
+    Example:
+        >>> flat_critic_keys({"sweet": {"lr": 0.01, "steps": 2}})
+        ['critic.sweet.lr -> critic.sweet.optim.lr']
+    """
+    moved = []
+    for name, options in normalize_table(critic).items():
+        if _is_factory(name):
+            continue
+        moves = getattr(critic_module(name).Config, "FLAT_KEYS", {})
+        moved += [f"critic.{name}.{k} -> critic.{name}.{'.'.join(moves[k])}" for k in options if k in moves]
+    return moved
 
 
 def load_factory(spec: str) -> Callable[[CriticContext], Critic]:

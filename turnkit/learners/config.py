@@ -218,6 +218,39 @@ class OptimConfig:
         return min(1.0, (step + 1) / self.warmup_steps) if self.warmup_steps else 1.0
 
 
+LEARNER_FLAT_KEYS: dict[str, tuple[str, str]] = {
+    "lr": ("optim", "lr"), "weight_decay": ("optim", "weight_decay"), "max_grad_norm": ("optim", "max_grad_norm"),
+    "warmup_steps": ("optim", "warmup_steps"), "min_lr_ratio": ("optim", "min_lr_ratio"),
+    "lora_r": ("lora", "r"), "lora_alpha": ("lora", "alpha"), "lora_targets": ("lora", "targets"),
+}  # fmt: skip
+"""The learner's settings as configs wrote them before the ``optim`` and ``lora`` tables: ``{old: (table, key)}``."""
+
+
+def flat_keys(*names: str) -> dict[str, tuple[str, str]]:
+    """The ``FLAT_KEYS`` of a config class that had these learner fields flat (see :func:`turnkit.configs.from_dict`).
+
+    Example:
+        >>> flat_keys("lr", "lora_r")
+        {'lr': ('optim', 'lr'), 'lora_r': ('lora', 'r')}
+    """
+    return {name: LEARNER_FLAT_KEYS[name] for name in names}
+
+
+def check_rank(owner: object, *, low: int = 1) -> None:
+    """In ``__post_init__``: ``owner.lora.r`` is an int ``>= low`` (a trainer that needs an adapter, or a rank).
+
+    Example:
+        >>> from types import SimpleNamespace as NS
+        >>> check_rank(NS(lora=LoraConfig(r=0)))
+        Traceback (most recent call last):
+        ...
+        turnkit.errors.ConfigError: SimpleNamespace.lora.r must be an int >= 1, got 0
+    """
+    rank = owner.lora.r  # type: ignore[attr-defined]
+    if isinstance(rank, bool) or not isinstance(rank, int) or rank < low:
+        raise ConfigError(f"{type(owner).__name__}.lora.r must be an int >= {low}, got {rank!r}")
+
+
 def lr_factor(step: int, *, total: int, warmup: int, min_ratio: float) -> float:
     """Learning-rate multiplier at optimizer step ``step`` (0-based): linear warmup, then cosine decay.
 
@@ -235,6 +268,7 @@ __all__ = [
     "DEFAULT_TARGETS",
     "ESTIMATORS",
     "KL_ESTIMATORS",
+    "LEARNER_FLAT_KEYS",
     "LOSS_AGGREGATIONS",
     "RUN_ESTIMATORS",
     "SOURCE_ESTIMATORS",
@@ -245,5 +279,7 @@ __all__ = [
     "LossAggregation",
     "OptimConfig",
     "SourceEstimator",
+    "check_rank",
+    "flat_keys",
     "lr_factor",
 ]

@@ -87,7 +87,7 @@ class TinyRecipe(TinyTrainingRecipe):
     """``gymnasium.make`` arguments of the demonstration env (``turnkit/MathEpisodes-v0``)."""
     demo_episodes: int = 2000
     """Oracle episodes (seeds ``0 .. demo_episodes - 1``, split ``id``) used as SFT data."""
-    sft: SFTConfig = field(default_factory=lambda: SFTConfig(steps=400, batch_size=32, lr=3e-3))
+    sft: SFTConfig = field(default_factory=lambda: SFTConfig(steps=400, batch_size=32, optim={"lr": 3e-3}))
     """SFT on the demonstrations (not many steps on purpose: the start policy should leave room for RL);
     ``sft.seed`` shuffles the rows."""
     seed: int = 0

@@ -36,7 +36,7 @@ from typing import Any, ClassVar, Protocol
 from transformers import PreTrainedTokenizerFast
 
 from turnkit.agents.hf import HFPolicy
-from turnkit.configs import check_int, from_dict
+from turnkit.configs import check_int, flat_dict, from_dict
 from turnkit.errors import ConfigError
 from turnkit.models.progress import hf_progress_bars
 from turnkit.models.sft import SFTConfig
@@ -92,8 +92,8 @@ class TinyTrainingRecipe:
         ...     max_new_tokens: int = 8
         ...     def __post_init__(self):
         ...         self.check_common()
-        >>> r = Recipe.from_dict({"model": {"num_layers": 2}, "sft": {"lr": 1e-3}})
-        >>> r.model.hidden_size, r.model.num_layers, r.sft.steps, r.sft.lr
+        >>> r = Recipe.from_dict({"model": {"num_layers": 2}, "sft": {"optim": {"lr": 1e-3}}})
+        >>> r.model.hidden_size, r.model.num_layers, r.sft.steps, r.sft.optim.lr
         (32, 2, 5, 0.001)
         >>> Recipe(sft={"steps": 5})
         Traceback (most recent call last):
@@ -150,8 +150,12 @@ class TinyTrainingRecipe:
 
 
 def recipe_key(recipe: Any, *, version: int) -> str:
-    """A short hash of a recipe dataclass and its code version: the cache folder name."""
-    blob = json.dumps({"recipe": asdict(recipe), "version": version}, sort_keys=True, default=list)
+    """A short hash of a recipe dataclass and its code version: the cache folder name.
+
+    The recipe is hashed in its flat shape (:func:`turnkit.configs.flat_dict`), so moving settings into tables
+    (``sft.optim``) keeps every cached model's key.
+    """
+    blob = json.dumps({"recipe": flat_dict(recipe), "version": version}, sort_keys=True, default=list)
     return hashlib.sha256(blob.encode()).hexdigest()[:16]
 
 

@@ -15,7 +15,8 @@ Example:
     >>> model = build_tiny_model(tok, TinyModelConfig(hidden_size=32, num_layers=1, num_heads=2,
     ...                                               intermediate_size=64))
     >>> rows = [TokenRow.from_prompt_completion([1, 5], [9, 9, 2])] * 4
-    >>> history = train_sft(model, rows, SFTConfig(steps=20, batch_size=4, lr=1e-2), pad_id=0, progress=False)
+    >>> cfg = SFTConfig(steps=20, batch_size=4, optim={"lr": 1e-2})
+    >>> history = train_sft(model, rows, cfg, pad_id=0, progress=False)
     >>> history[-1]["loss"] < history[0]["loss"]
     True
 """
@@ -24,19 +25,23 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
-from typing import Any
+from dataclasses import dataclass, field
+from typing import Any, ClassVar
 
 import numpy as np
 import torch
 from tqdm.auto import tqdm
 
-from turnkit.configs import check_float, check_int
+from turnkit.configs import check_int, flat_dict, table_field
 from turnkit.errors import ConfigError
+from turnkit.learners.config import flat_keys
 from turnkit.learners.learner import Learner, OptimConfig
 from turnkit.learners.logprobs import gather_token_logprobs
 from turnkit.learners.sft import sft_loss
 from turnkit.rollout.batch import TokenRow, collate
+
+SFT_OPTIM = OptimConfig(lr=3e-3, warmup_steps=20, schedule="cosine", min_lr_ratio=0.1)
+"""Default :attr:`SFTConfig.optim`: peak 3e-3 after 20 warmup steps, cosine to a tenth, clipped at norm 1."""
 
 
 @dataclass(frozen=True)
@@ -44,42 +49,51 @@ class SFTConfig:
     """Hyper-parameters of :func:`train_sft`. Validated on construction.
 
     Example:
+        >>> SFTConfig(optim={"lr": 1e-2}).optim.schedule, SFTConfig().optim.warmup_steps
+        ('cosine', 20)
         >>> SFTConfig(steps=0)
         Traceback (most recent call last):
         ...
         turnkit.errors.ConfigError: SFTConfig.steps must be an int >= 1, got 0
     """
 
+    FLAT_KEYS: ClassVar[dict[str, tuple[str, str]]] = flat_keys(
+        "lr", "weight_decay", "warmup_steps", "min_lr_ratio", "max_grad_norm"
+    )
+    """Keys written flat before the ``optim`` table; they move into it with a ``FutureWarning``."""
+    FLAT_ORDER: ClassVar[tuple[str, ...]] = (
+        "steps", "batch_size", "lr", "weight_decay", "warmup_steps", "min_lr_ratio", "max_grad_norm", "seed",
+    )  # fmt: skip
+    """The fields before the ``optim`` table, in order: recipe cache keys hash this shape (:meth:`cache_dict`)."""
+
     steps: int = 300
     """Optimizer steps."""
     batch_size: int = 32
     """Rows per step."""
-    lr: float = 3e-3
-    """Peak AdamW learning rate."""
-    weight_decay: float = 0.0
-    """AdamW weight decay."""
-    warmup_steps: int = 20
-    """Linear warmup from 0 to ``lr``; afterwards cosine decay to ``min_lr_ratio * lr``."""
-    min_lr_ratio: float = 0.1
-    """Final learning rate as a fraction of ``lr`` (``1`` keeps it constant after warmup)."""
-    max_grad_norm: float = 1.0
-    """Gradient-norm clip (``0`` disables clipping)."""
+    optim: OptimConfig = field(default_factory=lambda: SFT_OPTIM)
+    """AdamW and its schedule (:class:`~turnkit.learners.learner.OptimConfig`): peak ``lr``, ``warmup_steps``
+    from 0 to it, then (``schedule="cosine"``) decay to ``min_lr_ratio * lr``; ``max_grad_norm`` clips."""
     seed: int = 0
     """Seed of the row permutation."""
 
     def __post_init__(self) -> None:
         check_int(self, "steps", "batch_size")
-        check_int(self, "warmup_steps", "seed", low=0)
-        check_float(self, "lr", low=0.0, open_low=True)
-        check_float(self, "weight_decay", "max_grad_norm", low=0.0)
-        check_float(self, "min_lr_ratio", low=0.0, high=1.0)
+        check_int(self, "seed", low=0)
+        table_field(self, "optim", SFT_OPTIM)
 
     def optim_config(self) -> OptimConfig:
-        """The learner's AdamW and schedule: warmup, then cosine to ``min_lr_ratio * lr``."""
-        return OptimConfig(
-            lr=self.lr, weight_decay=self.weight_decay, max_grad_norm=self.max_grad_norm,
-            warmup_steps=self.warmup_steps, schedule="cosine", min_lr_ratio=self.min_lr_ratio,
-        )  # fmt: skip
+        """The learner's AdamW and schedule (``optim``)."""
+        return self.optim
+
+    def cache_dict(self) -> dict[str, Any]:
+        """The config as cache keys hash it: the flat fields of before the ``optim`` table (:func:`flat_dict`).
+
+        Example:
+            >>> SFTConfig(steps=5).cache_dict()
+            {'steps': 5, 'batch_size': 32, 'lr': 0.003, 'weight_decay': 0.0, 'warmup_steps': 20, \
+'min_lr_ratio': 0.1, 'max_grad_norm': 1.0, 'seed': 0}
+        """
+        return flat_dict(self)
 
 
 def batch_order(num_rows: int, batch_size: int, steps: int, rng: np.random.Generator) -> list[list[int]]:

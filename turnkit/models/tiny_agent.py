@@ -97,7 +97,7 @@ class TinyAgentRecipe(TinyTrainingRecipe):
     """``PartialClarifier.unasked``: ``"default"`` or ``"guess"``."""
     corpus_episodes: int = 1000
     """Episodes whose text trains the BPE merges."""
-    sft: SFTConfig = field(default_factory=lambda: SFTConfig(steps=800, batch_size=32, lr=3e-3))
+    sft: SFTConfig = field(default_factory=lambda: SFTConfig(steps=800, batch_size=32, optim={"lr": 3e-3}))
     """SFT on the training rows; ``sft.seed`` shuffles the rows."""
     seed: int = 0
     """Model initialisation seed."""

@@ -87,7 +87,7 @@ class TinyHumanRecipe(TinyTrainingRecipe):
     """Show the whole dialogue to the model (``False``: the latest question only, like the rule-based human)."""
     corpus_examples: int = 1500
     """Examples whose text trains the BPE merges."""
-    sft: SFTConfig = field(default_factory=lambda: SFTConfig(steps=600, batch_size=16, lr=3e-3))
+    sft: SFTConfig = field(default_factory=lambda: SFTConfig(steps=600, batch_size=16, optim={"lr": 3e-3}))
     """SFT on the training rows; ``sft.seed`` shuffles the rows."""
     seed: int = 0
     """Model initialisation, probe seed."""

@@ -85,7 +85,7 @@ class TinyShopperRecipe(TinyTrainingRecipe):
     """First demonstration seed."""
     corpus_episodes: int = 400
     """Episodes whose text trains the BPE merges."""
-    sft: SFTConfig = field(default_factory=lambda: SFTConfig(steps=1500, batch_size=16, lr=3e-3))
+    sft: SFTConfig = field(default_factory=lambda: SFTConfig(steps=1500, batch_size=16, optim={"lr": 3e-3}))
     """SFT on the training rows (short on purpose: see the module docstring); ``sft.seed`` shuffles the rows."""
     seed: int = 0
     """Model initialisation seed."""

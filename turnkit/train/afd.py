@@ -318,7 +318,11 @@ class AfDRunConfig:
     def afd_config(self) -> AfDConfig:
         """The reward model's :class:`~turnkit.critics.afd.model.AfDConfig`."""
         return AfDConfig(
-            steps=self.rm_steps, batch_size=self.rm_batch_size, lr=self.rm_lr, lora_r=self.rm_lora_r, seed=self.seed
+            steps=self.rm_steps,
+            batch_size=self.rm_batch_size,
+            optim={"lr": self.rm_lr},
+            lora={"r": self.rm_lora_r},
+            seed=self.seed,
         )
 
 

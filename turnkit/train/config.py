@@ -37,10 +37,10 @@ from typing import Any
 
 from turnkit import configs
 from turnkit.critics.progress import FORCE_ANSWER
-from turnkit.critics.registry import CriticTable, check_table
+from turnkit.critics.registry import CriticTable, check_table, flat_critic_keys
 from turnkit.distributed.cluster import RayConfig
 from turnkit.errors import ConfigError
-from turnkit.learners.config import GRPOConfig, LoraConfig, OptimConfig
+from turnkit.learners.config import GRPOConfig, LoraConfig, OptimConfig, flat_keys
 from turnkit.train.tables import (  # noqa: F401  (the constants are still importable from here)
     BACKENDS,
     EVAL_SEED_START,
@@ -264,11 +264,9 @@ LEGACY_GRPO_KEYS = (
     "kl_estimator", "loss_agg",
 )  # fmt: skip
 """Flat keys of old configs that now live in the ``grpo`` table under the same name."""
-LEGACY_LEARNER_KEYS = {
-    "lr": ("optim", "lr"), "warmup_steps": ("optim", "warmup_steps"), "weight_decay": ("optim", "weight_decay"),
-    "max_grad_norm": ("optim", "max_grad_norm"),
-    "lora_r": ("lora", "r"), "lora_alpha": ("lora", "alpha"), "lora_targets": ("lora", "targets"),
-}  # fmt: skip
+LEGACY_LEARNER_KEYS = flat_keys(
+    "lr", "warmup_steps", "weight_decay", "max_grad_norm", "lora_r", "lora_alpha", "lora_targets"
+)
 """Flat keys of old configs that now live in the ``optim`` and ``lora`` tables: ``{old: (table, key)}``."""
 LEGACY_TABLE_KEYS = {
     "temperature": ("sampling", "temperature"), "top_p": ("sampling", "top_p"),
@@ -300,7 +298,7 @@ LEGACY_CRITIC_KEYS: dict[str, tuple[Any, dict[str, str]]] = {
     "critic_budget": (None, {"mrt": "budget"}),
     "critic_force": (FORCE_ANSWER, {"mrt": "force"}),
     "critic_best_of": (4, {"pav": "best_of"}),
-    "critic_lr": (1e-3, {"prime": "prm_lr", "sweet": "lr"}),
+    "critic_lr": (1e-3, {"prime": "optim.lr", "sweet": "optim.lr"}),
     "critic_fit_steps": (4, {"sweet": "steps"}),
     "critic_reference_key": ("answer", {"sweet": "reference_key", "judge": "reference_key"}),
     "judge_url": (None, {"judge": "url"}),
@@ -308,7 +306,7 @@ LEGACY_CRITIC_KEYS: dict[str, tuple[Any, dict[str, str]]] = {
     "critic_model": (None, {"iqlearn": "model", "afd": "model"}),
 }
 """Flat critic keys of old configs: ``(old default, {critic: its key})``; a value that differs from the old
-default moves into the table of every named critic that has the key."""
+default moves into the table of every named critic that has the key (a dotted key: into the critic's table)."""
 
 
 def canonical_key(key: str) -> str:
@@ -339,8 +337,8 @@ def migrate_flat_keys(data: Mapping[str, Any], *, source: str = "config") -> dic
         ...     warnings.simplefilter("always")
         ...     new = migrate_flat_keys({"kl_coef": 0.1, "critic": {"prime": 0.5}, "critic_lr": 0.01, "lr": 0.1})
         >>> new
-        {'critic': {'prime': {'weight': 0.5, 'prm_lr': 0.01}}, 'grpo': {'kl_coef': 0.1}, 'optim': {'lr': 0.1}}
-        >>> len(seen), "critic.prime.prm_lr" in str(seen[0].message), "lr -> optim.lr" in str(seen[0].message)
+        {'critic': {'prime': {'weight': 0.5, 'optim': {'lr': 0.01}}}, 'grpo': {'kl_coef': 0.1}, 'optim': {'lr': 0.1}}
+        >>> len(seen), "critic.prime.optim.lr" in str(seen[0].message), "lr -> optim.lr" in str(seen[0].message)
         (1, True, True)
         >>> with warnings.catch_warnings(record=True) as seen:
         ...     warnings.simplefilter("always")
@@ -365,7 +363,8 @@ def migrate_flat_keys(data: Mapping[str, Any], *, source: str = "config") -> dic
     if isinstance(critic, str) and "critic_weight" in data:
         critic = {critic: data["critic_weight"]}
     try:
-        table = check_table(critic) if critic is not None else {}
+        moved += flat_critic_keys(critic)
+        table = check_table(critic, warn=False) if critic is not None else {}
     except ConfigError as exc:
         raise ConfigError(f"{source}: TrainConfig.{exc}") from exc
     for key in old:
@@ -379,7 +378,12 @@ def migrate_flat_keys(data: Mapping[str, Any], *, source: str = "config") -> dic
             value = None
         for name, option in targets.items():
             if name in table:
-                table[name][option] = value
+                inner, _, leaf = option.rpartition(".")
+                entry = table[name]
+                if inner:  # a copy: the caller's nested table stays as it was
+                    entry[inner] = dict(entry.get(inner) or {})
+                    entry = entry[inner]
+                entry[leaf] = value
                 moved.append(f"{key} -> critic.{name}.{option}")
     if critic is not None or table:
         new["critic"] = table
@@ -438,7 +442,7 @@ def upgrade_config(saved: Mapping[str, Any]) -> dict[str, Any]:
             table = {**configs.to_dict(default), **data[name]}
             data[name] = configs.to_dict(configs.from_dict(type(default), table, source=f"TrainConfig.{name}"))
     if "critic" in data:
-        data["critic"] = check_table(data["critic"])
+        data["critic"] = check_table(data["critic"], warn=False)
     return data
 
 

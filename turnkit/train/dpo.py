@@ -25,16 +25,17 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Union
+from typing import TYPE_CHECKING, Any, ClassVar, Union
 
 import numpy as np
 import torch
 from torch import Tensor
 
-from turnkit.configs import check_choice, check_float, check_int
-from turnkit.errors import ConfigError, DataError
+from turnkit.configs import check_choice, check_float, check_int, table_field, to_dict, upgrade_tables
+from turnkit.errors import DataError
+from turnkit.learners.config import check_rank, flat_keys
 from turnkit.learners.dpo import DPOExample, conservative_epsilon, dpo_loss, split_at_divergence
 from turnkit.learners.learner import Learner, LoraConfig, OptimConfig
 
@@ -47,6 +48,10 @@ if TYPE_CHECKING:
 
 Segment = tuple[tuple[int, ...], tuple[int, ...]]
 """``(prompt_ids, completion_ids)``: the completion's tokens are scored given the prompt's."""
+
+
+DPO_OPTIM = OptimConfig(lr=5e-4)
+"""Default :attr:`DPOConfig.optim`: constant 5e-4, no weight decay, clipped at norm 1."""
 
 
 @dataclass(frozen=True)
@@ -62,6 +67,12 @@ class DPOConfig:
         turnkit.errors.ConfigError: DPOConfig.beta must be a finite number > 0, got 0
     """
 
+    FLAT_KEYS: ClassVar[dict[str, tuple[str, str]]] = flat_keys(
+        "lr", "max_grad_norm", "lora_r", "lora_alpha", "lora_targets"
+    )
+    """Keys written flat before the ``optim`` and ``lora`` tables (``config.json`` of older runs, ``synth``
+    configs); they move into them with a ``FutureWarning``."""
+
     beta: float = 0.1
     """Inverse temperature ``β`` of the implicit reward."""
     conservative: bool = True
@@ -76,16 +87,12 @@ class DPOConfig:
     """Exactly this many optimizer steps of full batches from a stream of permutations (``None``: ``epochs``)."""
     batch_size: int = 8
     """Pairs per optimizer step."""
-    lr: float = 5e-4
-    """AdamW learning rate (LoRA parameters)."""
-    max_grad_norm: float = 1.0
-    """Gradient clipping norm (always clipped: it must be > 0)."""
-    lora_r: int = 8
-    """LoRA rank when the policy has no adapter yet."""
-    lora_alpha: int = 16
-    """LoRA alpha when the policy has no adapter yet."""
-    lora_targets: tuple[str, ...] = ("q_proj", "k_proj", "v_proj", "o_proj")
-    """Modules the LoRA adapter wraps when the policy has none yet (add the MLP's for more capacity)."""
+    optim: OptimConfig = field(default_factory=lambda: DPO_OPTIM)
+    """AdamW of the LoRA parameters (:class:`~turnkit.learners.learner.OptimConfig`): constant ``lr`` 5e-4, no
+    weight decay, gradient norm clipped at ``max_grad_norm`` 1."""
+    lora: LoraConfig = field(default_factory=LoraConfig)
+    """The adapter attached when the policy has none yet (:class:`~turnkit.learners.learner.LoraConfig`: rank
+    ``r`` 8, ``alpha`` 16, ``targets`` q/k/v/o; add the MLP's for more capacity)."""
     nll_weight: float = 0.0
     """Weight of an NLL term on the chosen side, per token (RPO, Pang et al. 2024); ``0``: pure DPO (MCTS-DPO)."""
     nll_scope: str = "turn"
@@ -98,27 +105,27 @@ class DPOConfig:
     """Shuffling and LoRA initialisation seed."""
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "lora_targets", tuple(self.lora_targets))  # lists from JSON configs
-        check_float(self, "beta", "lr", "max_grad_norm", low=0, open_low=True)
+        check_float(self, "beta", low=0, open_low=True)
         check_float(self, "max_epsilon", "label_smoothing", low=0, high=0.5)
         check_float(self, "nll_weight", low=0)
-        check_int(self, "epochs", "batch_size", "lora_r", "lora_alpha")
+        check_int(self, "epochs", "batch_size")
         check_int(self, "steps", optional=True)
         check_choice(self, "nll_scope", ("suffix", "turn"))
-        if not self.lora_targets:
-            raise ConfigError("DPOConfig.lora_targets must name at least one module")
+        table_field(self, "optim", DPO_OPTIM)
+        table_field(self, "lora", LoraConfig())
+        check_rank(self)
 
     def to_dict(self) -> dict[str, Any]:
-        """The config as a JSON-ready dict."""
-        return asdict(self)
+        """The config as a JSON-ready dict (tables as dicts)."""
+        return to_dict(self)
 
     def optim_config(self) -> OptimConfig:
-        """The learner's AdamW: constant ``lr``, no weight decay, clipped at ``max_grad_norm``."""
-        return OptimConfig(lr=self.lr, max_grad_norm=self.max_grad_norm)
+        """The learner's AdamW (``optim``)."""
+        return self.optim
 
     def lora_config(self) -> LoraConfig:
-        """The adapter attached to a policy that has none yet."""
-        return LoraConfig(r=self.lora_r, alpha=self.lora_alpha, targets=self.lora_targets)
+        """The adapter attached to a policy that has none yet (``lora``)."""
+        return self.lora
 
 
 @dataclass(frozen=True)
@@ -294,6 +301,16 @@ RESUMABLE_CHANGES = frozenset({"epochs", "steps"})
 """DPOConfig fields a resumed :func:`train_dpo` run may change (its schedule grows by whole steps)."""
 
 
+def upgrade_dpo_config(saved: dict[str, Any]) -> dict[str, Any]:
+    """A run folder's saved config in the current shape (flat ``lr``, ``lora_r`` ... moved quietly, tables in full).
+
+    Example:
+        >>> upgrade_dpo_config({"lr": 0.01, "lora_targets": ["q_proj"], "pairs": 4})["lora"]
+        {'r': 8, 'alpha': 16, 'dropout': 0.0, 'targets': ['q_proj']}
+    """
+    return upgrade_tables(DPOConfig, saved)
+
+
 def train_dpo(
     policy: HFPolicy,
     pairs: Sequence[PairLike],
@@ -349,7 +366,8 @@ def train_dpo(
         >>> tok = build_tiny_tokenizer()
         >>> policy = HFPolicy(build_tiny_model(tok, TinyModelConfig(hidden_size=32, num_heads=2)), tok)
         >>> pair = PreferencePair((Message("user", "2+2?"),), "ANSWER: 4", "ANSWER: 5")
-        >>> history = train_dpo(policy, [pair] * 4, DPOConfig(epochs=5, batch_size=4, lr=1e-2), progress=False)
+        >>> cfg = DPOConfig(epochs=5, batch_size=4, optim={"lr": 1e-2})
+        >>> history = train_dpo(policy, [pair] * 4, cfg, progress=False)
         >>> len(history), history[-1]["loss"] < history[0]["loss"]
         (5, True)
     """
@@ -361,7 +379,8 @@ def train_dpo(
     from turnkit.train.run import Run
 
     saved = {**config.to_dict(), "pairs": len(pairs)}
-    with Run(run_dir, saved, resumable=RESUMABLE_CHANGES, defaults=DPOConfig().to_dict()) as run:
+    defaults = DPOConfig().to_dict()
+    with Run(run_dir, saved, resumable=RESUMABLE_CHANGES, defaults=defaults, upgrade=upgrade_dpo_config) as run:
         return _train_dpo(
             policy,
             pairs,

@@ -41,7 +41,7 @@ import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import gymnasium
 import numpy as np
@@ -51,8 +51,9 @@ from tqdm.auto import tqdm
 import turnkit  # noqa: F401  (registers the built-in envs)
 from turnkit.agents.hf import HFPolicy
 from turnkit.checkpoint import reading
-from turnkit.configs import check_float, check_int, check_str, from_dict, move_flat_keys, table_field, to_dict
+from turnkit.configs import check_float, check_int, check_str, from_dict, table_field, upgrade_tables
 from turnkit.errors import ConfigError, DataError
+from turnkit.learners.config import flat_keys
 from turnkit.learners.irl import iqlearn_loss, token_q_values
 from turnkit.learners.learner import Learner, LoraConfig, OptimConfig
 from turnkit.models.sft import batch_order
@@ -68,11 +69,7 @@ RESUMABLE_CHANGES = frozenset({"eval_every", "checkpoint_every", "out_dir", "eva
 """Config fields a resumed run may change; any other difference is a different run (ConfigError)."""
 IQLEARN_OPTIM = OptimConfig(lr=3e-3, warmup_steps=20, schedule="cosine", min_lr_ratio=0.1)
 """Default :attr:`IQLearnConfig.optim`."""
-LEGACY_KEYS = {
-    "lr": ("optim", "lr"), "warmup_steps": ("optim", "warmup_steps"), "min_lr_ratio": ("optim", "min_lr_ratio"),
-    "weight_decay": ("optim", "weight_decay"), "max_grad_norm": ("optim", "max_grad_norm"),
-    "lora_r": ("lora", "r"), "lora_alpha": ("lora", "alpha"),
-}  # fmt: skip
+LEGACY_KEYS = flat_keys("lr", "warmup_steps", "min_lr_ratio", "weight_decay", "max_grad_norm", "lora_r", "lora_alpha")
 """Flat keys of configs written before the ``optim`` and ``lora`` tables: ``{old: (table, key)}``."""
 
 
@@ -83,11 +80,7 @@ def upgrade_iqlearn_config(saved: Mapping[str, Any]) -> dict[str, Any]:
         >>> upgrade_iqlearn_config({"lr": 0.01, "lora_r": 2})["optim"]["lr"], upgrade_iqlearn_config({})
         (0.01, {})
     """
-    data = move_flat_keys(saved, LEGACY_KEYS, warn=False)
-    for name, default in (("optim", IQLEARN_OPTIM), ("lora", LoraConfig(r=0))):
-        if isinstance(data.get(name), Mapping):
-            data[name] = to_dict(from_dict(type(default), {**to_dict(default), **data[name]}))
-    return data
+    return upgrade_tables(IQLearnConfig, saved)
 
 
 @dataclass(frozen=True)
@@ -102,6 +95,9 @@ class IQLearnConfig:
         ...
         turnkit.errors.ConfigError: IQLearnConfig.alpha must be a finite number >= 0 and < 1, got 1.5
     """
+
+    FLAT_KEYS: ClassVar[dict[str, tuple[str, str]]] = LEGACY_KEYS
+    """Keys written flat before the ``optim`` and ``lora`` tables; they move into them with a ``FutureWarning``."""
 
     # --- demonstrations
     env_id: str = "turnkit/MathEpisodes-v0"
@@ -195,7 +191,7 @@ class IQLearnConfig:
             >>> IQLearnConfig.from_dict({"optim": {"lr": 1e-3}}).optim.warmup_steps
             20
         """
-        return from_dict(cls, move_flat_keys(data, LEGACY_KEYS, source=source), source=source)
+        return from_dict(cls, data, source=source)
 
     @property
     def policy_rows_per_step(self) -> int:

@@ -12,7 +12,7 @@ an approximation of the released bf16 model) never writes MathEpisodes' ``ANSWER
 :data:`SMOLLM2_WARM_START` the warm start's settings; docs/training.md has the measured numbers.
 
 Example:
-    >>> SMOLLM2_TRAIN["env_kwargs"]["max_attempts"], SMOLLM2_WARM_START.lora_r == SMOLLM2_TRAIN["lora"]["r"]
+    >>> SMOLLM2_TRAIN["env_kwargs"]["max_attempts"], SMOLLM2_WARM_START.lora.r == SMOLLM2_TRAIN["lora"]["r"]
     (3, True)
 """
 
@@ -32,7 +32,9 @@ ENV_ID = "turnkit/MathEpisodes-v0"
 ENV_KWARGS: dict[str, Any] = {"difficulty": 2, "kinds": ["arithmetic"], "max_attempts": 3, "max_episode_steps": 4}
 """The task: the 4-turn cut only matters for a model that does not answer (three attempts end it first)."""
 
-SMOLLM2_WARM_START = WarmStartConfig(demos=64, retry_demos=64, retry_spread=12, steps=30, batch_size=8, lr=2e-3)
+SMOLLM2_WARM_START = WarmStartConfig(
+    demos=64, retry_demos=64, retry_spread=12, steps=30, batch_size=8, optim={"lr": 2e-3}
+)
 """The warm start's settings (:class:`~turnkit.train.warmstart.WarmStartConfig`)."""
 
 SMOLLM2_TRAIN: dict[str, Any] = {

@@ -69,7 +69,7 @@ from turnkit.search.pairs import PairConfig, PreferencePair, read_pairs, tree_pa
 from turnkit.search.render import render_html, render_png
 from turnkit.search.tree import SearchTree, jsonable
 from turnkit.search.values import ValueFn
-from turnkit.train.dpo import DPOConfig
+from turnkit.train.dpo import DPOConfig, upgrade_dpo_config
 from turnkit.train.run import Run, config_diff
 
 STATE_VERSION = 1
@@ -262,8 +262,10 @@ def _load_state(out: Path, config: SynthConfig) -> dict[str, Any]:
         )
     if state.get("version") != STATE_VERSION:
         raise DataError(f"unsupported synth state version {state.get('version')!r}", path=path)
-    new = config.to_dict()
-    diff = config_diff(state.get("config", {}), new, allowed={"iterations"})
+    new, saved = config.to_dict(), dict(state.get("config", {}))
+    if isinstance(saved.get("dpo"), Mapping):  # flat lr, lora_r ... of states written before DPOConfig's tables
+        saved["dpo"] = upgrade_dpo_config(saved["dpo"])
+    diff = config_diff(saved, new, allowed={"iterations"})
     if diff:
         raise ConfigError(f"{out} holds a synth run with a different config (fields {diff}); use another --out")
     if len(state["iterations"]) > config.iterations:
@@ -412,9 +414,9 @@ def _train(
 
     if not agent.has_adapter:
         agent.attach_lora(
-            r=config.dpo.lora_r,
-            alpha=config.dpo.lora_alpha,
-            target_modules=config.dpo.lora_targets,
+            r=config.dpo.lora.r,
+            alpha=config.dpo.lora.alpha,
+            target_modules=config.dpo.lora.targets,
             seed=config.dpo.seed,
         )
     summary: dict[str, Any] = {"pairs": len(pairs), "steps": 0}

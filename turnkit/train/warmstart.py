@@ -27,18 +27,19 @@ import json
 import os
 import time
 from collections.abc import Mapping
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import gymnasium
 import torch
 
 from turnkit.agents.hf import HFPolicy
-from turnkit.configs import check_float, check_int
+from turnkit.configs import check_int, flat_dict, table_field
 from turnkit.envs.math.oracle import RetryOracle
 from turnkit.errors import ConfigError
-from turnkit.learners.learner import Learner, LoraConfig
+from turnkit.learners.config import check_rank, flat_keys
+from turnkit.learners.learner import Learner, LoraConfig, OptimConfig
 from turnkit.models.recipe import BUILD_THREADS, write_folder_atomically
 from turnkit.models.sft import SFTConfig, train_sft
 from turnkit.models.threads import torch_threads
@@ -54,14 +55,30 @@ INFO_FILE = "turnkit_warmstart.json"
 """The file in each cached adapter folder that records the settings and the SFT's numbers."""
 
 
+WARM_START_OPTIM = OptimConfig(lr=2e-3, warmup_steps=5, schedule="cosine", min_lr_ratio=0.1)
+"""Default :attr:`WarmStartConfig.optim`: peak 2e-3 after 5 warmup steps, cosine to 10%, clipped at norm 1."""
+
+
 @dataclass(frozen=True)
 class WarmStartConfig:
     """Settings of :func:`warm_start`. Validated on construction.
 
     Example:
-        >>> WarmStartConfig().lora_r, WarmStartConfig(lr=1.0).lr
+        >>> WarmStartConfig().lora.r, WarmStartConfig(optim={"lr": 1.0}).optim.lr
         (8, 1.0)
+        >>> WarmStartConfig(lora={"r": 0})
+        Traceback (most recent call last):
+        ...
+        turnkit.errors.ConfigError: WarmStartConfig.lora.r must be an int >= 1, got 0
     """
+
+    FLAT_KEYS: ClassVar[dict[str, tuple[str, str]]] = flat_keys("lr", "warmup_steps", "lora_r", "lora_alpha")
+    """Keys written flat before the ``optim`` and ``lora`` tables; they move into them with a ``FutureWarning``."""
+    FLAT_ORDER: ClassVar[tuple[str, ...]] = (
+        "demos", "retry_demos", "retry_spread", "steps", "batch_size", "lr", "warmup_steps", "lora_r", "lora_alpha",
+        "seed",
+    )  # fmt: skip
+    """The fields before the tables, in order: the cache key hashes this shape (:meth:`cache_dict`)."""
 
     demos: int = 64
     """Oracle episodes (seeds ``0 ..``): one correct turn each."""
@@ -73,25 +90,38 @@ class WarmStartConfig:
     """SFT optimizer steps."""
     batch_size: int = 8
     """Rows per SFT step."""
-    lr: float = 2e-3
-    """Peak learning rate of the adapter (warmup, then cosine to 10%)."""
-    warmup_steps: int = 5
-    """Linear warmup steps."""
-    lora_r: int = 8
-    """LoRA rank (on q/k/v/o)."""
-    lora_alpha: int = 16
-    """LoRA alpha."""
+    optim: OptimConfig = field(default_factory=lambda: WARM_START_OPTIM)
+    """The adapter's AdamW (:class:`~turnkit.learners.learner.OptimConfig`): peak ``lr`` after ``warmup_steps``
+    (at most ``steps``), then cosine to ``min_lr_ratio`` of it."""
+    lora: LoraConfig = field(default_factory=LoraConfig)
+    """The adapter (:class:`~turnkit.learners.learner.LoraConfig`): rank ``r`` 8, ``alpha`` 16, on q/k/v/o."""
     seed: int = 0
     """Adapter initialisation and the SFT's row order."""
 
     def __post_init__(self) -> None:
-        check_int(self, "demos", "steps", "batch_size", "retry_spread", "lora_r", "lora_alpha", low=1)
-        check_int(self, "retry_demos", "warmup_steps", "seed", low=0)
-        check_float(self, "lr", low=0.0, open_low=True)
+        check_int(self, "demos", "steps", "batch_size", "retry_spread", low=1)
+        check_int(self, "retry_demos", "seed", low=0)
+        table_field(self, "optim", WARM_START_OPTIM)
+        table_field(self, "lora", LoraConfig())
+        check_rank(self)
 
     def lora_config(self) -> LoraConfig:
-        """The adapter the warm start trains."""
-        return LoraConfig(r=self.lora_r, alpha=self.lora_alpha)
+        """The adapter the warm start trains (``lora``)."""
+        return self.lora
+
+    def sft_config(self) -> SFTConfig:
+        """The SFT it runs: ``steps`` and ``batch_size`` over the rows, ``optim`` with the warmup cut to ``steps``."""
+        optim = replace(self.optim, warmup_steps=min(self.optim.warmup_steps, self.steps))
+        return SFTConfig(steps=self.steps, batch_size=self.batch_size, optim=optim, seed=self.seed)
+
+    def cache_dict(self) -> dict[str, Any]:
+        """The config as the cache key hashes it: the flat fields of before the tables (:func:`flat_dict`).
+
+        Example:
+            >>> WarmStartConfig(optim={"lr": 1e-2}).cache_dict()["lr"], WarmStartConfig().cache_dict()["lora_r"]
+            (0.01, 8)
+        """
+        return flat_dict(self)
 
 
 def demonstrations(
@@ -143,7 +173,7 @@ def warm_start_key(model_id: str, env_id: str, env_kwargs: Mapping[str, Any], cf
         "model": model_id,
         "env_id": env_id,
         "env_kwargs": dict(env_kwargs),
-        "config": asdict(cfg),
+        "config": cfg.cache_dict(),
         "version": VERSION,
         "torch": torch.__version__,
         "aten_cpu_capability": os.environ.get("ATEN_CPU_CAPABILITY", ""),
@@ -199,10 +229,7 @@ def warm_start(
     start = time.perf_counter()
     plain, retry = demonstrations(env_id, env_kwargs, cfg)
     rows = warm_start_rows(plain, retry, policy.tokenizer)
-    sft = SFTConfig(
-        steps=cfg.steps, batch_size=cfg.batch_size, lr=cfg.lr, warmup_steps=min(cfg.warmup_steps, cfg.steps),
-        seed=cfg.seed,
-    )  # fmt: skip
+    sft = cfg.sft_config()
     if policy.has_adapter:
         raise ConfigError("warm_start needs a policy without a LoRA adapter: it attaches its own")
     learner = Learner(policy, sft.optim_config(), lora=cfg.lora_config(), total_steps=sft.steps, seed=cfg.seed)
@@ -212,7 +239,7 @@ def warm_start(
         "model": model_id,
         "env_id": env_id,
         "env_kwargs": dict(env_kwargs),
-        "config": asdict(cfg),
+        "config": cfg.cache_dict(),
         "version": VERSION,
         "oracle_episodes": len(plain),
         "retry_episodes": len(retry),

@@ -44,9 +44,9 @@ import json
 import time
 import warnings
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, ClassVar, Literal
 
 import numpy as np
 import torch
@@ -57,8 +57,9 @@ from turnkit import configs
 from turnkit.agents.hf import HFPolicy
 from turnkit.critics.base import CriticResult
 from turnkit.errors import ConfigError, DataError
+from turnkit.learners.config import check_rank, flat_keys
 from turnkit.learners.irl import closed_form_reward, discriminator_loss, discriminator_reward
-from turnkit.learners.learner import Learner, OptimConfig
+from turnkit.learners.learner import Learner, LoraConfig, OptimConfig
 from turnkit.rollout.demos import turn_token_ids
 from turnkit.types import Trajectory
 
@@ -292,43 +293,52 @@ class RewardModel(torch.nn.Module):
 # ---------------------------------------------------------------------------------------------- the critics
 
 
+AFD_OPTIM = OptimConfig(lr=3e-4)
+"""Default :attr:`AfDConfig.optim`: AdamW at a constant 3e-4, no weight decay, clipped at norm 1."""
+AFD_LORA = LoraConfig(r=0)
+"""Default :attr:`AfDConfig.lora`: rank 0, every parameter of the reward model trains."""
+
+
 @dataclass(frozen=True)
 class AfDConfig:
     """Settings of :class:`AfDCritic` (training defaults of :meth:`AfDCritic.fit`). Validated on construction.
 
     Example:
-        >>> AfDConfig().lora_r
-        0
+        >>> AfDConfig().lora.r, AfDConfig().optim.lr
+        (0, 0.0003)
         >>> AfDConfig(steps=0)
         Traceback (most recent call last):
         ...
         turnkit.errors.ConfigError: AfDConfig.steps must be an int >= 1, got 0
     """
 
+    FLAT_KEYS: ClassVar[dict[str, tuple[str, str]]] = flat_keys(
+        "lr", "weight_decay", "max_grad_norm", "lora_r", "lora_alpha"
+    )
+    """Keys written flat before the ``optim`` and ``lora`` tables (older saved reward models); they move into
+    them with a ``FutureWarning``."""
+
     steps: int = 300
     """Optimizer steps of one :meth:`AfDCritic.fit`."""
     batch_size: int = 64
     """Samples per step, half positives and half negatives."""
-    lr: float = 3e-4
-    """AdamW learning rate."""
-    weight_decay: float = 0.0
-    """AdamW weight decay."""
-    max_grad_norm: float = 1.0
-    """Gradient clipping norm."""
-    lora_r: int = 0
-    """``0``: full fine-tuning; ``> 0``: LoRA rank on the backbone (the head always trains)."""
-    lora_alpha: int = 16
-    """LoRA alpha."""
     score_batch_size: int = 64
     """Samples per forward pass when scoring."""
     seed: int = 0
     """Head initialisation and minibatch order."""
+    optim: OptimConfig = field(default_factory=lambda: AFD_OPTIM)
+    """AdamW (:class:`~turnkit.learners.learner.OptimConfig`): ``lr`` 3e-4, ``weight_decay`` 0, gradient norm
+    clipped at ``max_grad_norm`` 1."""
+    lora: LoraConfig = field(default_factory=lambda: AFD_LORA)
+    """The backbone's adapter (:class:`~turnkit.learners.learner.LoraConfig`): ``r`` ``0`` trains every parameter,
+    ``> 0`` a LoRA of that rank and ``alpha`` on the backbone (the head always trains)."""
 
     def __post_init__(self) -> None:
-        configs.check_int(self, "steps", "batch_size", "score_batch_size", "lora_alpha")
-        configs.check_int(self, "lora_r", "seed", low=0)
-        configs.check_float(self, "lr", "max_grad_norm", low=0.0, open_low=True)
-        configs.check_float(self, "weight_decay", low=0.0)
+        configs.check_int(self, "steps", "batch_size", "score_batch_size")
+        configs.check_int(self, "seed", low=0)
+        configs.table_field(self, "optim", AFD_OPTIM)
+        configs.table_field(self, "lora", AFD_LORA)
+        check_rank(self, low=0)
 
 
 class AfDCritic:
@@ -367,7 +377,7 @@ class AfDCritic:
         cfg = config or AfDConfig()
         if policy.has_adapter:
             raise ConfigError("AfDCritic.from_policy needs a policy without a LoRA adapter; merge it first")
-        rm = RewardModel.from_causal_lm(policy.model, seed=cfg.seed, lora_r=cfg.lora_r, lora_alpha=cfg.lora_alpha)
+        rm = RewardModel.from_causal_lm(policy.model, seed=cfg.seed, lora_r=cfg.lora.r, lora_alpha=cfg.lora.alpha)
         return cls(rm, policy.tokenizer, cfg)
 
     @classmethod
@@ -376,13 +386,17 @@ class AfDCritic:
         path = Path(path)
         rm = RewardModel.from_pretrained(path)
         info = path / CONFIG_FILE
-        cfg = AfDConfig(**json.loads(info.read_text(encoding="utf-8"))["config"]) if info.is_file() else AfDConfig()
-        return cls(rm, AutoTokenizer.from_pretrained(path, local_files_only=True), replace(cfg, lora_r=0))
+        cfg = AfDConfig()
+        if info.is_file():  # written flat (lr, lora_r ...) before the tables: upgraded quietly
+            saved = json.loads(info.read_text(encoding="utf-8"))["config"]
+            cfg = configs.from_dict(AfDConfig, configs.upgrade_tables(AfDConfig, saved), source=str(info))
+        merged = replace(cfg, lora=replace(cfg.lora, r=0))
+        return cls(rm, AutoTokenizer.from_pretrained(path, local_files_only=True), merged)
 
     def save(self, path: str | Path) -> Path:
         """Write the reward model (``save_pretrained``), the tokenizer and the config into folder ``path``.
 
-        A LoRA reward model is saved merged, so it loads as a plain model (``lora_r = 0``).
+        A LoRA reward model is saved merged, so it loads as a plain model (``lora.r = 0``).
 
         Example:
             >>> import tempfile
@@ -398,7 +412,7 @@ class AfDCritic:
         """
         path = self.reward_model.save_pretrained(path)
         self.tokenizer.save_pretrained(path)
-        record = {"config": asdict(self.config), "trained_with_lora": self.reward_model.has_adapter}
+        record = {"config": configs.to_dict(self.config), "trained_with_lora": self.reward_model.has_adapter}
         (path / CONFIG_FILE).write_text(json.dumps(record, indent=2, sort_keys=True) + "\n", encoding="utf-8")
         return path
 
@@ -446,7 +460,7 @@ class AfDCritic:
             negatives: The negatives (initial-policy samples).
             steps: Optimizer steps (default ``config.steps``).
             batch_size: Samples per step (default ``config.batch_size``; at least 2).
-            lr: Learning rate (default ``config.lr``).
+            lr: Learning rate (default ``config.optim.lr``).
             seed: Minibatch order (default ``config.seed``).
             progress: Show a progress bar.
 
@@ -468,9 +482,7 @@ class AfDCritic:
         pos = self._side(trajectories, "positive")
         neg = self._side(negatives, "negative")
         rng = np.random.default_rng(cfg.seed if seed is None else seed)
-        optim = OptimConfig(
-            lr=cfg.lr if lr is None else lr, weight_decay=cfg.weight_decay, max_grad_norm=cfg.max_grad_norm
-        )
+        optim = cfg.optim if lr is None else replace(cfg.optim, lr=lr)
         learner = Learner(self.reward_model, optim)
         half = batch_size // 2
         orders: dict[str, list[int]] = {"pos": [], "neg": []}

@@ -56,7 +56,7 @@ from turnkit.critics.prime import PrimeConfig
 from turnkit.errors import ConfigError, DataError
 from turnkit.learners.advantages import prime_advantages
 from turnkit.learners.grpo import GRPOConfig, policy_loss
-from turnkit.learners.learner import Learner, LoraConfig, OptimConfig
+from turnkit.learners.learner import Learner
 from turnkit.learners.logprobs import gather_token_logprobs
 from turnkit.rollout.batch import TokenRow, collate
 from turnkit.types import Trajectory
@@ -240,8 +240,7 @@ class ImplicitPRM:
         self.config = config or PrimeConfig()
         self.prm = prm
         c = self.config
-        lora = LoraConfig(r=c.lora_r, alpha=c.lora_alpha)
-        self.learner = Learner(prm, OptimConfig(lr=c.prm_lr, max_grad_norm=c.max_grad_norm), lora=lora, seed=c.seed)
+        self.learner = Learner(prm, c.optim, lora=c.lora, seed=c.seed)
         """The PRM's adapter, AdamW and clipped step."""
         self._reference_cache: dict[tuple[_Segment, ...], list[Tensor]] = {}
 

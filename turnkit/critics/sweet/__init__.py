@@ -12,18 +12,25 @@ Example:
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, ClassVar
 
-from turnkit.configs import check_bool, check_choice, check_float, check_int, check_str
+from turnkit.configs import check_bool, check_choice, check_float, check_int, check_str, table_field
 from turnkit.critics.base import CriticContext, lazy_exports
 from turnkit.errors import ConfigError
+from turnkit.learners.config import LoraConfig, OptimConfig, check_rank, flat_keys
 
 if TYPE_CHECKING:
     from turnkit.critics.sweet.model import SweetCritic
 
 PRIVILEGED_TEMPLATE = "In light that the final answer is: {reference}."
 """How the training-time information is glued in front of the critic's conversation (from the paper's code)."""
+
+
+SWEET_OPTIM = OptimConfig(lr=1e-3)
+"""Default :attr:`SweetConfig.optim`: the critic's AdamW at a constant 1e-3, clipped at norm 1."""
+SWEET_LORA = LoraConfig(r=16, alpha=32)
+"""Default :attr:`SweetConfig.lora`: the critic's adapter, rank 16, alpha 32, on q/k/v/o."""
 
 
 @dataclass(frozen=True)
@@ -38,6 +45,12 @@ class SweetConfig:
         ...
         turnkit.errors.ConfigError: SweetConfig.template must contain '{reference}', got 'no field'
     """
+
+    FLAT_KEYS: ClassVar[dict[str, tuple[str, str]]] = flat_keys(
+        "lr", "max_grad_norm", "lora_r", "lora_alpha", "lora_targets"
+    )
+    """Keys written flat before the ``optim`` and ``lora`` tables (``critic.sweet.lr`` ...); they move into them
+    with a ``FutureWarning``."""
 
     reference_key: str | None = "answer"
     """Key of ``Task.privileged`` shown to the critic (rendered by
@@ -58,16 +71,6 @@ class SweetConfig:
     """Critic optimizer steps in :meth:`~turnkit.critics.sweet.model.SweetCritic.fit`."""
     batch_size: int = 16
     """Trajectory pairs per step."""
-    lr: float = 1e-3
-    """AdamW learning rate of the critic's LoRA adapter."""
-    max_grad_norm: float = 1.0
-    """Gradient clipping norm."""
-    lora_r: int = 16
-    """Critic LoRA rank."""
-    lora_alpha: int = 32
-    """Critic LoRA alpha."""
-    lora_targets: tuple[str, ...] = ("q_proj", "k_proj", "v_proj", "o_proj")
-    """Module names that get LoRA adapters."""
     max_pairs_per_task: int | None = 4
     """Trajectory pairs per task (``None``: all)."""
     require_success: float | None = 1.0
@@ -76,20 +79,28 @@ class SweetConfig:
     """Turns per forward pass when scoring."""
     seed: int = 0
     """LoRA initialisation, pair subsampling and batch order."""
+    optim: OptimConfig = field(default_factory=lambda: SWEET_OPTIM)
+    """The critic's AdamW (:class:`~turnkit.learners.learner.OptimConfig`): ``lr`` 1e-3, gradient norm clipped at
+    ``max_grad_norm`` 1."""
+    lora: LoraConfig = field(default_factory=lambda: SWEET_LORA)
+    """The critic's LoRA adapter (:class:`~turnkit.learners.learner.LoraConfig`): ``r`` 16, ``alpha`` 32,
+    ``targets`` q/k/v/o."""
 
     def __post_init__(self) -> None:
         check_choice(self, "trajectory_score", ("sum", "mean"))
         check_choice(self, "placement", ("prefix", "suffix"))
         if not isinstance(self.template, str) or "{reference}" not in self.template:
             raise ConfigError(f"SweetConfig.template must contain '{{reference}}', got {self.template!r}")
-        check_float(self, "beta", "lr", "max_grad_norm", low=0.0, open_low=True)
-        check_int(self, "steps", "batch_size", "lora_r", "lora_alpha", "score_batch_size")
+        check_float(self, "beta", low=0.0, open_low=True)
+        check_int(self, "steps", "batch_size", "score_batch_size")
         check_int(self, "max_pairs_per_task", optional=True)
         check_int(self, "seed", low=0)
         check_float(self, "require_success", optional=True)
         check_str(self, "reference_key", optional=True)
         check_bool(self, "length_normalize")
-        object.__setattr__(self, "lora_targets", tuple(self.lora_targets))
+        table_field(self, "optim", SWEET_OPTIM)
+        table_field(self, "lora", SWEET_LORA)
+        check_rank(self)
 
     @property
     def privileged(self) -> bool:

@@ -59,7 +59,7 @@ from turnkit.agents.hf import HFPolicy, chat_prompt_ids
 from turnkit.critics.base import CriticResult
 from turnkit.critics.sweet import SweetConfig
 from turnkit.errors import ConfigError, CriticError, DataError
-from turnkit.learners.learner import Learner, LoraConfig, OptimConfig
+from turnkit.learners.learner import Learner
 from turnkit.rollout.demos import completion_ids, turn_messages
 from turnkit.search.pairs import PreferencePair
 from turnkit.types import AgentTurn, Message, Task, Trajectory
@@ -285,10 +285,7 @@ class SweetCritic:
         self.critic = critic
         self._updates = 0
         cfg = self.config
-        lora = LoraConfig(r=cfg.lora_r, alpha=cfg.lora_alpha, targets=cfg.lora_targets)
-        self.learner = Learner(
-            critic, OptimConfig(lr=cfg.lr, max_grad_norm=cfg.max_grad_norm), lora=lora, seed=cfg.seed
-        )
+        self.learner = Learner(critic, cfg.optim, lora=cfg.lora, seed=cfg.seed)
         """The critic's adapter, AdamW (shared by every :meth:`fit`) and clipped step."""
 
     @classmethod
