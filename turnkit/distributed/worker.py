@@ -54,8 +54,6 @@ class EnvSpec:
 
     def make(self) -> gymnasium.Env:
         """A new env instance."""
-        import turnkit  # noqa: F401  (registers the built-in envs in this process)
-
         return gymnasium.make(self.env_id, **self.kwargs)
 
 

@@ -48,7 +48,6 @@ import numpy as np
 import torch
 from tqdm.auto import tqdm
 
-import turnkit  # noqa: F401  (registers the built-in envs)
 from turnkit.agents.hf import HFPolicy
 from turnkit.checkpoint import reading
 from turnkit.configs import check_float, check_int, check_str, from_dict, table_field, upgrade_tables

@@ -68,7 +68,6 @@ import numpy as np
 import torch
 from tqdm.auto import tqdm
 
-import turnkit  # noqa: F401  (registers the built-in envs)
 from turnkit.agents.hf import HFPolicy
 from turnkit.agents.kv_reuse import PrefixKV
 from turnkit.checkpoint import reading
