@@ -31,11 +31,12 @@ def batch(cfg: TrainConfig) -> tuple[int, int]:
 @pytest.mark.parametrize("model", ["smollm2", "smollm2-bf16"])
 def test_a_plain_smollm2_run_gets_the_model_batch(model: str, tmp_path: Path) -> None:
     cfg = run_config(train_args("--set", f"model={model}", "--out", str(tmp_path)))
-    assert batch(cfg) == (4, 4) == tuple(SMOLLM2_TRAIN.values())
+    assert batch(cfg) == (4, 4) == (SMOLLM2_TRAIN["groups_per_step"], SMOLLM2_TRAIN["grpo.group_size"])
     assert batch(cfg) != batch(PLAIN) and cfg.lora_rank() == 8
     changed = {k for k, v in cfg.to_dict().items() if v != PLAIN.to_dict()[k]}
-    assert changed == {"model", "groups_per_step", "grpo", "out_dir"}  # only the model's keys change
+    assert changed == {"model", "groups_per_step", "grpo", "rollout", "out_dir"}  # only the model's keys change
     assert cfg.grpo == dataclasses.replace(PLAIN.grpo, group_size=4)
+    assert cfg.rollout == dataclasses.replace(PLAIN.rollout, reuse_kv=True)  # its steps are mostly re-encoding
 
 
 def test_values_the_user_sets_win_even_when_they_equal_the_plain_defaults(tmp_path: Path) -> None:

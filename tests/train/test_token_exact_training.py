@@ -77,3 +77,12 @@ def test_a_template_that_rewrites_turns_is_refused_for_episode_rows(tmp_path: Pa
         train(run_config(tmp_path), policy=policy, progress=False)
     with pytest.warns(UserWarning, match="rendered again from text"):
         train(run_config(tmp_path / "turns", update={"batch_layout": "turns"}, steps=1), policy=policy, progress=False)
+
+
+def test_kv_reuse_across_turns_records_the_log_probs_the_learner_recomputes(tmp_path: Path) -> None:
+    policy = bpe_policy()
+    result = train(run_config(tmp_path, rollout={"reuse_kv": True}), policy=policy, progress=False)
+    assert policy.kv is not None and policy.kv.reused_tokens > 0  # later turns fed only the env's reply
+    steps = [r for r in result.history if "ratio_max" in r]
+    # one pass, one minibatch: the learner's log-probs of the sampled tokens are the recorded ones
+    assert steps and all(abs(r["ratio_max"] - 1.0) < 5e-5 for r in steps)  # misplaced positions: 3e-4
