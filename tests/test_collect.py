@@ -286,6 +286,23 @@ def test_an_empty_token_turn_within_a_budget_ends_the_episode() -> None:
     assert len(traj.steps) == 1 and traj.steps[0].truncated and traj.error is None
 
 
+def test_a_conversation_that_outgrows_the_context_window_ends_truncated_without_a_budget() -> None:
+    from turnkit.agents.hf import HFPolicy
+    from turnkit.models.tiny import TinyModelConfig, build_tiny_model
+    from turnkit.rollout.batch import build_turn_batch
+    from turnkit.rollout.chat import ChatDelta
+
+    tok = Tokens().tokenizer
+    cfg = TinyModelConfig(hidden_size=32, num_layers=1, num_heads=2, intermediate_size=64, max_position_embeddings=96)
+    policy = HFPolicy(build_tiny_model(tok, cfg, seed=0), tok, max_new_tokens=8)
+    trajs = collect_batch(envs(3), policy, [0, 1, 2], chat=ChatDelta(tok))
+    assert all(t.error is None for t in trajs)
+    cut = [t for t in trajs if t.steps[-1].truncated and not t.steps[-1].terminated]
+    assert cut, "96 positions should not hold five turns of this env"
+    assert all(s.action.token_ids for t in trajs for s in t.steps)  # no empty turn reaches the env or a learner
+    build_turn_batch(trajs, pad_id=0)  # token-in/token-out rows build (an empty turn raises DataError)
+
+
 def test_stop_ends_an_episode_truncated() -> None:
     seen = []
 

@@ -145,7 +145,10 @@ def collect_batch(
         agent: The policy; called once per round with all live contexts.
         seeds: The reset seed of each episode.
         groups: Optional group index per episode (recorded on the trajectory).
-        max_turns: Stop episodes after this many turns (marked truncated) when the env has no time limit.
+        max_turns: Stop episodes after this many turns (marked truncated) when the env has no time limit. An
+            episode whose agent answers ``finish_reason="prompt_too_long"`` (its conversation outgrew the model's
+            context window) ends before that turn, its last step marked truncated; on its first turn it is an
+            agent error.
         reset_options: Optional ``reset(options=...)`` per episode.
         chat: Token-exact contexts over this chat template (see the module docstring); it must wrap the
             agent's tokenizer. ``None``: contexts carry only messages.
@@ -211,6 +214,9 @@ def collect_batch(
                 if not turn.token_ids:  # nothing generated: no room in the model's context window
                     _end_empty(ep, turn)
                     continue
+            if turn.finish_reason == "prompt_too_long":  # the conversation outgrew the model's context window
+                _end_empty(ep, turn)
+                continue
             _advance(ep, turn, max_turns)
             if stop is not None and not ep.done and stop(_freeze(ep)):
                 _truncate(ep)
