@@ -178,6 +178,40 @@ def test_online_fit_separates_correct_from_wrong(tok) -> None:
     assert n == 4 and acc == 1.0
 
 
+@pytest.mark.parametrize("labels", ["episode", "turn"])
+def test_turn_labels_train_a_won_episodes_wrong_attempt_down(tok, labels: str) -> None:
+    # won episodes: a wrong attempt (token 70, reward 0), then the right one (token 60, reward 1)
+    batch = [_traj([(70, 2), (60, 2)], True, g) for g in range(4)]
+    prm = ImplicitPRM(_policy(tok), PrimeConfig(optim={"lr": 3e-2}, lora={"r": 4}, labels=labels))
+    for _ in range(10):
+        prm.fit(batch)
+    wrong, right = prm.score(batch[0]).step_rewards
+    assert right > 0
+    # the episode's outcome labels its wrong attempt right too; the turn's own reward labels it wrong
+    assert (wrong < 0) == (labels == "turn")
+
+
+def test_turn_labels_are_the_turns_rewards_one_bce_row_each(tok, monkeypatch: pytest.MonkeyPatch) -> None:
+    import turnkit.critics.prime.model as prime_model
+
+    seen: list[tuple[int, list[float]]] = []
+    real = prime_model.prm_bce_loss
+
+    def spy(prm_lp, ref_lp, mask, labels, **kwargs):
+        seen.append((int(prm_lp.shape[0]), labels.tolist()))
+        return real(prm_lp, ref_lp, mask, labels, **kwargs)
+
+    monkeypatch.setattr(prime_model, "prm_bce_loss", spy)
+    batch = [_traj([(70, 2), (60, 2)], True), _traj([(70, 2), (71, 2), (72, 2)], False)]
+    ImplicitPRM(_policy(tok), PrimeConfig(labels="turn")).fit(batch)
+    ImplicitPRM(_policy(tok)).fit(batch)
+    assert seen == [(5, [0.0, 1.0, 0.0, 0.0, 0.0]), (2, [1.0, 0.0])]
+    with pytest.raises(ConfigError, match="labels per trajectory"):
+        ImplicitPRM(_policy(tok), PrimeConfig(labels="turn")).fit(batch, labels=[1.0, 0.0])
+    with pytest.raises(ConfigError, match="labels"):
+        PrimeConfig(labels="step")
+
+
 def test_prime_update_filters_rewards_then_fits(tok) -> None:
     policy = _policy(tok)
     prm = ImplicitPRM.from_policy(policy, PrimeConfig(lora={"r": 4}))

@@ -8,9 +8,10 @@ Example:
     >>> from turnkit.critics.registry import critic_config
     >>> critic_config("prime", {"beta": 0.1}, seed=3)
     PrimeConfig(beta=0.1, prm_minibatches=1, acc_low=0.2, acc_high=0.8, process_coef=1.0, gamma=1.0, \
-policy_minibatches=1, clip_eps=0.2, score_batch_size=64, prm_chunk=8, seed=3, optim=OptimConfig(lr=0.001, \
-weight_decay=0.0, max_grad_norm=1.0, warmup_steps=0, schedule='constant', min_lr_ratio=0.1, betas=(0.9, 0.999), \
-eps=1e-08), lora=LoraConfig(r=16, alpha=32, dropout=0.0, targets=('q_proj', 'k_proj', 'v_proj', 'o_proj')))
+policy_minibatches=1, clip_eps=0.2, score_batch_size=64, prm_chunk=8, seed=3, labels='episode', \
+optim=OptimConfig(lr=0.001, weight_decay=0.0, max_grad_norm=1.0, warmup_steps=0, schedule='constant', \
+min_lr_ratio=0.1, betas=(0.9, 0.999), eps=1e-08), lora=LoraConfig(r=16, alpha=32, dropout=0.0, \
+targets=('q_proj', 'k_proj', 'v_proj', 'o_proj')))
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, ClassVar
 
-from turnkit.configs import check_float, check_int, table_field
+from turnkit.configs import check_choice, check_float, check_int, table_field
 from turnkit.critics.base import CriticContext, lazy_exports
 from turnkit.errors import ConfigError
 from turnkit.learners.config import LoraConfig, OptimConfig, check_rank, flat_keys
@@ -27,6 +28,8 @@ if TYPE_CHECKING:
     from turnkit.critics.prime.model import ImplicitPRM
 
 
+PRM_LABELS = ("episode", "turn")
+"""The values of :attr:`PrimeConfig.labels`."""
 PRM_OPTIM = OptimConfig(lr=1e-3)
 """Default :attr:`PrimeConfig.optim`: the PRM's AdamW at a constant 1e-3, clipped at norm 1."""
 PRM_LORA = LoraConfig(r=16, alpha=32)
@@ -76,6 +79,11 @@ class PrimeConfig:
     memory bounded by the chunk, not the batch)."""
     seed: int = 0
     """PRM LoRA initialisation."""
+    labels: str = "episode"
+    """What the PRM's BCE is trained on: ``"episode"`` (PRIME: one response, the whole episode, labelled by its
+    outcome) or ``"turn"`` (each turn a response, labelled by its own env reward clipped to ``[0, 1]``: for envs
+    that grade every attempt, such as MathEpisodes' retries, where a won episode's wrong attempts would otherwise
+    be labelled right)."""
     optim: OptimConfig = field(default_factory=lambda: PRM_OPTIM)
     """The PRM's AdamW (:class:`~turnkit.learners.learner.OptimConfig`): ``lr`` 1e-3, gradient norm clipped at
     ``max_grad_norm`` 1 (the policy's learner clips by the run's own ``optim``)."""
@@ -90,6 +98,7 @@ class PrimeConfig:
             raise ConfigError(f"PrimeConfig needs acc_low <= acc_high, got {self.acc_low}, {self.acc_high}")
         check_int(self, "prm_minibatches", "policy_minibatches", "score_batch_size", "prm_chunk")
         check_int(self, "seed", low=0)
+        check_choice(self, "labels", PRM_LABELS)
         check_float(self, "process_coef", low=0.0)
         check_float(self, "clip_eps", low=0.0, high=1.0, open_low=True, open_high=True)
         table_field(self, "optim", PRM_OPTIM)

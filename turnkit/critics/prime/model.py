@@ -59,7 +59,7 @@ from turnkit.learners.grpo import GRPOConfig, policy_loss
 from turnkit.learners.learner import Learner
 from turnkit.learners.logprobs import gather_token_logprobs
 from turnkit.rollout.batch import TokenRow, collate
-from turnkit.types import Trajectory
+from turnkit.types import Step, Trajectory
 
 # ---------------------------------------------------------------------------------------------- kernels
 
@@ -363,9 +363,13 @@ class ImplicitPRM:
         """
         if not trajectories:
             raise DataError("ImplicitPRM.fit got no trajectories")
+        per_turn = self.config.labels == "turn"
+        if per_turn and labels is not None:
+            raise ConfigError("ImplicitPRM.fit takes labels per trajectory only with PrimeConfig.labels='episode'")
         labels = [float(t.success) for t in trajectories] if labels is None else [float(x) for x in labels]
         turns = [_turn_ids(t, i) for i, t in enumerate(trajectories)]
-        base_by_traj = [torch.cat(ep) for ep in self._reference_logprobs(turns)]
+        base = self._reference_logprobs(turns)
+        rows_of = [len(ep) if per_turn else 1 for ep in turns]  # BCE rows per trajectory: its turns, or itself
         n = len(trajectories)
         size = math.ceil(n / self.config.prm_minibatches)
         sums: dict[str, float] = defaultdict(float)
@@ -376,16 +380,34 @@ class ImplicitPRM:
             for start in range(0, len(idx), self.config.prm_chunk):  # accumulate: one chunk's graph at a time
                 chunk = idx[start : start + self.config.prm_chunk]
                 logp = self._turn_logprobs(self.prm, [turns[i] for i in chunk], grad=True)
-                prm_lp, mask = _pad([torch.cat(ep) for ep in logp])
-                ref_lp, _ = _pad([base_by_traj[i] for i in chunk])
-                outcome = torch.tensor([labels[i] for i in chunk], device=prm_lp.device)
+                if per_turn:
+                    prm_rows, ref_rows = [t for ep in logp for t in ep], [t for i in chunk for t in base[i]]
+                    targets = [turn_label(step) for i in chunk for step in trajectories[i].steps]
+                else:
+                    prm_rows, ref_rows = [torch.cat(ep) for ep in logp], [torch.cat(base[i]) for i in chunk]
+                    targets = [labels[i] for i in chunk]
+                prm_lp, mask = _pad(prm_rows)
+                ref_lp, _ = _pad(ref_rows)
+                outcome = torch.tensor(targets, device=prm_lp.device)
                 loss, metrics = prm_bce_loss(prm_lp, ref_lp.to(prm_lp.device), mask, outcome, beta=self.config.beta)
-                (loss * (len(chunk) / len(idx))).backward()
+                share = sum(rows_of[i] for i in chunk)
+                (loss * (share / sum(rows_of[i] for i in idx))).backward()
                 for key, value in metrics.items():
-                    sums[key] += value * len(chunk) / n
+                    sums[key] += value * share / sum(rows_of)
             self.learner.step()
         self.prm.model.eval()
         return {f"prm_{k}": v for k, v in sums.items()}
+
+
+def turn_label(step: Step) -> float:
+    """A turn's PRM label with ``PrimeConfig.labels="turn"``: its env reward, clipped to ``[0, 1]``.
+
+    Example:
+        >>> from turnkit.types import AgentTurn
+        >>> [turn_label(Step("q", AgentTurn("a"), r)) for r in (0.0, 1.0, 0.4, -1.0, 2.0)]
+        [0.0, 1.0, 0.4, 0.0, 1.0]
+    """
+    return min(1.0, max(0.0, float(step.reward)))
 
 
 def _group(trajectory: Trajectory) -> Any:
