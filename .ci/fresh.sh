@@ -30,7 +30,8 @@
 # Chromium); the EXIT trap does that and checks it. The root's dockerd shares the host's network namespace
 # (apt and pip need the network), so it must keep off the host dockerd's docker0 bridge: the root's
 # /etc/docker/daemon.json (read by any dockerd, whatever .ci/docker.sh passes) gives it its own bridge,
-# tkfresh0 (created here on $TURNKIT_FRESH_BRIDGE_CIDR, default 10.199.254.1/24, deleted on exit), and
+# $TURNKIT_FRESH_BRIDGE (default tkfresh0; a second run at once needs its own name and CIDR), created here on
+# $TURNKIT_FRESH_BRIDGE_CIDR (default 10.199.254.1/24) and deleted on exit, and
 # ip-forward off, so that it changes no host setting. (Not bridge "none": then dockerd deletes any docker0 it
 # finds, the host's. Not a cgroup-parent of its own: DockerSandbox reads OOM kills from .../docker/<id>.)
 # Its socket, state, containerd and data root are the root's own /run and /var/lib/docker; the cgroups of
@@ -70,7 +71,7 @@ stamp=$(date -u +%Y%m%dT%H%M%SZ)
 work=${TURNKIT_FRESH_WORK:-/var/tmp/turnkit-fresh}/$stamp
 root=$work/root
 logs=$cache/logs/$stamp
-bridge=tkfresh0
+bridge=${TURNKIT_FRESH_BRIDGE:-tkfresh0}
 bridge_cidr=${TURNKIT_FRESH_BRIDGE_CIDR:-10.199.254.1/24}
 export DEBIAN_FRONTEND=noninteractive
 
