@@ -83,13 +83,13 @@ RECIPE: dict[str, Any] = {
     "env_kwargs": {},
     "split": "id",
     "model": "tiny-agent",
-    "steps": 10,
-    "groups_per_step": 4,
+    "steps": 30,
+    "groups_per_step": 8,
     "grpo": {"group_size": 4},
-    "optim": {"lr": 2e-4},
+    "optim": {"lr": 5e-4},
     "sampling": {"temperature": 1.0, "max_new_tokens": 128},
     "eval": {"every": 0, "seed": EVAL_SEED, "episodes": EVAL_EPISODES},
-    "log": {"checkpoint_every": 10, "rollouts_every": 0},
+    "log": {"checkpoint_every": 30, "rollouts_every": 0},
 }
 """The shared RL recipe (step 0 of the write-up sizes it to the shared box)."""
 
