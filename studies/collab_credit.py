@@ -82,6 +82,7 @@ RECIPE: dict[str, Any] = {
     "env_id": "turnkit/CollabCode-v0",
     "env_kwargs": {},
     "split": "id",
+    "max_turns": 8,
     "model": "tiny-agent",
     "steps": 30,
     "groups_per_step": 8,
@@ -166,8 +167,9 @@ def episode_measures(trajectory: Trajectory) -> dict[str, float]:
     }
 
 
-def evaluate(policy: Any, episodes: int, split: str = "id", batch: int = 64) -> dict[str, Any]:
-    """Held-out episodes (seeds ``EVAL_SEED ..``), greedy and at T = 1: each measure's mean and the errors."""
+def evaluate(policy: Any, episodes: int, max_turns: int | None = None, batch: int = 64) -> dict[str, Any]:
+    """Held-out episodes (seeds ``EVAL_SEED ..``), greedy and at T = 1, cut after ``max_turns`` turns as in
+    training: each measure's mean, the errors and the share of episodes cut before an answer."""
     out: dict[str, Any] = {}
     views = {
         "greedy": policy.with_sampling(temperature=0.0),
@@ -175,11 +177,11 @@ def evaluate(policy: Any, episodes: int, split: str = "id", batch: int = 64) -> 
     }
     for decoding in DECODINGS:
         view = views[decoding]
-        envs = [gymnasium.make("turnkit/CollabCode-v0", split=split) for _ in range(min(batch, episodes))]
+        envs = [gymnasium.make(RECIPE["env_id"], split=RECIPE["split"]) for _ in range(min(batch, episodes))]
         trajs: list[Trajectory] = []
         for lo in range(0, episodes, len(envs)):
             seeds = [EVAL_SEED + i for i in range(lo, min(lo + len(envs), episodes))]
-            trajs.extend(collect_batch(envs[: len(seeds)], view, seeds))
+            trajs.extend(collect_batch(envs[: len(seeds)], view, seeds, max_turns=max_turns))
         for env in envs:
             env.close()
         clean = [t for t in trajs if t.error is None]
@@ -189,6 +191,7 @@ def evaluate(policy: Any, episodes: int, split: str = "id", batch: int = 64) -> 
             "errors": len(trajs) - len(clean),
             **{m: float(np.mean([r[m] for r in rows])) for m in MEASURES},
             "asked_any": float(np.mean([r["questions"] > 0 for r in rows])),
+            "cut": float(np.mean([t.steps[-1].truncated for t in clean])),
         }
     return out
 
@@ -238,7 +241,8 @@ def run_start(args: argparse.Namespace) -> None:
         return
     started = time.time()
     cfg = arm_config(CONTROL, 0, str(Path(args.runs) / args.path / "start"), eval_episodes=args.eval_episodes)
-    result = {"model": cfg.model, "eval": evaluate(build_policy(cfg, progress=False), args.eval_episodes)}
+    policy = build_policy(cfg, progress=False)
+    result = {"model": cfg.model, "eval": evaluate(policy, args.eval_episodes, cfg.max_turns)}
     write_result(file, result, started=started)
     print(f"start {args.path}: {json.dumps(result['eval'])}", flush=True)
 
@@ -257,7 +261,7 @@ def run_seed(args: argparse.Namespace, arm: str, seed: int) -> None:
         "train_config": cfg.to_dict(),
         "steps": [step_keys(r) for r in run.history if "tied_frac" in r],
         "train_s": round(train_s, 1),
-        "eval": evaluate(run.policy, args.eval_episodes),
+        "eval": evaluate(run.policy, args.eval_episodes, cfg.max_turns),
         "eval_s": round(time.time() - t0, 1),
     }
     write_result(seed_file(args.out, args.path, arm, seed), result, started=started)
