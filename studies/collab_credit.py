@@ -82,7 +82,7 @@ RECIPE: dict[str, Any] = {
     "env_id": "turnkit/CollabCode-v0",
     "env_kwargs": {},
     "split": "id",
-    "max_turns": 8,
+    "max_turns": 6,
     "model": "tiny-agent",
     "steps": 30,
     "groups_per_step": 8,
