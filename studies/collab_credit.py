@@ -17,6 +17,10 @@ Protocol:
     the outcome's RLOO advantage), as ``dense_credit.py``'s oracle arm;
   - ``oracle-mrt``: the same credit through ``mrt`` (gains summed from each turn on).
 
+* :data:`RECIPE`: 30 steps of 8 groups x 4 at T = 1, lr 5e-4 (the tiny quickstart's), 128 new tokens a turn,
+  episodes cut after 6 turns (``max_turns``; cut = no answer, reward 0). The cut keeps every prompt inside the
+  agent's 1024 positions: with the env's 10 turns a trained agent that asks on and on reached a 1035-id prompt,
+  generated nothing, and the loop's batch builder stopped the run (``results/collab_credit/earlier-10turns/``).
 * RL seeds 0-4 (task draws, sampling, update order); the loop keeps the held-out seeds out of training.
 * Held-out: :data:`EVAL_EPISODES` tasks (seeds from :data:`EVAL_SEED`; the agent's SFT data are seeds from
   1,000,000), one episode each, greedy and at T = 1 (a fixed sampling seed), before RL (``start.json``) and after
