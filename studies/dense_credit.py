@@ -115,7 +115,7 @@ def check_arms(arms: Sequence[str], *, runnable: bool, steps: int | None = None)
         >>> check_arms(["orcale"], runnable=True)
         Traceback (most recent call last):
         ...
-        SystemExit: unknown arm 'orcale'; the arms are grpo, oracle, oracle-binary, prime, mrt, pav
+        SystemExit: unknown arm 'orcale'; the arms are grpo, oracle, oracle-binary, prime, prime-turn, mrt, pav
         >>> check_arms(["grpo"], runnable=True)
         Traceback (most recent call last):
         ...
