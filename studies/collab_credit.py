@@ -53,11 +53,12 @@ import gymnasium
 import numpy as np
 import torch
 from common.provenance import write_result
+from common.seeds import load_seeds, paired
+from common.seeds import pending as seeds_pending
 
 import turnkit  # noqa: F401  (registers the envs)
 from turnkit.critics.oracle import collab_code_values
 from turnkit.rollout.collect import collect_batch
-from turnkit.stats import mean_ci
 from turnkit.train.config import TrainConfig
 from turnkit.train.loop import build_policy, train
 from turnkit.types import Trajectory
@@ -235,7 +236,7 @@ def pending(out: str | Path, arms: Sequence[str], path: str, seeds: Sequence[int
         ...     pending(d, ["grpo", "oracle"], "native", [0, 1])
         [('oracle', 0), ('grpo', 1), ('oracle', 1)]
     """
-    return [(a, s) for s in seeds for a in arms if not seed_file(out, path, a, s).is_file()]
+    return seeds_pending(arms, seeds, done=lambda arm, seed: seed_file(out, path, arm, seed).is_file())
 
 
 def run_start(args: argparse.Namespace) -> None:
@@ -270,28 +271,6 @@ def run_seed(args: argparse.Namespace, arm: str, seed: int) -> None:
     }
     write_result(seed_file(args.out, args.path, arm, seed), result, started=started)
     print(f"{arm} {args.path} seed {seed}: train {train_s:.0f} s, {json.dumps(result['eval'])}", flush=True)
-
-
-def paired(diffs: Sequence[float]) -> dict[str, Any]:
-    """Mean of paired differences with its Student-t 95% interval (``None`` bounds below two pairs).
-
-    Example:
-        >>> d = paired([0.1, 0.2, 0.3])
-        >>> round(d["mean"], 3), [round(x, 3) for x in d["ci95"]]
-        (0.2, [-0.048, 0.448])
-        >>> paired([0.05])
-        {'mean': 0.05, 'ci95': [None, None]}
-    """
-    if len(diffs) < 2:
-        return {"mean": diffs[0], "ci95": [None, None]}
-    mean, lo, hi = mean_ci(diffs)
-    return {"mean": mean, "ci95": [lo, hi]}
-
-
-def load_seeds(folder: Path) -> dict[int, dict[str, Any]]:
-    """The seed files of one arm and float path, by seed."""
-    files = sorted(folder.glob("seed-*.json"))
-    return {d["seed"]: d for d in (json.loads(p.read_text()) for p in files)}
 
 
 def summarize_path(folder: Path) -> dict[str, Any]:

@@ -58,9 +58,10 @@ from typing import Any
 import torch
 from common.credit_agreement import run_agreement
 from common.provenance import machine_record, write_result
+from common.seeds import load_seeds, paired
+from common.seeds import pending as seeds_pending
 from smollm2_grpo import STEP_KEYS, evaluate
 
-from turnkit.stats import mean_ci
 from turnkit.train.config import TrainConfig
 from turnkit.train.loop import train
 from turnkit.train.quickstart_smollm2 import SMOLLM2_TRAIN, smollm2_start_policy
@@ -254,7 +255,7 @@ def pending(out: str | Path, arms: Sequence[str], path: str, seeds: Sequence[int
         ...     pending(d, ["oracle", "prime"], "native", [0, 1])
         [('prime', 0), ('oracle', 1), ('prime', 1)]
     """
-    return [(a, s) for s in seeds for a in arms if not seed_file(out, a, path, s).is_file()]
+    return seeds_pending(arms, seeds, done=lambda arm, seed: seed_file(out, arm, path, seed).is_file())
 
 
 def run_all(args: argparse.Namespace) -> None:
@@ -282,25 +283,6 @@ def _mean(values: Sequence[float]) -> float:
 
 def _finite(x: float) -> float | None:
     return None if math.isnan(x) else x
-
-
-def paired(diffs: Sequence[float]) -> dict[str, Any]:
-    """Mean of paired differences with its Student-t 95% interval (``None`` bounds below two seeds).
-
-    Example:
-        >>> round(paired([0.1, 0.2, 0.3])["mean"], 3), paired([0.05])
-        (0.2, {'mean': 0.05, 'ci95': [None, None]})
-    """
-    if len(diffs) < 2:
-        return {"mean": diffs[0], "ci95": [None, None]}
-    mean, lo, hi = mean_ci(diffs)
-    return {"mean": mean, "ci95": [lo, hi]}
-
-
-def load_seeds(folder: Path) -> dict[int, dict[str, Any]]:
-    """The seed files of one arm and float path, by seed."""
-    files = sorted(folder.glob("seed-*.json"))
-    return {d["seed"]: d for d in (json.loads(p.read_text()) for p in files)}
 
 
 def summarize(out: Path, control: Path) -> dict[str, Any]:
