@@ -22,6 +22,8 @@ Protocol: everything as in ``smollm2_grpo.py`` and ``smollm2_prime.py``, seed fo
   - ``prime``: PRIME's implicit PRM through ``prime`` (RLOO on each source).
   - ``prime-turn``: the same PRM trained on each turn's own reward instead of the episode's outcome
     (``labels = "turn"``): with retries, a won episode's wrong attempts are otherwise labelled right.
+  - ``prime-norm``: ``prime`` with PRIME's own process scale (``norm = "batch"``, its code's
+    ``prime_norm = batch_norm``): the process rewards divided by the batch's largest process return-to-go.
   - ``mrt``: MRT's progress (live-policy one-turn samples) through ``mrt`` (progress as rewards-to-go).
   - ``pav``: PAV's prover advantage (frozen-start rollouts) through ``pav``.
 
@@ -75,6 +77,7 @@ ARMS: dict[str, tuple[dict[str, Any] | None, str]] = {
     "oracle-binary": ({"oracle": {"weight": 1.0, "partial": False}}, "pav"),
     "prime": ({"prime": {"weight": 1.0}}, "prime"),
     "prime-turn": ({"prime": {"weight": 1.0, "labels": "turn"}}, "prime"),
+    "prime-norm": ({"prime": {"weight": 1.0, "norm": "batch"}}, "prime"),
     "mrt": ({"mrt": {"weight": 1.0}}, "mrt"),
     "pav": ({"pav": {"weight": 1.0}}, "pav"),
 }
@@ -116,7 +119,7 @@ def check_arms(arms: Sequence[str], *, runnable: bool, steps: int | None = None)
         >>> check_arms(["orcale"], runnable=True)
         Traceback (most recent call last):
         ...
-        SystemExit: unknown arm 'orcale'; the arms are grpo, oracle, oracle-binary, prime, prime-turn, mrt, pav
+        SystemExit: unknown arm 'orcale'; the arms are grpo, oracle, oracle-binary, prime, prime-turn, prime-norm, mrt, pav
         >>> check_arms(["grpo"], runnable=True)
         Traceback (most recent call last):
         ...
@@ -444,7 +447,7 @@ def plot(summary: Mapping[str, Any], path: Path) -> None:
     fig, axes = plt.subplots(len(paths), 2, figsize=(10, 3.4 * len(paths)), squeeze=False, sharey=True)
     colors = {
         "grpo": "#3a7bd5", "oracle": "#2ca02c", "oracle-binary": "#17becf",
-        "prime": "#d5793a", "prime-turn": "#e8a33d", "mrt": "#9467bd", "pav": "#8c564b",
+        "prime": "#d5793a", "prime-turn": "#e8a33d", "prime-norm": "#b5462a", "mrt": "#9467bd", "pav": "#8c564b",
     }  # fmt: skip
     for row, fpath in zip(axes, paths, strict=True):
         for ax, decoding in zip(row, DECODINGS, strict=True):

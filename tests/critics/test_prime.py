@@ -19,6 +19,7 @@ from turnkit.critics.prime import (
     policy_rows,
     prime_update,
     prm_bce_loss,
+    process_scale,
     token_advantages,
 )
 from turnkit.errors import ConfigError, DataError
@@ -127,6 +128,20 @@ def test_token_advantages_without_process_is_whitened_rloo() -> None:
     assert [a[0][0] for a in adv] == pytest.approx(expected, abs=1e-5)
 
 
+def test_process_scale_is_the_largest_return_to_go_across_turns() -> None:
+    # response 0: tokens 0.2, -0.5 | 0.1 -> returns-to-go -0.2, -0.4, 0.1; response 1: -0.3, 0.9 -> 0.6, 0.9
+    rewards = [
+        [torch.tensor([0.2, -0.5]), torch.tensor([0.1])],
+        [torch.tensor([-0.3, 0.9])],
+    ]
+    assert process_scale(rewards, "batch") == pytest.approx(0.9 + 1e-6)
+    assert process_scale([[torch.tensor([-0.5, -1.0])]], "batch") == pytest.approx(1.5 + 1e-6)  # |.| counts
+    assert process_scale(rewards, "none") == 1.0
+    assert process_scale([[torch.zeros(3)]], "batch") == pytest.approx(1e-6)  # a fresh PRM stays at 0
+    with pytest.raises(ConfigError, match="norm"):
+        process_scale(rewards, "max")
+
+
 def test_policy_rows_layout() -> None:
     traj = _traj([(7, 8), (9,)], success=True, prompt=(1, 2))
     rows = policy_rows([traj], [[[0.5, -0.5], [1.0]]])
@@ -191,6 +206,24 @@ def test_turn_labels_train_a_won_episodes_wrong_attempt_down(tok, labels: str) -
     assert (wrong < 0) == (labels == "turn")
 
 
+def test_batch_norm_divides_every_turns_reward_by_the_batch_scale(tok) -> None:
+    batch = [_traj([(60, 2)], True, g) for g in range(2)] + [_traj([(70, 2), (71, 2)], False, g) for g in range(2)]
+    prm = ImplicitPRM(_policy(tok), PrimeConfig(optim={"lr": 3e-2}, lora={"r": 4}))
+    for _ in range(5):
+        prm.fit(batch)
+    raw = [r.step_rewards for r in prm.score_batch(batch)]
+    scale = process_scale(prm.token_rewards(batch), "batch")
+    assert scale > 1e-3  # the fit moved the PRM off its reference
+    prm.config = PrimeConfig(norm="batch")
+    normed = prm.score_batch(batch)
+    for before, after in zip(raw, normed, strict=True):
+        assert after.step_rewards == pytest.approx([r / scale for r in before])
+    assert normed[0].metrics["implicit_return"] == pytest.approx(sum(raw[0]))  # logged before the scale
+    assert max(abs(sum(r.step_rewards[h:])) for r in normed for h in range(len(r.step_rewards))) <= 1.0
+    with pytest.raises(ConfigError, match="norm"):
+        PrimeConfig(norm="max")
+
+
 def test_turn_labels_are_the_turns_rewards_one_bce_row_each(tok, monkeypatch: pytest.MonkeyPatch) -> None:
     import turnkit.critics.prime.model as prime_model
 
@@ -224,6 +257,30 @@ def test_prime_update_filters_rewards_then_fits(tok) -> None:
     assert m["prm_rank_acc"] == 0.5  # pre-update PRM is the reference: a tie
     assert "prm_loss" in m and "policy_loss" in m
     assert any(not torch.equal(a, b) for a, b in zip(before, policy.model.parameters(), strict=True))
+
+
+def test_prime_update_weighs_the_process_by_the_batch_scale(tok, monkeypatch: pytest.MonkeyPatch) -> None:
+    import turnkit.critics.prime.model as prime_model
+
+    coefs: list[float] = []
+    real = prime_model.token_advantages
+
+    def spy(rewards, outcomes, groups, *, process_coef, gamma):
+        coefs.append((process_coef, process_scale(rewards, "batch")))
+        return real(rewards, outcomes, groups, process_coef=process_coef, gamma=gamma)
+
+    monkeypatch.setattr(prime_model, "token_advantages", spy)
+    mixed = [_traj([(60, 2)], True, 0), _traj([(70, 2), (71, 2)], False, 0)]
+    for norm in ("none", "batch"):
+        policy = _policy(tok)
+        cfg = PrimeConfig(optim={"lr": 3e-2}, lora={"r": 4}, norm=norm, process_coef=2.0)
+        prm = ImplicitPRM(_policy(tok, seed=1), cfg)
+        for _ in range(3):  # a PRM away from its reference: nonzero rewards
+            prm.fit(mixed)
+        prime_update(Learner(policy, OptimConfig(lr=1e-2)), prm, mixed, config=prm.config)
+    (coef_none, scale), (coef_batch, scale_batch) = coefs
+    assert scale == pytest.approx(scale_batch) and scale > 1e-3
+    assert coef_none == 2.0 and coef_batch == pytest.approx(2.0 / scale)
 
 
 def test_outcome_only_update_has_no_prm_metrics(tok) -> None:

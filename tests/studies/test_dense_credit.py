@@ -29,7 +29,8 @@ def study() -> ModuleType:
 
 def test_each_arm_reads_its_critic_through_its_paper_estimator(study: ModuleType, tmp_path: Path) -> None:
     expected = {"oracle": ("oracle", "pav"), "oracle-binary": ("oracle", "pav"), "prime": ("prime", "prime")}
-    expected |= {"prime-turn": ("prime", "prime"), "mrt": ("mrt", "mrt"), "pav": ("pav", "pav")}
+    expected |= {"prime-turn": ("prime", "prime"), "prime-norm": ("prime", "prime")}
+    expected |= {"mrt": ("mrt", "mrt"), "pav": ("pav", "pav")}
     assert set(study.ARMS) == {study.CONTROL, *expected}
     for arm, (critic, estimator) in expected.items():
         cfg = study.arm_config(arm, 2, str(tmp_path / arm))
@@ -38,6 +39,7 @@ def test_each_arm_reads_its_critic_through_its_paper_estimator(study: ModuleType
         assert (cfg.grpo.group_size, cfg.grpo.kl_coef, cfg.steps, cfg.eval.episodes) == (4, 0.0, 20, 200)
     assert study.arm_config("oracle-binary", 0, str(tmp_path)).critic == {"oracle": {"weight": 1.0, "partial": False}}
     assert study.arm_config("prime-turn", 0, str(tmp_path)).critic == {"prime": {"weight": 1.0, "labels": "turn"}}
+    assert study.arm_config("prime-norm", 0, str(tmp_path)).critic == {"prime": {"weight": 1.0, "norm": "batch"}}
 
 
 def test_the_control_and_unknown_arms_are_refused(study: ModuleType) -> None:

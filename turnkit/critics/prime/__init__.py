@@ -9,7 +9,7 @@ Example:
     >>> critic_config("prime", {"beta": 0.1}, seed=3)
     PrimeConfig(beta=0.1, prm_minibatches=1, acc_low=0.2, acc_high=0.8, process_coef=1.0, gamma=1.0, \
 policy_minibatches=1, clip_eps=0.2, score_batch_size=64, prm_chunk=8, seed=3, labels='episode', \
-optim=OptimConfig(lr=0.001, weight_decay=0.0, max_grad_norm=1.0, warmup_steps=0, schedule='constant', \
+norm='none', optim=OptimConfig(lr=0.001, weight_decay=0.0, max_grad_norm=1.0, warmup_steps=0, schedule='constant', \
 min_lr_ratio=0.1, betas=(0.9, 0.999), eps=1e-08), lora=LoraConfig(r=16, alpha=32, dropout=0.0, \
 targets=('q_proj', 'k_proj', 'v_proj', 'o_proj')))
 """
@@ -30,6 +30,8 @@ if TYPE_CHECKING:
 
 PRM_LABELS = ("episode", "turn")
 """The values of :attr:`PrimeConfig.labels`."""
+PROCESS_NORMS = ("none", "batch")
+"""The values of :attr:`PrimeConfig.norm`."""
 PRM_OPTIM = OptimConfig(lr=1e-3)
 """Default :attr:`PrimeConfig.optim`: the PRM's AdamW at a constant 1e-3, clipped at norm 1."""
 PRM_LORA = LoraConfig(r=16, alpha=32)
@@ -84,6 +86,10 @@ class PrimeConfig:
     outcome) or ``"turn"`` (each turn a response, labelled by its own env reward clipped to ``[0, 1]``: for envs
     that grade every attempt, such as MathEpisodes' retries, where a won episode's wrong attempts would otherwise
     be labelled right)."""
+    norm: str = "none"
+    """Scale of the process rewards: ``"none"`` (``β`` alone) or ``"batch"`` (PRIME's ``prime_norm =
+    batch_norm``: divided by the largest ``|Σ_{t'≥t} r_t'|`` of the scored batch, so that no process
+    return-to-go leaves ``[-1, 1]``, the outcome's scale; :func:`~turnkit.critics.prime.model.process_scale`)."""
     optim: OptimConfig = field(default_factory=lambda: PRM_OPTIM)
     """The PRM's AdamW (:class:`~turnkit.learners.learner.OptimConfig`): ``lr`` 1e-3, gradient norm clipped at
     ``max_grad_norm`` 1 (the policy's learner clips by the run's own ``optim``)."""
@@ -99,6 +105,7 @@ class PrimeConfig:
         check_int(self, "prm_minibatches", "policy_minibatches", "score_batch_size", "prm_chunk")
         check_int(self, "seed", low=0)
         check_choice(self, "labels", PRM_LABELS)
+        check_choice(self, "norm", PROCESS_NORMS)
         check_float(self, "process_coef", low=0.0)
         check_float(self, "clip_eps", low=0.0, high=1.0, open_low=True, open_high=True)
         table_field(self, "optim", PRM_OPTIM)
@@ -126,6 +133,7 @@ _MODEL = (
     "policy_rows",
     "prime_update",
     "prm_bce_loss",
+    "process_scale",
     "token_advantages",
 )
 """The names of :mod:`turnkit.critics.prime.model`, importable from here as well; the first use imports it."""

@@ -20,6 +20,8 @@ One PRIME update on a fresh rollout batch (:func:`prime_update`; the env interac
 4. **Advantages**: RLOO separately on the outcome (on the last token) and on the process rewards (per token,
    baseline = the other responses' mean token reward), discounted returns-to-go (``γ = 1``), summed and
    whitened (:func:`turnkit.learners.advantages.prime_advantages`). ``process_coef = 0`` is outcome-only RLOO.
+   With ``norm = "batch"`` (PRIME's code: ``prime_norm = batch_norm``) the process rewards are first divided by
+   the batch's largest process return-to-go (:func:`process_scale`), so the two sources share one scale.
 5. **Policy**: PPO-clip (:func:`turnkit.learners.grpo.policy_loss`) on the per-token advantages.
 
 Multi-turn episodes are one response: the agent's turns are concatenated in order (env messages are
@@ -175,6 +177,38 @@ def group_ranking_accuracy(
 _Segment = tuple[tuple[int, ...], tuple[int, ...]]
 
 
+def process_scale(token_rewards: Sequence[Sequence[Tensor]], norm: str = "batch") -> float:
+    """The divisor of a batch's implicit rewards under PRIME's ``prime_norm`` (:attr:`PrimeConfig.norm`).
+
+    ``"batch"``: the largest ``|Σ_{t'≥t} r_t'|`` over every generated token ``t`` of every response (an
+    episode's turns concatenated), plus ``1e-6``; divided by it, no process return-to-go leaves ``[-1, 1]``,
+    the scale of a ``{0, 1}`` outcome. ``"none"``: ``1``.
+
+    Args:
+        token_rewards: Per response, per turn, the ``[L]`` implicit rewards (:meth:`ImplicitPRM.token_rewards`).
+        norm: ``"batch"`` or ``"none"``.
+
+    Example:
+        >>> import torch
+        >>> rewards = [[torch.tensor([0.5, -1.0])], [torch.tensor([1.0]), torch.tensor([2.0])]]
+        >>> round(process_scale(rewards), 4)  # returns-to-go -0.5, -1.0 | 3.0, 2.0
+        3.0
+        >>> process_scale(rewards, "none")
+        1.0
+    """
+    if norm == "none":
+        return 1.0
+    if norm != "batch":
+        raise ConfigError(f"norm must be 'none' or 'batch', got {norm!r}")
+    largest = 0.0
+    for turns in token_rewards:
+        if turns:
+            rewards = torch.cat([t.detach().double().reshape(-1) for t in turns])
+            to_go = rewards.flip(0).cumsum(0).flip(0)
+            largest = max(largest, float(to_go.abs().max()) if len(to_go) else 0.0)
+    return largest + 1e-6
+
+
 def _turn_ids(trajectory: Trajectory, i: int) -> list[_Segment]:
     out = []
     for k, step in enumerate(trajectory.steps):
@@ -310,15 +344,17 @@ class ImplicitPRM:
         return self.score_batch([trajectory])[0]
 
     def score_batch(self, trajectories: Sequence[Trajectory]) -> list[CriticResult]:
-        """Summed implicit rewards per turn, batched over trajectories.
+        """Summed implicit rewards per turn, batched over trajectories, divided by :func:`process_scale`.
 
-        Metrics: ``implicit_return`` (per episode) and ``rank_acc``, the PRM's within-group ranking of correct
-        over incorrect episodes of this batch (``nan`` without such pairs).
+        Metrics: ``implicit_return`` (per episode, before the scale) and ``rank_acc``, the PRM's within-group
+        ranking of correct over incorrect episodes of this batch (``nan`` without such pairs).
         """
+        rewards = self.token_rewards(trajectories)
+        scale = process_scale(rewards, self.config.norm)
         out = []
-        for turns in self.token_rewards(trajectories):
-            per_turn = tuple(float(r.sum()) for r in turns)
-            out.append(CriticResult(per_turn, {"implicit_return": float(sum(per_turn))}))
+        for turns in rewards:
+            raw = [float(r.sum()) for r in turns]
+            out.append(CriticResult(tuple(r / scale for r in raw), {"implicit_return": sum(raw)}))
         acc, _ = group_ranking_accuracy(
             [r.total for r in out], [float(t.success) for t in trajectories], [_group(t) for t in trajectories]
         )
@@ -552,6 +588,7 @@ def prime_update(
         rewards = [[torch.zeros(len(s.action.token_ids)) for s in t.steps] for t in batch]
         coef = 0.0
     metrics["prm_s"] = time.perf_counter() - t0
+    coef /= process_scale(rewards, cfg.norm)
     adv = token_advantages(rewards, outcomes, groups, process_coef=coef, gamma=cfg.gamma)
     metrics.update(_policy_step(learner, policy_rows(batch, adv), cfg, temperature))
     return metrics
@@ -588,5 +625,6 @@ __all__ = [
     "policy_rows",
     "prime_update",
     "prm_bce_loss",
+    "process_scale",
     "token_advantages",
 ]
