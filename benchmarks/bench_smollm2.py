@@ -19,6 +19,10 @@ Threads under load (``--what threads``): HFPolicy generation (fp32, the first ``
 2 torch threads, alternating, on the box as it is and again while a spinning Python subprocess (started here,
 same niceness) keeps one core busy; also prints torch's default thread count, which `turnkit train` uses.
 
+Where generation's time goes (``--what profile``): ``cProfile`` of one ``HFPolicy.act`` over the first
+``--batch-sizes`` entry of contexts with a rank-8 LoRA attached (as in training), after one warm-up; prints the
+share of the call's time of the functions that take the most of it (own time).
+
 Training (``--what train``): one forward + backward + AdamW step of the policy loss's shape (token log-probs of a
 batch of `--train-rows` rows of `--train-tokens` tokens, mean NLL) with a rank-8 LoRA on the attention
 projections (`turnkit train`'s default for smollm2) and with every weight trained; tokens/s is rows x tokens /
@@ -29,6 +33,7 @@ The weights are the Q4_1 GGUF dequantised (an approximation of the released bf16
 Run: python benchmarks/bench_smollm2.py [--threads 1] [--batch-sizes 1 8] [--dtypes float32 bfloat16]
      python benchmarks/bench_smollm2.py --what generation --batch-sizes 16 32 64 --max-new-tokens 16 --repeats 2
      python benchmarks/bench_smollm2.py --what logprobs threads --batch-sizes 8 --max-new-tokens 32
+     python benchmarks/bench_smollm2.py --what profile --dtypes float32 --batch-sizes 16 --max-new-tokens 32
      python benchmarks/bench_smollm2.py --device cuda --batch-sizes 1 16 64
      turnkit bench smollm2 --threads 2
 """
@@ -36,6 +41,8 @@ Run: python benchmarks/bench_smollm2.py [--threads 1] [--batch-sizes 1 8] [--dty
 from __future__ import annotations
 
 import argparse
+import cProfile
+import pstats
 import statistics
 import subprocess
 import sys
@@ -199,6 +206,23 @@ def train_step_rate(policy: HFPolicy, rows: int, tokens: int, repeats: int) -> f
     return rows * tokens / statistics.median(times)
 
 
+def generation_profile(policy: HFPolicy, batch: int, top: int = 8) -> list[str]:
+    """Table rows: the functions with the most own time in one ``act`` over ``batch`` contexts, as shares."""
+    contexts = [Context(messages=(Message("user", PROMPTS[i % len(PROMPTS)]),), episode_seed=i) for i in range(batch)]
+    policy.act(contexts)  # warm-up
+    profiler = cProfile.Profile()
+    profiler.enable()
+    policy.act(contexts)
+    profiler.disable()
+    stats = pstats.Stats(profiler).stats  # type: ignore[attr-defined]
+    total = sum(own for _, _, own, _, _ in stats.values())
+    ranked = sorted(stats.items(), key=lambda item: item[1][2], reverse=True)[:top]
+    return [
+        f"| `{name}` ({Path(file).name}:{line}) | {calls} | {own:.2f} | {own / total:.0%} |"
+        for (file, line, name), (_, calls, own, _, _) in ranked
+    ]
+
+
 def load(dtype: str, device: str, max_new_tokens: int) -> HFPolicy:
     name = "smollm2" if dtype == "float32" else "smollm2-bf16"
     policy = load_policy(name, progress=False, max_new_tokens=max_new_tokens, temperature=1.0)
@@ -212,7 +236,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         "--what",
         nargs="+",
         default=["generation", "train"],
-        choices=["generation", "train", "logprobs", "threads"],
+        choices=["generation", "train", "logprobs", "threads", "profile"],
         help="which measurements (default: generation and train)",
     )
     parser.add_argument("--batch-sizes", type=int, nargs="+", default=[1, 8])
@@ -239,13 +263,20 @@ def main(argv: Sequence[str] | None = None) -> int:
         print("|---|---|---|---|---|---|")
         print("\n".join(thread_rows(policy, args.batch_sizes[0], args.repeats)), flush=True)
         torch.set_num_threads(args.threads)
-    for dtype in args.dtypes if what & {"generation", "logprobs", "train"} else []:
+    for dtype in args.dtypes if what & {"generation", "logprobs", "train", "profile"} else []:
         name = "smollm2" if dtype == "float32" else "smollm2-bf16"
         policy = load(dtype, args.device, args.max_new_tokens)
         if "generation" in what:
             print(f"\n{name} ({dtype}) generation\n")
             print("| batch | HFPolicy tok/s | `generate` tok/s | ratio | ratio per round |\n|---|---|---|---|---|")
             print("\n".join(generation_rows(policy, args.batch_sizes, args.repeats, args.max_new_tokens)), flush=True)
+        if "profile" in what:
+            with_lora = load(dtype, args.device, args.max_new_tokens)
+            with_lora.attach_lora(r=8, alpha=16)
+            print(f"\n{name} ({dtype}) generation profile, batch {args.batch_sizes[0]}, LoRA r=8\n")
+            print("| function | calls | own s | share |\n|---|---|---|---|")
+            print("\n".join(generation_profile(with_lora, args.batch_sizes[0])), flush=True)
+            del with_lora
         if "logprobs" in what:
             batch = max(args.batch_sizes)
             print(f"\n{name} ({dtype}) log-probs, batch {batch}, {args.max_new_tokens} new tokens:")
