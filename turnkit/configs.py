@@ -226,8 +226,7 @@ def from_dict(cls: Any, data: Mapping[str, Any], *, source: str = "config", alia
             for inner in value:
                 if (where := _placement(cls, nested, inner, outside=key)) is not None:
                     kind = nested[key].__name__
-                    hint = f"did you mean {where!r} in {cls.__name__}, outside {key!r}?"
-                    message = f"{cls.__name__}.{key}: unknown {kind} key {inner!r} ({hint})"
+                    message = f"{cls.__name__}.{key}: unknown {kind} key {inner!r} (did you mean {where!r}?)"
                     raise ConfigError(message if source == "config" else f"{source}: {message}")
             value = {**_default_table(cls, key), **value}  # a partial table keeps the field's own defaults
             try:
