@@ -583,12 +583,11 @@ def prime_update(
         acc, pairs = group_ranking_accuracy(totals, outcomes, groups)
         metrics.update(prm_rank_acc=acc, prm_rank_pairs=float(pairs))
         metrics.update(prm.fit(batch, labels=outcomes))
-        coef = cfg.process_coef
+        coef = cfg.process_coef / process_scale(rewards, cfg.norm)
     else:
         rewards = [[torch.zeros(len(s.action.token_ids)) for s in t.steps] for t in batch]
         coef = 0.0
     metrics["prm_s"] = time.perf_counter() - t0
-    coef /= process_scale(rewards, cfg.norm)
     adv = token_advantages(rewards, outcomes, groups, process_coef=coef, gamma=cfg.gamma)
     metrics.update(_policy_step(learner, policy_rows(batch, adv), cfg, temperature))
     return metrics
