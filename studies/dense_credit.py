@@ -20,6 +20,8 @@ Protocol: everything as in ``smollm2_grpo.py`` and ``smollm2_prime.py``, seed fo
   - ``oracle-binary``: the same with binary credit (``partial = false``: only the turn with the right answer
     gains), which tells the partial credit's effect (a close wrong answer is paid) from the estimator's.
   - ``prime``: PRIME's implicit PRM through ``prime`` (RLOO on each source).
+  - ``prime-outcome``: ``prime``'s estimator with no critic (RLOO on the outcome, PRIME's prompt filter):
+    ``prime`` without its PRM, which tells the PRM's effect from the estimator's.
   - ``prime-turn``: the same PRM trained on each turn's own reward instead of the episode's outcome
     (``labels = "turn"``): with retries, a won episode's wrong attempts are otherwise labelled right.
   - ``prime-norm``: ``prime`` with PRIME's own process scale (``norm = "batch"``, its code's
@@ -76,6 +78,7 @@ ARMS: dict[str, tuple[dict[str, Any] | None, str]] = {
     "oracle": ({"oracle": {"weight": 1.0}}, "pav"),
     "oracle-binary": ({"oracle": {"weight": 1.0, "partial": False}}, "pav"),
     "prime": ({"prime": {"weight": 1.0}}, "prime"),
+    "prime-outcome": (None, "prime"),
     "prime-turn": ({"prime": {"weight": 1.0, "labels": "turn"}}, "prime"),
     "prime-norm": ({"prime": {"weight": 1.0, "norm": "batch"}}, "prime"),
     "mrt": ({"mrt": {"weight": 1.0}}, "mrt"),
@@ -447,7 +450,8 @@ def plot(summary: Mapping[str, Any], path: Path) -> None:
     fig, axes = plt.subplots(len(paths), 2, figsize=(10, 3.4 * len(paths)), squeeze=False, sharey=True)
     colors = {
         "grpo": "#3a7bd5", "oracle": "#2ca02c", "oracle-binary": "#17becf",
-        "prime": "#d5793a", "prime-turn": "#e8a33d", "prime-norm": "#b5462a", "mrt": "#9467bd", "pav": "#8c564b",
+        "prime": "#d5793a", "prime-turn": "#e8a33d", "prime-norm": "#b5462a", "prime-outcome": "#f2c28f",
+        "mrt": "#9467bd", "pav": "#8c564b",
     }  # fmt: skip
     for row, fpath in zip(axes, paths, strict=True):
         for ax, decoding in zip(row, DECODINGS, strict=True):

@@ -31,7 +31,7 @@ def test_each_arm_reads_its_critic_through_its_paper_estimator(study: ModuleType
     expected = {"oracle": ("oracle", "pav"), "oracle-binary": ("oracle", "pav"), "prime": ("prime", "prime")}
     expected |= {"prime-turn": ("prime", "prime"), "prime-norm": ("prime", "prime")}
     expected |= {"mrt": ("mrt", "mrt"), "pav": ("pav", "pav")}
-    assert set(study.ARMS) == {study.CONTROL, *expected}
+    assert set(study.ARMS) == {study.CONTROL, "prime-outcome", *expected}
     for arm, (critic, estimator) in expected.items():
         cfg = study.arm_config(arm, 2, str(tmp_path / arm))
         assert list(cfg.critic) == [critic] and cfg.grpo.estimator == estimator in RUN_ESTIMATORS
@@ -40,6 +40,9 @@ def test_each_arm_reads_its_critic_through_its_paper_estimator(study: ModuleType
     assert study.arm_config("oracle-binary", 0, str(tmp_path)).critic == {"oracle": {"weight": 1.0, "partial": False}}
     assert study.arm_config("prime-turn", 0, str(tmp_path)).critic == {"prime": {"weight": 1.0, "labels": "turn"}}
     assert study.arm_config("prime-norm", 0, str(tmp_path)).critic == {"prime": {"weight": 1.0, "norm": "batch"}}
+    # ``prime`` without its PRM: the outcome alone through PRIME's estimator, otherwise the same run
+    outcome, prime = (study.arm_config(arm, 0, str(tmp_path / arm)) for arm in ("prime-outcome", "prime"))
+    assert not outcome.critic and outcome.grpo == prime.grpo and outcome.update == prime.update
 
 
 def test_the_control_and_unknown_arms_are_refused(study: ModuleType) -> None:
