@@ -226,7 +226,8 @@ def from_dict(cls: Any, data: Mapping[str, Any], *, source: str = "config", alia
             for inner in value:
                 if (where := _placement(cls, nested, inner, outside=key)) is not None:
                     kind = nested[key].__name__
-                    message = f"{cls.__name__}.{key}: unknown {kind} key {inner!r} (did you mean {where!r}?)"
+                    hint = f"did you mean {cls.__name__}'s {where!r}?"  # relative to the outer table, not to ``key``
+                    message = f"{cls.__name__}.{key}: unknown {kind} key {inner!r} ({hint})"
                     raise ConfigError(message if source == "config" else f"{source}: {message}")
             value = {**_default_table(cls, key), **value}  # a partial table keeps the field's own defaults
             try:

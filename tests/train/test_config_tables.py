@@ -83,10 +83,15 @@ def test_a_flat_key_wins_over_its_table_and_keeps_the_table_other_keys() -> None
 @pytest.mark.parametrize(
     ("data", "message"),
     [
-        ({"grpo": {"lr": 0.1}}, r"TrainConfig\.grpo: unknown GRPOConfig key 'lr' \(did you mean 'optim\.lr'\?\)"),
-        ({"eval": {"eval_every": 2}}, r"unknown EvalConfig key 'eval_every' \(did you mean 'eval\.every'\?\)"),
-        ({"sampling": {"ppo_epochs": 2}}, r"unknown TrainSampling key 'ppo_epochs' \(did you mean 'update\.ppo_"),
-        ({"log": {"steps": 2}}, r"unknown LogConfig key 'steps' \(did you mean 'steps'\?\)"),
+        ({"grpo": {"lr": 0.1}}, r"TrainConfig\.grpo: unknown GRPOConfig key 'lr' \(did you mean TrainConfig's 'optim"),
+        ({"eval": {"eval_every": 2}}, r"EvalConfig key 'eval_every' \(did you mean TrainConfig's 'eval\.every'\?\)"),
+        ({"sampling": {"ppo_epochs": 2}}, r"TrainSampling key 'ppo_epochs' \(did you mean TrainConfig's 'update\.ppo_"),
+        ({"log": {"steps": 2}}, r"unknown LogConfig key 'steps' \(did you mean TrainConfig's 'steps'\?\)"),
+        (
+            {"rollout": {"max_new_tokens": 8}},
+            r"TrainConfig\.rollout: unknown RolloutConfig key 'max_new_tokens' "
+            r"\(did you mean TrainConfig's 'sampling\.max_new_tokens'\?\)",
+        ),
         ({"every": 2}, r"unknown TrainConfig key 'every' \(did you mean 'eval\.every'\?\)"),
         ({"eval": {"evry": 2}}, r"unknown EvalConfig key 'evry' \(did you mean 'every'\?\)"),
         ({"rollout": {"backend": "tgi"}}, r"RolloutConfig\.backend must be one of \['hf', 'openai', 'vllm'\]"),

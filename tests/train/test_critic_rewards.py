@@ -97,7 +97,7 @@ def two_turn_trajectory(tokens: tuple[int, int]) -> Trajectory:
         ({"prime": {"optim": {"lr": 0.0}}}, r"TrainConfig\.critic\.prime: PrimeConfig\.optim: OptimConfig\.lr must be"),
         (
             {"prime": {"optim": {"r": 4}}},
-            r"PrimeConfig\.optim: unknown OptimConfig key 'r' \(did you mean 'lora\.r'\?\)",
+            r"PrimeConfig\.optim: unknown OptimConfig key 'r' \(did you mean PrimeConfig's 'lora\.r'\?\)",
         ),
         ({"mrt": {"samples": 0}}, r"TrainConfig\.critic\.mrt: MRTConfig\.samples must be an int >= 1"),
         ({"mrt": {"temperature": 0.0}}, r"MRTConfig\.temperature must be a finite number > 0"),

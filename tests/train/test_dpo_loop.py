@@ -215,7 +215,7 @@ def test_an_old_flat_config_loads_and_its_run_folder_resumes(policy_factory, tmp
     assert len(seen) == 1
     assert old == DPOConfig(steps=4, batch_size=2, optim={"lr": 1e-2}, lora={"r": 4, "targets": ["q_proj"]})
     with pytest.raises(
-        ConfigError, match=r"DPOConfig\.optim: unknown OptimConfig key 'alpha' \(did you mean 'lora\.alpha'\?\)"
+        ConfigError, match=r"DPOConfig\.optim: unknown OptimConfig key 'alpha' \(did you mean DPOConfig's 'lora\.alpha'"
     ):
         from_dict(DPOConfig, {"optim": {"alpha": 4}})
 
