@@ -9,10 +9,12 @@ import pytest
 import torch
 
 import turnkit  # noqa: F401  (registers the envs)
+from turnkit.agents.base import Context
 from turnkit.agents.hf import HFPolicy
 from turnkit.agents.kv_reuse import PrefixKV
 from turnkit.rollout.chat import ChatDelta
 from turnkit.rollout.collect import collect_batch
+from turnkit.types import Message
 
 
 def _reusing(policy_factory, **kwargs) -> HFPolicy:
@@ -53,6 +55,32 @@ def test_greedy_turns_match_the_policy_without_reuse(policy_factory):
         if a.token_ids != b.token_ids:
             break
         assert a.logprobs == pytest.approx(b.logprobs, abs=1e-4)
+
+
+def test_repeated_prompts_are_prefilled_once_and_keep_the_log_probs(policy_factory):
+    base = policy_factory()
+    policy = HFPolicy(base.model, base.tokenizer, max_new_tokens=6, share_prefill=True)
+    questions = ["2+2?", "what is 3*7?", "2+2?", "name a prime", "what is 3*7?", "2+2?"]
+    contexts = [Context(messages=(Message("user", q),), episode_seed=i) for i, q in enumerate(questions)]
+    fed: list[tuple[int, ...]] = []
+    hook = policy.model.register_forward_pre_hook(
+        lambda _module, _args, kwargs: fed.append(tuple(kwargs["input_ids"].shape)), with_kwargs=True
+    )
+    try:
+        turns = policy.act(contexts)
+    finally:
+        hook.remove()
+    assert fed[0][0] == 3 and all(rows == 6 for rows, _ in fed[1:])  # 3 distinct prompts, then all 6 sample
+    assert _teacher_forced_error(policy, turns) < 1e-4
+    copies = {turns[i].token_ids for i in (0, 2, 5)}  # one prompt, three episode seeds: their own samples
+    assert len(copies) > 1
+
+
+def test_shared_prefill_and_kept_caches_together_keep_the_log_probs(policy_factory):
+    policy = _reusing(policy_factory, share_prefill=True)
+    turns = _play(policy, [0, 0, 0, 1])  # a group of three repeats every first prompt
+    assert policy.kv is not None and policy.kv.reused_tokens > 0
+    assert _teacher_forced_error(policy, turns) < 1e-4
 
 
 def test_changed_weights_drop_the_kept_caches(policy_factory):

@@ -65,7 +65,14 @@ import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer, DynamicCache, PreTrainedModel, PreTrainedTokenizerBase
 
 from turnkit.agents.base import Context
-from turnkit.agents.kv_reuse import PrefixKV, batch_cache, cache_layers, row_layers, weights_fingerprint
+from turnkit.agents.kv_reuse import (
+    PrefixKV,
+    batch_cache,
+    cache_layers,
+    row_layers,
+    shared_prompts,
+    weights_fingerprint,
+)
 from turnkit.agents.sampling import SamplingConfig, context_seeds
 from turnkit.errors import ConfigError
 from turnkit.types import AgentTurn, Message
@@ -210,6 +217,9 @@ class HFPolicy:
         reuse_kv: Keep each generated sequence's KV cache and feed the next turn only what follows it
             (:mod:`turnkit.agents.kv_reuse`): multi-turn episodes stop encoding their whole conversation every
             turn. Same maths, other float rounding than without it.
+        share_prefill: Prefill a prompt that several rows of a batch repeat once and copy its keys and values to
+            the repeats (:func:`~turnkit.agents.kv_reuse.shared_prompts`): a GRPO group's first turn, an MRT or
+            PAV prover's branches. Same maths, other float rounding (the prefill's batch has other rows).
 
     Attributes:
         model: The model (a ``peft.PeftModel`` after :meth:`attach_lora`); learners optimise its parameters.
@@ -217,6 +227,7 @@ class HFPolicy:
         sampling: The current :class:`~turnkit.agents.sampling.SamplingConfig`.
         stop_token_ids: Ids that end a turn.
         kv: The kept KV caches (:class:`~turnkit.agents.kv_reuse.PrefixKV`) with ``reuse_kv``, else ``None``.
+        share_prefill: Whether repeated prompts of a batch are prefilled once (see ``share_prefill`` above).
     """
 
     supports_prefix = True
@@ -234,6 +245,7 @@ class HFPolicy:
         max_batch_size: int = 32,
         stop_token_ids: Sequence[int] = (),
         reuse_kv: bool = False,
+        share_prefill: bool = False,
     ) -> None:
         if max_batch_size < 1:
             raise ConfigError(f"HFPolicy.max_batch_size must be >= 1, got {max_batch_size}")
@@ -250,6 +262,7 @@ class HFPolicy:
         self.pad_token_id: int = int(pad)
         self._rng = np.random.default_rng(seed)
         self.kv: PrefixKV | None = PrefixKV() if reuse_kv else None
+        self.share_prefill = share_prefill
 
     @classmethod
     def from_pretrained(cls, path: str | Path, *, adapter: str | Path | None = None, **kwargs: Any) -> HFPolicy:
@@ -390,11 +403,13 @@ class HFPolicy:
         """Sample for one left-padded batch; every budget is >= 1; ``steps``: per row (prefix ids, stop strings)."""
         steps = steps or [([], ())] * len(prompts)
         device, n = self.device, len(prompts)
-        kept = [self.kv.take(p) for p in prompts] if self.kv is not None else [(0, None)] * n
-        feeds = [p[used:] for p, (used, _) in zip(prompts, kept, strict=True)]
+        firsts, prompt_of = shared_prompts(prompts) if self.share_prefill else (list(range(n)), list(range(n)))
+        distinct = [prompts[i] for i in firsts]  # the prefill's rows
+        kept = [self.kv.take(p) for p in distinct] if self.kv is not None else [(0, None)] * len(distinct)
+        feeds = [p[used:] for p, (used, _) in zip(distinct, kept, strict=True)]
         width = max(len(f) for f in feeds)
-        input_ids = torch.full((n, width), self.pad_token_id, dtype=torch.long)
-        attention = torch.zeros((n, width), dtype=torch.long)
+        input_ids = torch.full((len(distinct), width), self.pad_token_id, dtype=torch.long)
+        attention = torch.zeros((len(distinct), width), dtype=torch.long)
         for i, f in enumerate(feeds):
             input_ids[i, width - len(f) :] = torch.tensor(f)
             attention[i, width - len(f) :] = 1
@@ -422,6 +437,10 @@ class HFPolicy:
             **past,
         )
         past, logits = {cache_arg: getattr(out, cache_arg)}, out.logits[:, -1, :]
+        if len(distinct) < n:  # every row from its prompt's prefill
+            repeat = torch.tensor(prompt_of, device=device)
+            past[cache_arg].reorder_cache(repeat)
+            logits, attention, positions = logits[repeat], attention[repeat], positions[repeat]
         prefilled = attention.shape[1]
         next_pos = positions[:, -1:] + 1
         while any(f is None for f in finish):

@@ -165,6 +165,36 @@ def weights_fingerprint(model: torch.nn.Module) -> Hashable:
     return (len(params), sum(id(p) for p in params), sum(p._version for p in params))
 
 
+def shared_prompts(prompts: Sequence[Sequence[int]]) -> tuple[list[int], list[int]]:
+    """The distinct prompts of a batch, to prefill each once (``HFPolicy(share_prefill=True)``).
+
+    A group of GRPO samples, or an MRT/PAV prover's ``K`` branches from one point, repeat one prompt: its keys
+    and values are the same for every copy, so the batch computes them once per distinct prompt and copies them
+    to the repeats before sampling.
+
+    Args:
+        prompts: Per row its prompt token ids.
+
+    Returns:
+        ``(firsts, rows)``: the row index of each distinct prompt's first occurrence, in order, and per row the
+        position in ``firsts`` of its prompt.
+
+    Example:
+        >>> shared_prompts([[1, 2], [3], [1, 2], [1, 2]])
+        ([0, 1], [0, 1, 0, 0])
+    """
+    position: dict[tuple[int, ...], int] = {}
+    firsts: list[int] = []
+    rows: list[int] = []
+    for i, prompt in enumerate(prompts):
+        key = tuple(prompt)
+        if key not in position:
+            position[key] = len(firsts)
+            firsts.append(i)
+        rows.append(position[key])
+    return firsts, rows
+
+
 def batch_cache(rows: Sequence[Layers | None], lengths: Sequence[int]) -> tuple[Layers, torch.Tensor]:
     """Stack per-row kept layers into left-padded batch tensors and their attention mask.
 
