@@ -72,6 +72,7 @@ class LiveProver:
 
     Every call takes a fresh :meth:`~turnkit.agents.hf.HFPolicy.with_sampling` view, so the prover follows
     the policy's weights, at the sampling seed of the batch being scored (``seed()``; default: the policy's own).
+    The view prefills each boundary's prompt once for its ``K`` answers (``share_prefill``).
 
     Example:
         >>> from turnkit.agents.hf import HFPolicy
@@ -91,7 +92,9 @@ class LiveProver:
     def act(self, contexts: Sequence[Context]) -> list[AgentTurn]:
         """Sample one turn per context from the current policy."""
         seed = {} if self.seed is None else {"seed": self.seed()}
-        return self.policy.with_sampling(temperature=self.temperature, **seed).act(contexts)
+        view = self.policy.with_sampling(temperature=self.temperature, **seed)
+        view.share_prefill = True  # the K answers from one boundary share its prompt
+        return view.act(contexts)
 
 
 def mrt_critic(

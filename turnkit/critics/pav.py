@@ -65,6 +65,8 @@ Config = PAVConfig
 class FrozenProver:
     """A fixed prover (e.g. the start policy) that samples at the seed of the batch being scored.
 
+    Its view prefills each prefix's prompt once for all the rollouts that start there (``share_prefill``).
+
     Example:
         >>> from turnkit.agents.hf import HFPolicy
         >>> from turnkit.models.tiny import TinyModelConfig, build_tiny_model, build_tiny_tokenizer
@@ -83,6 +85,7 @@ class FrozenProver:
     def act(self, contexts: Sequence[Context]) -> list[AgentTurn]:
         """Sample one turn per context from the fixed prover."""
         view = self.prover.with_sampling(temperature=self.temperature, seed=self.seed())
+        view.share_prefill = True  # the rollouts from one prefix share its prompt
         return view.act(contexts)
 
 

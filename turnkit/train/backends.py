@@ -402,6 +402,7 @@ def generator_copy(policy: HFPolicy) -> HFPolicy:
         max_batch_size=policy.max_batch_size,
         stop_token_ids=sorted(policy.stop_token_ids),
         reuse_kv=policy.kv is not None,
+        share_prefill=policy.share_prefill,
         **dataclasses.asdict(policy.sampling),
     )
 

@@ -220,8 +220,9 @@ def prepare_policy(policy: HFPolicy, cfg: TrainConfig) -> Learner:
     ``grpo.kl_coef > 0`` the reference is a frozen copy of the start model.
     """
     policy.sampling = dataclasses.replace(policy.sampling, **dataclasses.asdict(cfg.sampling))
-    if cfg.rollout.reuse_kv and policy.kv is None:
-        policy.kv = PrefixKV()
+    if cfg.rollout.reuse_kv:
+        policy.kv = policy.kv if policy.kv is not None else PrefixKV()
+        policy.share_prefill = True
     return Learner(policy, cfg.optim, lora=cfg.lora_config(), reference=cfg.grpo.kl_coef > 0, seed=cfg.seed)
 
 

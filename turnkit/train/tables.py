@@ -92,9 +92,10 @@ class RolloutConfig:
     """With ``async_rollout``: the most learner updates a batch's sampling policy may lag behind."""
     reuse_kv: bool = False
     """Carry each episode's KV cache from one turn to the next (``backend="hf"``; :mod:`turnkit.agents.kv_reuse`):
-    a turn feeds the model only the env's reply instead of the whole conversation. The same maths with other
-    float rounding, so it is off by default (results stay bit-identical); ``turnkit train`` turns it on for
-    SmolLM2, whose steps are mostly re-encoding."""
+    a turn feeds the model only the env's reply instead of the whole conversation; and prefill a prompt that a
+    group repeats once (``HFPolicy.share_prefill``). The same maths with other float rounding, so it is off by
+    default (results stay bit-identical); ``turnkit train`` turns it on for SmolLM2, whose steps are mostly
+    re-encoding."""
 
     def __post_init__(self) -> None:
         configs.check_choice(self, "backend", BACKENDS)
