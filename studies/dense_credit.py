@@ -447,7 +447,9 @@ def plot(summary: Mapping[str, Any], path: Path) -> None:
     import matplotlib.pyplot as plt
 
     paths = sorted({p for per_path in summary.values() for p in per_path}, key=lambda p: (p != "native", p))
-    fig, axes = plt.subplots(len(paths), 2, figsize=(10, 3.4 * len(paths)), squeeze=False, sharey=True)
+    most = max(sum(p in per_path for per_path in summary.values()) for p in paths)
+    width = max(10.0, 1.5 * most)  # room for every arm's name under its bar
+    fig, axes = plt.subplots(len(paths), 2, figsize=(width, 3.6 * len(paths)), squeeze=False, sharey=True)
     colors = {
         "grpo": "#3a7bd5", "oracle": "#2ca02c", "oracle-binary": "#17becf",
         "prime": "#d5793a", "prime-turn": "#e8a33d", "prime-norm": "#b5462a", "prime-outcome": "#f2c28f",
@@ -467,7 +469,8 @@ def plot(summary: Mapping[str, Any], path: Path) -> None:
                     label = "GRPO, same seeds" if i == 1 else None
                     ax.scatter([i + 0.15] * len(same), same, facecolors="none", edgecolors="black", s=18, label=label)
             ax.set_xticks(range(len(names)))
-            ax.set_xticklabels([f"{a}\n(n={len(summary[a][fpath]['seeds'])})" for a in names], fontsize=8)
+            labels = [f"{a}\n(n={len(summary[a][fpath]['seeds'])})" for a in names]
+            ax.set_xticklabels(labels, fontsize=8, rotation=30, ha="right")
             ax.set_title(f"{fpath}, {decoding}", fontsize=9)
             ax.grid(axis="y", alpha=0.3)
             if len(names) > 1:
