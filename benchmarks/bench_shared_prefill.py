@@ -12,7 +12,7 @@ Two workloads repeat a prompt within one batch:
   prompt is repeated ``--group-size`` times.
 
 Each pair runs the same work twice with one model, once per setting, alternating which goes first; printed per
-pair and as medians: wall seconds, rows prefilled in the first forward of each batch, and the ratio. The two
+pair and as medians: wall seconds, rows fed by prefill passes (forwards of more than one token), and the ratio. The two
 settings differ in float rounding only, so after a near-tie a sampled run may part ways; the generated token
 counts are printed beside the time.
 
